@@ -1,0 +1,130 @@
+"""Typed settings, parsed once per sandbox from ``ASYNCZ_*`` environment variables.
+
+Every Lambda reads the same model; :meth:`Settings.require_for` checks, at cold start,
+that the variables a given function needs are present, so a missing one fails loudly
+before any request is served.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+FunctionName = Literal["api", "worker", "fleet", "recovery", "migrate"]
+
+
+class SettingsError(ValueError):
+    """The environment does not configure what a function needs."""
+
+
+class Settings(BaseSettings):
+    """All configuration of AsyncZ; field ``foo`` is read from ``ASYNCZ_FOO``."""
+
+    model_config = SettingsConfigDict(env_prefix="ASYNCZ_", extra="ignore", frozen=True)
+
+    stage: str = "local"
+
+    # --- PostgreSQL: a URL locally, or a Secrets Manager secret (+ proxy host) in AWS.
+    database_url: str | None = None
+    database_secret_arn: str | None = None
+    database_host: str | None = None  # e.g. the RDS Proxy endpoint; overrides the secret's host
+    database_name: str = "asyncz"
+    database_sslmode: str = "prefer"
+    db_pool_min: int = Field(default=1, ge=0)
+    db_pool_max: int = Field(default=2, ge=1)
+    db_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    db_statement_timeout_ms: int = Field(default=15_000, ge=0)
+
+    # --- Redis: a URL (rediss:// in AWS) and optionally an AUTH token from Secrets Manager.
+    redis_url: str | None = None
+    redis_auth_secret_arn: str | None = None
+    redis_prefix: str = "asyncz"
+    redis_socket_timeout_seconds: float = Field(default=5.0, gt=0)
+
+    # --- Retry policy (exponential backoff with full jitter).
+    backoff_base_seconds: float = Field(default=1.0, gt=0)
+    backoff_max_seconds: float = Field(default=30.0, gt=0)
+
+    # --- Jobs.
+    default_max_retries: int = Field(default=3, ge=0, le=20)
+    default_timeout_seconds: int = Field(default=300, ge=1)
+    max_timeout_seconds: int = Field(default=840, ge=1)
+    max_payload_bytes: int = Field(default=256 * 1024, ge=1)
+    queues: str = "default"  # comma-separated queues a worker polls
+    task_modules: str = ""  # comma-separated modules imported at worker start
+
+    # --- Worker.
+    worker_concurrency: int = Field(default=10, ge=1)
+    heartbeat_seconds: float = Field(default=10.0, gt=0)
+    lease_timeout_seconds: float = Field(default=60.0, gt=0)
+    worker_safety_margin_seconds: float = Field(default=5.0, ge=0)
+    worker_poll_seconds: float = Field(default=5.0, gt=0)
+    worker_presence_ttl_seconds: int = Field(default=30, ge=1)
+    worker_function_name: str | None = None
+    artifact_dir: str = "/tmp/asyncz-artifacts"  # noqa: S108 - Lambda's only writable dir
+
+    # --- Fleet controller.
+    fleet_min_workers: int = Field(default=0, ge=0)
+    fleet_max_workers: int = Field(default=10, ge=0)
+    fleet_jobs_per_worker: int = Field(default=200, ge=1)
+
+    # --- Recovery.
+    recovery_batch_size: int = Field(default=500, ge=1)
+    recovery_max_batches: int = Field(default=20, ge=1)
+
+    # --- API.
+    api_key_hashes: str = ""  # comma-separated SHA-256 hex digests of accepted API keys
+    api_keys_secret_arn: str | None = None  # secret holding the same, comma-separated
+    wake_worker: bool = True
+
+    # --- Observability.
+    metrics_namespace: str = "AsyncZ"
+    publish_gauges: bool = True  # recovery's PutMetricData of DLQDepth etc.
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> Settings:
+        if self.backoff_max_seconds < self.backoff_base_seconds:
+            raise ValueError("ASYNCZ_BACKOFF_MAX_SECONDS must be >= ASYNCZ_BACKOFF_BASE_SECONDS")
+        if self.db_pool_max < self.db_pool_min:
+            raise ValueError("ASYNCZ_DB_POOL_MAX must be >= ASYNCZ_DB_POOL_MIN")
+        if self.fleet_max_workers < self.fleet_min_workers:
+            raise ValueError("ASYNCZ_FLEET_MAX_WORKERS must be >= ASYNCZ_FLEET_MIN_WORKERS")
+        if self.default_timeout_seconds > self.max_timeout_seconds:
+            raise ValueError("ASYNCZ_DEFAULT_TIMEOUT_SECONDS must be <= ASYNCZ_MAX_TIMEOUT_SECONDS")
+        return self
+
+    @property
+    def queue_list(self) -> list[str]:
+        return [q.strip() for q in self.queues.split(",") if q.strip()] or ["default"]
+
+    @property
+    def task_module_list(self) -> list[str]:
+        return [m.strip() for m in self.task_modules.split(",") if m.strip()]
+
+    @property
+    def api_key_hash_list(self) -> list[str]:
+        return [h.strip().lower() for h in self.api_key_hashes.split(",") if h.strip()]
+
+    def require_for(self, function: FunctionName) -> Settings:
+        """Raise :class:`SettingsError` naming every variable ``function`` needs but lacks."""
+        missing: list[str] = []
+        if not (self.database_url or self.database_secret_arn):
+            missing.append("ASYNCZ_DATABASE_URL or ASYNCZ_DATABASE_SECRET_ARN")
+        if function != "migrate" and not self.redis_url:
+            missing.append("ASYNCZ_REDIS_URL")
+        if function == "fleet" and not self.worker_function_name:
+            missing.append("ASYNCZ_WORKER_FUNCTION_NAME")
+        if function == "api" and not (self.api_key_hash_list or self.api_keys_secret_arn):
+            missing.append("ASYNCZ_API_KEY_HASHES or ASYNCZ_API_KEYS_SECRET_ARN")
+        if missing:
+            raise SettingsError(f"{function} is not configured: set {', '.join(missing)}")
+        return self
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The sandbox's settings, read from the environment once."""
+    return Settings()
