@@ -1,0 +1,1 @@
+"""The no-cloud local runner: embedded servers, an API Gateway front and Lambda-like sandboxes."""
