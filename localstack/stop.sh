@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Stop LocalStack and every process it started (Lambda host processes included), then
+# check that none is left. Exits non-zero if anything survives.
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+
+mode="$(cat "$LS_MODEFILE" 2>/dev/null || echo none)"
+
+session_pids() {  # every process in LocalStack's session (setsid made its pid the session id)
+    ps -eo pid=,sid= | awk -v s="$1" '$2 == s && $1 != s {print $1}'
+}
+
+stop_host() {
+    local pid; pid="$(cat "$LS_PIDFILE" 2>/dev/null || true)"
+    [[ -n "$pid" ]] || { ls_log "no LocalStack pid file; nothing to stop"; return 0; }
+    if kill -0 "$pid" 2>/dev/null; then
+        ls_log "stopping LocalStack (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    fi
+    local left; left="$( (kill -0 "$pid" 2>/dev/null && echo "$pid"); session_pids "$pid")"
+    if [[ -n "$left" ]]; then
+        ls_log "killing what is left: $(echo $left)"
+        # shellcheck disable=SC2086
+        kill -KILL $left 2>/dev/null || true
+        sleep 0.5
+    fi
+    left="$( (kill -0 "$pid" 2>/dev/null && echo "$pid"); session_pids "$pid")"
+    if [[ -n "$left" ]]; then
+        ps -o pid,args -p "$(echo $left | tr ' ' ,)" >&2
+        ls_die "processes survived the stop: $(echo $left)"
+    fi
+    rm -f "$LS_PIDFILE"
+}
+
+stop_docker() {
+    if command -v localstack >/dev/null 2>&1; then
+        localstack stop || true
+    fi
+    docker rm -f "$LS_DOCKER_NAME" >/dev/null 2>&1 || true
+    # Lambda containers LocalStack started and did not remove.
+    local lambdas; lambdas="$(docker ps -aq --filter "name=localstack-lambda-" --filter "name=$LS_DOCKER_NAME-lambda-")"
+    # shellcheck disable=SC2086
+    [[ -z "$lambdas" ]] || docker rm -f $lambdas >/dev/null
+}
+
+case "$mode" in
+    host) stop_host ;;
+    docker) stop_docker ;;
+    none) ls_log "LocalStack was not started by localstack/start.sh; nothing to stop" ;;
+esac
+for _ in $(seq 1 20); do ls_healthy || break; sleep 0.25; done
+if ls_healthy; then ls_die "something still answers on $LS_URL after stop"; fi
+rm -f "$LS_MODEFILE"
+ls_log "stopped; no LocalStack process left"
