@@ -36,7 +36,8 @@ class Settings(BaseSettings):
     db_pool_min: int = Field(default=1, ge=0)
     db_pool_max: int = Field(default=2, ge=1)
     db_connect_timeout_seconds: float = Field(default=5.0, gt=0)
-    db_statement_timeout_ms: int = Field(default=15_000, ge=0)
+    # RDS Proxy pins a session that uses server-side prepared statements: off behind it.
+    db_prepared_statements: bool = True
 
     # --- Redis: a URL (rediss:// in AWS) and optionally an AUTH token from Secrets Manager.
     redis_url: str | None = None
@@ -61,8 +62,9 @@ class Settings(BaseSettings):
     heartbeat_seconds: float = Field(default=10.0, gt=0)
     lease_timeout_seconds: float = Field(default=60.0, gt=0)
     worker_safety_margin_seconds: float = Field(default=5.0, ge=0)
-    worker_poll_seconds: float = Field(default=5.0, gt=0)
+    worker_poll_seconds: float = Field(default=5.0, gt=0, le=25)
     worker_presence_ttl_seconds: int = Field(default=30, ge=1)
+    worker_idle_exit_seconds: float = Field(default=30.0, ge=0)  # 0 = never leave early
     worker_function_name: str | None = None
     artifact_dir: str = "/tmp/asyncz-artifacts"  # noqa: S108 - Lambda's only writable dir
 

@@ -1,0 +1,168 @@
+"""Redis adapter: dispatch only. Holds job ids (and nothing Postgres cannot rebuild).
+
+Keys (``{prefix}`` defaults to ``asyncz``; the hash tag keeps a queue's two sets in one slot):
+  ``{prefix}:{<queue>}:ready``    zset, member = job id, score = priority band + enqueue ms
+  ``{prefix}:{<queue>}:delayed``  zset, member = ``<priority>|<job id>``, score = run_at ms
+  ``{prefix}:queues``             set of queue names ever enqueued to
+  ``{prefix}:workers``            zset, member = worker id, score = presence expiry ms
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from asyncz.broker.dispatch import Dispatch, epoch_ms
+from asyncz.errors import BrokerUnavailableError
+from asyncz.jobs import PRIORITY_MAX
+
+# Scores: one band of 10**13 ms (~317 years) per priority step keeps FIFO inside a band,
+# and the largest score (201 * 10**13) stays exact in a double (< 2**53).
+SCORE_SCALE = 10**13
+_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+@contextmanager
+def _guard() -> Iterator[None]:
+    """Turn driver connection errors into the domain's :class:`BrokerUnavailableError`."""
+    try:
+        yield
+    except _UNAVAILABLE as exc:
+        raise BrokerUnavailableError(f"redis unavailable: {exc}") from exc
+
+
+def ready_score(priority: int, ms: int) -> int:
+    return (PRIORITY_MAX - priority) * SCORE_SCALE + ms
+
+
+class RedisBroker:
+    """Per-queue ready/delayed sorted sets, worker presence, backlog counts."""
+
+    def __init__(self, client: aioredis.Redis, prefix: str = "asyncz") -> None:
+        self._r = client
+        self._prefix = prefix
+        source = resources.files("asyncz.broker").joinpath("promote.lua").read_text("utf-8")
+        self._promote = client.register_script(source)
+
+    @classmethod
+    def from_url(cls, url: str, *, prefix: str, password: str | None = None,
+                 socket_timeout: float = 5.0) -> RedisBroker:
+        """Build the broker; redis-py connects lazily at the first command."""
+        client = aioredis.Redis.from_url(
+            url,
+            password=password,
+            decode_responses=True,
+            socket_connect_timeout=socket_timeout,
+            # A blocking BZPOPMIN (<= 25 s) must fit inside the read timeout.
+            socket_timeout=socket_timeout + 30.0,
+            health_check_interval=30,
+            max_connections=64,
+        )
+        return cls(client, prefix)
+
+    async def close(self) -> None:
+        await self._r.aclose()
+
+    def ready_key(self, queue: str) -> str:
+        return f"{self._prefix}:{{{queue}}}:ready"
+
+    def delayed_key(self, queue: str) -> str:
+        return f"{self._prefix}:{{{queue}}}:delayed"
+
+    @property
+    def _queues_key(self) -> str:
+        return f"{self._prefix}:queues"
+
+    @property
+    def _workers_key(self) -> str:
+        return f"{self._prefix}:workers"
+
+    async def enqueue(self, items: Iterable[Dispatch]) -> int:
+        """``ZADD NX`` every item (idempotent); returns how many were new."""
+        items = list(items)
+        if not items:
+            return 0
+        with _guard():
+            async with self._r.pipeline(transaction=False) as pipe:
+                for it in items:
+                    if it.due:
+                        pipe.zadd(self.ready_key(it.queue),
+                                  {it.job_id: ready_score(it.priority, it.run_at_ms)}, nx=True)
+                    else:
+                        pipe.zadd(self.delayed_key(it.queue),
+                                  {f"{it.priority}|{it.job_id}": it.run_at_ms}, nx=True)
+                pipe.sadd(self._queues_key, *{it.queue for it in items})
+                results = await pipe.execute()
+        return sum(int(r) for r in results[:-1])
+
+    async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int:
+        """Move due delayed ids to ready (Lua, atomic per queue); returns how many moved."""
+        moved = 0
+        with _guard():
+            for q in queues:
+                moved += int(await self._promote(
+                    keys=[self.delayed_key(q), self.ready_key(q)],
+                    args=[limit, PRIORITY_MAX, SCORE_SCALE],
+                ))
+        return moved
+
+    async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]:
+        """Block up to ``timeout`` s for one id (queues in priority order), then take up to
+        ``max_items - 1`` more without blocking from the same queue."""
+        keys = [self.ready_key(q) for q in queues]
+        with _guard():
+            first = await self._r.bzpopmin(keys, timeout=max(timeout, 0.01))
+            if first is None:
+                return []
+            key, member, _ = first
+            ids = [member]
+            if max_items > 1:
+                more = await self._r.zpopmin(key, max_items - 1)
+                ids.extend(m for m, _ in more)
+        return ids
+
+    async def known_queues(self) -> list[str]:
+        with _guard():
+            return sorted(await self._r.smembers(self._queues_key))
+
+    async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """``{queue: (ready, delayed)}``."""
+        with _guard():
+            async with self._r.pipeline(transaction=False) as pipe:
+                for q in queues:
+                    pipe.zcard(self.ready_key(q))
+                    pipe.zcard(self.delayed_key(q))
+                res = await pipe.execute()
+        return {q: (int(res[2 * i]), int(res[2 * i + 1])) for i, q in enumerate(queues)}
+
+    async def register_worker(self, worker_id: str, ttl_seconds: float) -> None:
+        with _guard():
+            await self._r.zadd(self._workers_key, {worker_id: epoch_ms() + int(ttl_seconds * 1000)})
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        with _guard():
+            await self._r.zrem(self._workers_key, worker_id)
+
+    async def live_workers(self) -> int:
+        """Workers whose presence has not expired (expired entries are dropped on the way)."""
+        with _guard():
+            async with self._r.pipeline(transaction=False) as pipe:
+                pipe.zremrangebyscore(self._workers_key, "-inf", epoch_ms())
+                pipe.zcard(self._workers_key)
+                _, n = await pipe.execute()
+        return int(n)
+
+    async def try_lock(self, name: str, ttl_seconds: float) -> bool:
+        """A best-effort, expiring mutex (``SET NX PX``), e.g. so a burst wakes one worker."""
+        with _guard():
+            return bool(await self._r.set(f"{self._prefix}:lock:{name}", "1", nx=True,
+                                          px=int(ttl_seconds * 1000)))
+
+    async def ping(self) -> None:
+        with _guard():
+            await self._r.ping()

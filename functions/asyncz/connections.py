@@ -1,0 +1,77 @@
+"""Where connection settings come from: URLs locally, Secrets Manager in AWS (cached)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from psycopg.conninfo import make_conninfo
+
+from asyncz.settings import Settings
+
+SECRET_MAX_AGE_SECONDS = 300
+
+
+def _secret(arn: str) -> str:
+    # Imported here: only AWS stages pay for boto3/Powertools parameters at first use.
+    from aws_lambda_powertools.utilities import parameters
+
+    value = parameters.get_secret(arn, max_age=SECRET_MAX_AGE_SECONDS)
+    return value if isinstance(value, str) else value.decode()
+
+
+def database_conninfo(settings: Settings) -> str:
+    """A libpq conninfo for the job store (RDS Proxy host + secret credentials in AWS)."""
+    extra: dict[str, Any] = {
+        "connect_timeout": max(1, int(settings.db_connect_timeout_seconds)),
+        "application_name": f"asyncz-{settings.stage}",
+    }
+    if settings.database_url:
+        return make_conninfo(settings.database_url, **extra)
+    if not settings.database_secret_arn:
+        raise ValueError("set ASYNCZ_DATABASE_URL or ASYNCZ_DATABASE_SECRET_ARN")
+    secret = json.loads(_secret(settings.database_secret_arn))
+    return make_conninfo(
+        host=settings.database_host or secret["host"],
+        port=int(secret.get("port", 5432)),
+        dbname=settings.database_name or secret.get("dbname", "postgres"),
+        user=secret["username"],
+        password=secret["password"],
+        sslmode=settings.database_sslmode,
+        **extra,
+    )
+
+
+def redis_password(settings: Settings) -> str | None:
+    """The ElastiCache AUTH token, when one is configured."""
+    return _secret(settings.redis_auth_secret_arn) if settings.redis_auth_secret_arn else None
+
+
+def api_key_hashes(settings: Settings) -> frozenset[str]:
+    """SHA-256 hex digests of every accepted API key (settings plus the keys secret).
+
+    The secret may hold ``{"api_key": "..."}``, ``{"api_keys": [...]}``,
+    ``{"api_key_hashes": [...]}`` or a comma-separated list of plain keys.
+    """
+    hashes = set(settings.api_key_hash_list)
+    if settings.api_keys_secret_arn:
+        raw = _secret(settings.api_keys_secret_arn).strip()
+        keys: list[str] = []
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            if isinstance(data.get("api_key"), str):
+                keys.append(data["api_key"])
+            keys += [str(k) for k in data.get("api_keys", [])]
+            hashes |= {str(h).lower() for h in data.get("api_key_hashes", [])}
+        else:
+            keys += [k.strip() for k in raw.split(",") if k.strip()]
+        hashes |= {hash_api_key(k) for k in keys}
+    return frozenset(hashes)
+
+
+def hash_api_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()

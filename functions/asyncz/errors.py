@@ -1,0 +1,73 @@
+"""Domain exceptions. Adapters turn driver errors into these at their boundary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AsyncZError(Exception):
+    """Base of every error AsyncZ raises on purpose."""
+
+    code = "internal_error"
+
+
+class JobNotFoundError(AsyncZError):
+    code = "job_not_found"
+
+
+class UnknownTaskError(AsyncZError):
+    code = "unknown_task"
+
+
+class InvalidTransitionError(AsyncZError):
+    """The job is not in a state that allows the requested change."""
+
+    code = "invalid_state"
+
+    def __init__(self, message: str, *, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class DuplicateJobError(AsyncZError):
+    """A job with this idempotency key exists already; carries its id and status."""
+
+    code = "duplicate_idempotency_key"
+
+    def __init__(self, job_id: str, status: str) -> None:
+        super().__init__(f"a job with this idempotency key exists: {job_id} ({status})")
+        self.job_id = job_id
+        self.status = status
+
+
+class LeaseLostError(AsyncZError):
+    """The worker no longer owns the attempt: the fenced update matched zero rows."""
+
+    code = "lease_lost"
+
+
+class StoreUnavailableError(AsyncZError):
+    """PostgreSQL cannot be reached or timed out."""
+
+    code = "database_unavailable"
+
+
+class BrokerUnavailableError(AsyncZError):
+    """Redis cannot be reached or timed out."""
+
+    code = "queue_unavailable"
+
+
+class InvalidCursorError(AsyncZError):
+    code = "invalid_cursor"
+
+
+def describe(exc: BaseException, limit: int = 4000) -> str:
+    """A one-line, bounded description of an exception for `last_error`."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The one error shape every API response uses."""
+    return {"error": code, "message": message, **extra}

@@ -1,0 +1,62 @@
+"""Fleet Lambda: starts as many worker invocations as the backlog needs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from asyncz import runtime
+from asyncz.observability import logger, metrics, tracer
+from asyncz.scaling import workers_to_start
+from asyncz.settings import get_settings
+
+_lambda_client: Any = None
+
+
+def invoke_worker(function_name: str) -> None:
+    """Async-invoke one worker (InvocationType=Event); the client is cached per sandbox."""
+    global _lambda_client
+    if _lambda_client is None:
+        import boto3
+
+        _lambda_client = boto3.client("lambda")
+    _lambda_client.invoke(
+        FunctionName=function_name, InvocationType="Event", Payload=json.dumps({}).encode()
+    )
+
+
+async def _plan() -> tuple[int, int, int]:
+    settings = get_settings()
+    service = await runtime.current_service(settings)
+    backlog = await service.backlog()
+    live = await service.broker.live_workers()
+    start = workers_to_start(
+        backlog,
+        live,
+        min_workers=settings.fleet_min_workers,
+        max_workers=settings.fleet_max_workers,
+        jobs_per_worker=settings.fleet_jobs_per_worker,
+    )
+    return backlog, live, start
+
+
+def scale(invoke: Callable[[], None]) -> dict[str, int]:
+    """Compute the shortfall and call ``invoke`` once per worker to start."""
+    backlog, live, start = runtime.run(_plan())
+    for _ in range(start):
+        invoke()
+    return {"backlog": backlog, "live_workers": live, "started": start}
+
+
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    settings = get_settings().require_for("fleet")
+    name = settings.worker_function_name
+    assert name is not None
+    summary = scale(lambda: invoke_worker(name))
+    metrics.add_metric(name="WorkersStarted", unit="Count", value=summary["started"])
+    logger.info("fleet scaled", extra=summary)
+    return summary

@@ -1,0 +1,136 @@
+"""Job states, attempt outcomes and the transitions allowed between states (pure)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class JobStatus(enum.StrEnum):
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+class AttemptOutcome(enum.StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED})
+
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.QUEUED: frozenset({JobStatus.PROCESSING, JobStatus.CANCELLED}),
+    JobStatus.PROCESSING: frozenset(
+        {JobStatus.COMPLETED, JobStatus.QUEUED, JobStatus.DEAD, JobStatus.CANCELLED}
+    ),
+    JobStatus.DEAD: frozenset({JobStatus.QUEUED}),  # replay
+    JobStatus.COMPLETED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+
+PRIORITY_MIN = -100
+PRIORITY_MAX = 100
+
+
+def can_transition(src: JobStatus, dst: JobStatus) -> bool:
+    """Whether the lifecycle allows ``src`` → ``dst``."""
+    return dst in TRANSITIONS[src]
+
+
+def out_of_retries(attempts: int, max_retries: int) -> bool:
+    """True when ``attempts`` already used every try (the first run plus ``max_retries``)."""
+    return attempts > max_retries
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """What a client asks for; validated by the API, completed with defaults by the service."""
+
+    task: str
+    payload: dict[str, Any]
+    queue: str = "default"
+    priority: int = 0
+    max_retries: int | None = None  # None: the task's default, else the settings' default
+    timeout_seconds: int | None = None
+    delay_seconds: float = 0.0
+    run_at: datetime | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    task: str
+    payload: dict[str, Any]
+    queue: str
+    priority: int
+    status: JobStatus
+    attempts: int
+    attempt_base: int
+    max_retries: int
+    timeout_seconds: int
+    idempotency_key: str | None
+    run_at: datetime
+    lease_token: str | None
+    worker_id: str | None
+    heartbeat_at: datetime | None
+    cancel_requested: bool
+    result: Any
+    last_error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    job_id: str
+    attempt: int
+    worker_id: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: AttemptOutcome | None
+    error: str | None
+    duration_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A claimed attempt: the only handle through which a worker may change the job."""
+
+    job_id: str
+    token: str
+    task: str
+    payload: dict[str, Any]
+    queue: str
+    priority: int
+    attempt: int
+    attempt_base: int
+    max_retries: int
+    timeout_seconds: int
+
+    @property
+    def tries_used(self) -> int:
+        """Attempts counted against ``max_retries`` (those since the last replay)."""
+        return self.attempt - self.attempt_base
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    requeued: list[str] = field(default_factory=list)
+    dead: list[str] = field(default_factory=list)
+    reenqueued: int = 0
+    restored_delayed: int = 0

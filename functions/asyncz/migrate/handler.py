@@ -1,0 +1,18 @@
+"""Migration trigger Lambda: applies the SQL migrations at deploy, before traffic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asyncz.connections import database_conninfo
+from asyncz.observability import logger
+from asyncz.settings import get_settings
+from asyncz.store.migrations import apply_migrations
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    settings = get_settings().require_for("migrate")
+    applied = apply_migrations(database_conninfo(settings))
+    logger.info("migrations applied", extra={"applied": applied})
+    return {"applied": applied}

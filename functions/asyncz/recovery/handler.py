@@ -1,0 +1,47 @@
+"""Recovery Lambda: rescues stale leases and orphaned ids, publishes the gauges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asyncz import runtime
+from asyncz.observability import PowertoolsMetricsSink, logger, metrics, tracer
+from asyncz.settings import Settings, get_settings
+
+
+def publish_gauges(settings: Settings, gauges: dict[str, float]) -> None:
+    """PutMetricData (not EMF) so alarms behave the same in AWS and under LocalStack."""
+    import boto3  # only this handler and fleet talk to AWS APIs
+
+    boto3.client("cloudwatch").put_metric_data(
+        Namespace=settings.metrics_namespace,
+        MetricData=[
+            {"MetricName": name, "Value": value, "Unit": "Seconds" if "Age" in name else "Count"}
+            for name, value in gauges.items()
+        ],
+    )
+
+
+async def _recover() -> dict[str, Any]:
+    settings = get_settings().require_for("recovery")
+    service = await runtime.current_service(settings, metrics=PowertoolsMetricsSink())
+    report = await service.recover()
+    gauges = await service.gauges()
+    if settings.publish_gauges:
+        publish_gauges(settings, gauges)
+    return {
+        "requeued": len(report.requeued),
+        "dead": len(report.dead),
+        "reenqueued": report.reenqueued,
+        "restored_delayed": report.restored_delayed,
+        "gauges": gauges,
+    }
+
+
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    summary = runtime.run(_recover())
+    logger.info("recovery finished", extra=summary)
+    return summary

@@ -1,0 +1,74 @@
+"""Composition root: builds the job service once per sandbox (per event loop), lazily.
+
+Nothing connects at import time. The api handler runs on Mangum's event loop; the other
+handlers run their coroutines on one loop kept for the life of the sandbox, so pools made
+at the first invocation are reused by every warm one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from asyncz.broker.redis import RedisBroker
+from asyncz.connections import database_conninfo, redis_password
+from asyncz.service import JobService, MetricsSink
+from asyncz.settings import Settings
+from asyncz.store.postgres import PostgresStore
+from asyncz.tasks.registry import load_task_modules
+
+T = TypeVar("T")
+
+_services: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JobService] = (
+    weakref.WeakKeyDictionary()
+)
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+async def build_service(
+    settings: Settings, *, metrics: MetricsSink | None = None, pool_max: int | None = None
+) -> JobService:
+    """A new service with its own pool and Redis client (opened, connecting lazily)."""
+    registry = load_task_modules(settings.task_module_list)
+    store = PostgresStore.create(
+        database_conninfo(settings),
+        min_size=settings.db_pool_min,
+        max_size=pool_max or settings.db_pool_max,
+        timeout=settings.db_connect_timeout_seconds,
+        prepare=settings.db_prepared_statements,
+    )
+    await store.open()
+    broker = RedisBroker.from_url(
+        settings.redis_url or "redis://127.0.0.1:6379/0",
+        prefix=settings.redis_prefix,
+        password=redis_password(settings),
+        socket_timeout=settings.redis_socket_timeout_seconds,
+    )
+    return JobService(store, broker, registry, settings, metrics=metrics)
+
+
+async def close_service(service: JobService) -> None:
+    await service.store.close()  # type: ignore[attr-defined]
+    await service.broker.close()  # type: ignore[attr-defined]
+
+
+async def current_service(
+    settings: Settings, *, metrics: MetricsSink | None = None, pool_max: int | None = None
+) -> JobService:
+    """The service bound to the running event loop, built at first use."""
+    loop = asyncio.get_running_loop()
+    service = _services.get(loop)
+    if service is None:
+        service = await build_service(settings, metrics=metrics, pool_max=pool_max)
+        _services[loop] = service
+    return service
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the sandbox's long-lived loop (created at first use)."""
+    global _loop
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+    return _loop.run_until_complete(coro)

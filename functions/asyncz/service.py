@@ -1,0 +1,445 @@
+"""The job service: submit, claim, heartbeat, finish, recover, replay, cancel.
+
+Depends only on the store and broker interfaces below and on the pure domain; it never
+imports a driver, boto3, FastAPI or Powertools.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import random
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from asyncz.broker.dispatch import Dispatch, epoch_ms
+from asyncz.errors import (
+    BrokerUnavailableError,
+    DuplicateJobError,
+    InvalidCursorError,
+    InvalidTransitionError,
+    JobNotFoundError,
+)
+from asyncz.jobs import (
+    Attempt,
+    AttemptOutcome,
+    Job,
+    JobStatus,
+    Lease,
+    NewJob,
+    RecoveryReport,
+    out_of_retries,
+)
+from asyncz.retry import backoff_delay
+from asyncz.settings import Settings
+from asyncz.tasks.registry import TaskRegistry
+
+log = logging.getLogger("asyncz.service")
+Row = dict[str, Any]
+
+
+class MetricsSink(Protocol):
+    def add_metric(self, name: str, unit: str, value: float) -> None: ...
+
+
+class NullMetrics:
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        return None
+
+
+class JobStore(Protocol):
+    """What the service needs from Postgres (see :mod:`asyncz.store.postgres`)."""
+
+    async def insert_job(self, job_id: str, new: NewJob) -> Row | None: ...
+    async def get_by_idempotency_key(self, key: str) -> Row | None: ...
+    async def get_job(self, job_id: str) -> Job | None: ...
+    async def list_attempts(self, job_id: str) -> list[Attempt]: ...
+    async def list_jobs(self, *, status: str | None, queue: str | None, task: str | None,
+                        limit: int, after: tuple[datetime, str] | None) -> list[Job]: ...
+    async def list_dead(self, *, queue: str | None, task: str | None, limit: int,
+                        after: tuple[datetime, str] | None) -> list[Job]: ...
+    async def counts_by_status(self) -> list[Row]: ...
+    async def oldest_queued_by_queue(self) -> dict[str, float]: ...
+    async def gauges(self) -> Row: ...
+    async def count_dead(self) -> int: ...
+    async def ping(self) -> None: ...
+    async def claim(self, ids: Sequence[str], worker_id: str, max_timeout: int) -> list[Lease]: ...
+    async def unclaimed(self, ids: Sequence[str]) -> list[Row]: ...
+    async def heartbeat(self, leases: Sequence[Lease]) -> dict[str, bool]: ...
+    async def complete(self, lease: Lease, result: Any) -> bool: ...
+    async def finish_failed(self, lease: Lease, *, status: JobStatus, outcome: AttemptOutcome,
+                            error: str, delay_seconds: float = 0.0) -> Row | None: ...
+    async def cancel(self, job_id: str) -> Row | None: ...
+    async def replay(self, job_id: str) -> Row | None: ...
+    async def replay_dead(self, *, queue: str | None, task: str | None,
+                          limit: int) -> list[Row]: ...
+    async def purge_dead(self, job_id: str) -> bool: ...
+    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]: ...
+    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]: ...
+
+
+class JobBroker(Protocol):
+    """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
+
+    async def enqueue(self, items: Sequence[Dispatch]) -> int: ...
+    async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int: ...
+    async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]: ...
+    async def known_queues(self) -> list[str]: ...
+    async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]: ...
+    async def register_worker(self, worker_id: str, ttl_seconds: float) -> None: ...
+    async def unregister_worker(self, worker_id: str) -> None: ...
+    async def live_workers(self) -> int: ...
+    async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
+    async def ping(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    job_id: str
+    status: JobStatus
+    enqueued: bool  # False when Redis was down: the job is durable, recovery enqueues it
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list[Any]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FailOutcome:
+    status: JobStatus
+    delay_seconds: float
+
+
+@dataclass(slots=True)
+class HeartbeatOutcome:
+    lost: set[str] = field(default_factory=set)
+    cancel_requested: set[str] = field(default_factory=set)
+
+
+def encode_cursor(when: datetime, job_id: str) -> str:
+    raw = json.dumps({"t": when.isoformat(), "i": job_id}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
+    """Validate an opaque cursor; a forged or garbled one is a client error, never a 500."""
+    if not cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = json.loads(raw)
+        when = datetime.fromisoformat(data["t"])
+        job_id = str(uuid.UUID(str(data["i"])))
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidCursorError("cursor is not one this API issued") from exc
+    if when.tzinfo is None:
+        raise InvalidCursorError("cursor is not one this API issued")
+    return when, job_id
+
+
+def _dispatch(row: Row) -> Dispatch:
+    return Dispatch(
+        job_id=str(row["id"]),
+        queue=row["queue"],
+        priority=row["priority"],
+        run_at_ms=epoch_ms(row["run_at"]),
+        due=bool(row.get("due", True)),
+    )
+
+
+class JobService:
+    def __init__(
+        self,
+        store: JobStore,
+        broker: JobBroker,
+        registry: TaskRegistry,
+        settings: Settings,
+        *,
+        metrics: MetricsSink | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.registry = registry
+        self.settings = settings
+        self.metrics: MetricsSink = metrics or NullMetrics()
+        self._rand = rand
+
+    # --- submit ----------------------------------------------------------------------
+
+    def complete_defaults(self, new: NewJob) -> NewJob:
+        """Fill per-task then global defaults; raises UnknownTaskError for an unknown task."""
+        spec = self.registry.get(new.task)
+        s = self.settings
+        max_retries = new.max_retries
+        if max_retries is None:
+            max_retries = spec.max_retries if spec.max_retries is not None else s.default_max_retries
+        timeout = new.timeout_seconds or spec.timeout_seconds or s.default_timeout_seconds
+        return NewJob(
+            task=new.task, payload=new.payload, queue=new.queue, priority=new.priority,
+            max_retries=max_retries, timeout_seconds=min(timeout, s.max_timeout_seconds),
+            delay_seconds=new.delay_seconds, run_at=new.run_at,
+            idempotency_key=new.idempotency_key,
+        )
+
+    async def submit(self, new: NewJob) -> Submitted:
+        """Commit the row, then enqueue its id. A Redis failure still returns the job."""
+        new = self.complete_defaults(new)
+        job_id = str(uuid.uuid4())
+        row = await self.store.insert_job(job_id, new)
+        if row is None:
+            assert new.idempotency_key is not None
+            existing = await self.store.get_by_idempotency_key(new.idempotency_key)
+            if existing is None:  # the other job was purged between the two statements
+                raise DuplicateJobError("unknown", "purged")
+            raise DuplicateJobError(str(existing["id"]), existing["status"])
+        self.metrics.add_metric("JobsSubmitted", "Count", 1)
+        enqueued = await self._enqueue_quietly([row])
+        return Submitted(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
+
+    async def _enqueue_quietly(self, rows: Sequence[Row]) -> bool:
+        """Enqueue ids; when Redis is down, say so and rely on recovery (the rows are safe)."""
+        if not rows:
+            return True
+        try:
+            await self.broker.enqueue([_dispatch(r) for r in rows])
+            return True
+        except BrokerUnavailableError as exc:
+            log.warning("enqueue deferred to recovery: %s", exc)
+            return False
+
+    # --- read --------------------------------------------------------------------------
+
+    async def get(self, job_id: str) -> Job:
+        job = await self.store.get_job(job_id)
+        if job is None:
+            raise JobNotFoundError(f"no job {job_id}")
+        return job
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        await self.get(job_id)
+        return await self.store.list_attempts(job_id)
+
+    async def list_jobs(
+        self, *, status: str | None = None, queue: str | None = None, task: str | None = None,
+        limit: int = 50, cursor: str | None = None,
+    ) -> Page:
+        jobs = await self.store.list_jobs(
+            status=status, queue=queue, task=task, limit=limit, after=decode_cursor(cursor)
+        )
+        last = jobs[-1] if len(jobs) == limit else None
+        return Page(jobs, encode_cursor(last.created_at, last.id) if last else None)
+
+    async def list_dead(
+        self, *, queue: str | None = None, task: str | None = None, limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        jobs = await self.store.list_dead(
+            queue=queue, task=task, limit=limit, after=decode_cursor(cursor)
+        )
+        last = jobs[-1] if len(jobs) == limit and jobs[-1].finished_at else None
+        return Page(jobs, encode_cursor(last.finished_at, last.id) if last and last.finished_at
+                    else None)
+
+    async def stats(self) -> dict[str, Any]:
+        counts = await self.store.counts_by_status()
+        oldest = await self.store.oldest_queued_by_queue()
+        queues = sorted({r["queue"] for r in counts} | set(self.settings.queue_list))
+        stats: dict[str, Any] = {
+            q: {"counts": {s.value: 0 for s in JobStatus}, "oldest_queued_age_seconds":
+                round(oldest.get(q, 0.0), 3)} for q in queues
+        }
+        for r in counts:
+            stats[r["queue"]]["counts"][r["status"]] = int(r["n"])
+        live: int | None = None
+        try:
+            for q, (ready, delayed) in (await self.broker.backlog(queues)).items():
+                stats[q]["ready"] = ready
+                stats[q]["delayed"] = delayed
+            live = await self.broker.live_workers()
+        except BrokerUnavailableError:
+            for q in queues:
+                stats[q]["ready"] = stats[q]["delayed"] = None
+        return {"queues": stats, "live_workers": live}
+
+    async def health(self) -> dict[str, Any]:
+        deps: dict[str, Any] = {}
+        dead: int | None = None
+        try:
+            await self.store.ping()
+            dead = await self.store.count_dead()
+            deps["postgres"] = "ok"
+        except Exception as exc:
+            deps["postgres"] = f"down: {type(exc).__name__}"
+        try:
+            await self.broker.ping()
+            deps["redis"] = "ok"
+        except Exception as exc:
+            deps["redis"] = f"down: {type(exc).__name__}"
+        ok = all(v == "ok" for v in deps.values())
+        return {"status": "ok" if ok else "degraded", "dependencies": deps, "dlq_depth": dead}
+
+    # --- operator actions ----------------------------------------------------------------
+
+    async def cancel(self, job_id: str) -> JobStatus:
+        """Cancel a queued job now, or flag a running one (it stops at its next heartbeat)."""
+        row = await self.store.cancel(job_id)
+        if row is None:
+            job = await self.get(job_id)
+            raise InvalidTransitionError(
+                f"job {job_id} is {job.status.value} and cannot be cancelled", status=job.status
+            )
+        return JobStatus(row["status"])
+
+    async def replay(self, job_id: str) -> Job:
+        row = await self.store.replay(job_id)
+        if row is None:
+            job = await self.get(job_id)
+            raise InvalidTransitionError(
+                f"job {job_id} is {job.status.value}; only dead jobs can be replayed",
+                status=job.status,
+            )
+        await self._enqueue_quietly([row])
+        return await self.get(job_id)
+
+    async def replay_dead(
+        self, *, queue: str | None = None, task: str | None = None, limit: int = 100
+    ) -> list[str]:
+        rows = await self.store.replay_dead(queue=queue, task=task, limit=limit)
+        await self._enqueue_quietly(rows)
+        return [str(r["id"]) for r in rows]
+
+    async def purge(self, job_id: str) -> None:
+        if not await self.store.purge_dead(job_id):
+            job = await self.get(job_id)
+            raise InvalidTransitionError(
+                f"job {job_id} is {job.status.value}; only dead jobs can be purged",
+                status=job.status,
+            )
+
+    # --- worker side -------------------------------------------------------------------
+
+    async def claim_next(
+        self, worker_id: str, queues: Sequence[str], max_items: int, wait_seconds: float,
+        max_timeout: int,
+    ) -> list[Lease]:
+        """Take up to ``max_items`` ids from Redis and claim them in one fenced statement.
+
+        An id that cannot be claimed is a duplicate delivery (skipped), or a queued job that
+        is not due or does not fit ``max_timeout`` (put back where it belongs).
+        """
+        ids = await self.broker.pop(queues, max_items, wait_seconds)
+        if not ids:
+            return []
+        ids = [i for i in ids if _is_uuid(i)]
+        leases = await self.store.claim(ids, worker_id, max_timeout)
+        if len(leases) < len(ids):
+            claimed = {lease.job_id for lease in leases}
+            missed = [i for i in ids if i not in claimed]
+            await self._enqueue_quietly(await self.store.unclaimed(missed))
+        return leases
+
+    async def promote(self, queues: Sequence[str]) -> int:
+        return await self.broker.promote_due(queues)
+
+    async def heartbeat(self, leases: Sequence[Lease]) -> HeartbeatOutcome:
+        outcome = HeartbeatOutcome()
+        if not leases:
+            return outcome
+        held = await self.store.heartbeat(leases)
+        for lease in leases:
+            if lease.job_id not in held:
+                outcome.lost.add(lease.job_id)
+            elif held[lease.job_id]:
+                outcome.cancel_requested.add(lease.job_id)
+        return outcome
+
+    async def complete(self, lease: Lease, result: Any) -> bool:
+        """Record success; False when the lease was lost (the result is discarded)."""
+        ok = await self.store.complete(lease, result)
+        if ok:
+            self.metrics.add_metric("JobsCompleted", "Count", 1)
+        return ok
+
+    async def fail(
+        self, lease: Lease, error: str, outcome: AttemptOutcome = AttemptOutcome.FAILED
+    ) -> FailOutcome | None:
+        """Record a failed attempt: retry later with backoff, or dead-letter; None = lease lost."""
+        delay = 0.0
+        if outcome is AttemptOutcome.CANCELLED:
+            status = JobStatus.CANCELLED
+        elif out_of_retries(lease.tries_used, lease.max_retries):
+            status = JobStatus.DEAD
+        else:
+            status = JobStatus.QUEUED
+            delay = backoff_delay(
+                lease.tries_used, self.settings.backoff_base_seconds,
+                self.settings.backoff_max_seconds, self._rand,
+            )
+        row = await self.store.finish_failed(
+            lease, status=status, outcome=outcome, error=error, delay_seconds=delay
+        )
+        if row is None:
+            return None
+        if status is JobStatus.QUEUED:
+            self.metrics.add_metric("JobsRetried", "Count", 1)
+            await self._enqueue_quietly([{**row, "due": delay <= 0}])
+        elif status is JobStatus.DEAD:
+            self.metrics.add_metric("JobsDeadLettered", "Count", 1)
+        return FailOutcome(status, delay)
+
+    # --- recovery ------------------------------------------------------------------------
+
+    async def recover(self) -> RecoveryReport:
+        """Stale leases → queued/dead; every queued row → (re-)enqueued, idempotently."""
+        s = self.settings
+        report = RecoveryReport()
+        for _ in range(s.recovery_max_batches):
+            rows = await self.store.recover_stale_leases(s.lease_timeout_seconds,
+                                                         s.recovery_batch_size)
+            for r in rows:
+                (report.dead if r["status"] == "dead" else report.requeued).append(str(r["id"]))
+            if len(rows) < s.recovery_batch_size:
+                break
+        if report.dead:
+            self.metrics.add_metric("JobsDeadLettered", "Count", len(report.dead))
+        after: tuple[datetime, str] | None = None
+        for _ in range(s.recovery_max_batches):
+            rows = await self.store.scan_queued(after, s.recovery_batch_size)
+            if rows:
+                await self.broker.enqueue([_dispatch(r) for r in rows])
+                report.reenqueued += sum(1 for r in rows if r["due"])
+                report.restored_delayed += sum(1 for r in rows if not r["due"])
+            if len(rows) < s.recovery_batch_size:
+                break
+            after = (rows[-1]["run_at"], str(rows[-1]["id"]))
+        await self.broker.promote_due(sorted(set(await self.broker.known_queues())
+                                             | set(s.queue_list)))
+        return report
+
+    async def gauges(self) -> dict[str, float]:
+        row = await self.store.gauges()
+        return {
+            "DLQDepth": float(row["dead"]),
+            "QueueDepth": float(row["queued"]),
+            "OldestQueuedAgeSeconds": float(row["oldest_age"]),
+        }
+
+    async def backlog(self) -> int:
+        queues = sorted(set(await self.broker.known_queues()) | set(self.settings.queue_list))
+        return sum(ready for ready, _ in (await self.broker.backlog(queues)).values())
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True

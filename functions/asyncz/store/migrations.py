@@ -1,0 +1,49 @@
+"""Forward-only numbered SQL migrations, applied under an advisory lock (idempotent)."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import LiteralString, cast
+
+import psycopg
+
+# Any constant works; it only has to be the same for every process that migrates.
+_LOCK_ID = 0x6173796E637A  # "asyncz"
+_FILE = re.compile(r"^(\d{4})_[\w-]+\.sql$")
+
+
+def available_migrations() -> list[tuple[str, str]]:
+    """(version, sql) for every migration file, in order."""
+    folder = resources.files("asyncz.store").joinpath("sql/migrations")
+    found = sorted(f.name for f in folder.iterdir() if _FILE.match(f.name))
+    return [(name.removesuffix(".sql"), folder.joinpath(name).read_text("utf-8")) for name in found]
+
+
+def apply_migrations(conninfo: str) -> list[str]:
+    """Apply every migration not yet applied; return the versions applied by this call.
+
+    Safe to run concurrently: the first caller takes the advisory lock, the others wait
+    and then find nothing left to do.
+    """
+    applied: list[str] = []
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_ID,))
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            for version, sql in available_migrations():
+                if version in done:
+                    continue
+                with conn.transaction():
+                    conn.execute(cast(LiteralString, sql))
+                    conn.execute(
+                        "INSERT INTO schema_migrations (version) VALUES (%s)", (version,)
+                    )
+                applied.append(version)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
+    return applied

@@ -1,0 +1,294 @@
+"""PostgreSQL adapter (psycopg 3, async pool). The only module that imports the driver.
+
+Every state change is one statement from ``sql/queries.sql``, guarded by the lease token
+where a worker is involved; zero rows means the caller lost the race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from asyncz.errors import StoreUnavailableError
+from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
+from asyncz.store.queries import QUERIES
+
+Row = dict[str, Any]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.astimezone(UTC) if value is not None else None
+
+
+def _job(row: Mapping[str, Any]) -> Job:
+    return Job(
+        id=str(row["id"]),
+        task=row["task"],
+        payload=row["payload"],
+        queue=row["queue"],
+        priority=row["priority"],
+        status=JobStatus(row["status"]),
+        attempts=row["attempts"],
+        attempt_base=row["attempt_base"],
+        max_retries=row["max_retries"],
+        timeout_seconds=row["timeout_seconds"],
+        idempotency_key=row["idempotency_key"],
+        run_at=row["run_at"].astimezone(UTC),
+        lease_token=str(row["lease_token"]) if row["lease_token"] else None,
+        worker_id=row["worker_id"],
+        heartbeat_at=_utc(row["heartbeat_at"]),
+        cancel_requested=row["cancel_requested"],
+        result=row["result"],
+        last_error=row["last_error"],
+        created_at=row["created_at"].astimezone(UTC),
+        started_at=_utc(row["started_at"]),
+        finished_at=_utc(row["finished_at"]),
+        updated_at=row["updated_at"].astimezone(UTC),
+    )
+
+
+def _attempt(row: Mapping[str, Any]) -> Attempt:
+    return Attempt(
+        job_id=str(row["job_id"]),
+        attempt=row["attempt"],
+        worker_id=row["worker_id"],
+        started_at=row["started_at"].astimezone(UTC),
+        finished_at=_utc(row["finished_at"]),
+        outcome=AttemptOutcome(row["outcome"]) if row["outcome"] else None,
+        error=row["error"],
+        duration_ms=row["duration_ms"],
+    )
+
+
+def _lease(row: Mapping[str, Any]) -> Lease:
+    return Lease(
+        job_id=str(row["id"]),
+        token=str(row["lease_token"]),
+        task=row["task"],
+        payload=row["payload"],
+        queue=row["queue"],
+        priority=row["priority"],
+        attempt=row["attempts"],
+        attempt_base=row["attempt_base"],
+        max_retries=row["max_retries"],
+        timeout_seconds=row["timeout_seconds"],
+    )
+
+
+class PostgresStore:
+    """Job persistence on one small async pool per sandbox (opened lazily)."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+        self._pool = pool
+
+    @classmethod
+    def create(
+        cls,
+        conninfo: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 2,
+        timeout: float = 5.0,
+        prepare: bool = True,
+    ) -> PostgresStore:
+        """Build the store; no connection is made until :meth:`open`."""
+        kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
+        if not prepare:  # RDS Proxy pins a session that uses server-side prepared statements
+            kwargs["prepare_threshold"] = None
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            kwargs=kwargs,
+            reconnect_timeout=60,
+            name="asyncz",
+        )
+        return cls(pool)
+
+    async def open(self) -> None:
+        await self._pool.open(wait=False)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        try:
+            async with self._pool.connection() as conn, conn.cursor() as cur:
+                await cur.execute(QUERIES[name], params)
+                return await cur.fetchall() if cur.description else []
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailableError(f"database unavailable: {exc}") from exc
+
+    async def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        rows = await self._rows(name, params)
+        return rows[0] if rows else None
+
+    # --- submit and read -----------------------------------------------------------------
+
+    async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
+        """Insert; ``None`` when the idempotency key exists already."""
+        return await self._one(
+            "insert_job",
+            {
+                "id": job_id,
+                "task": new.task,
+                "payload": Jsonb(new.payload),
+                "queue": new.queue,
+                "priority": new.priority,
+                "max_retries": new.max_retries,
+                "timeout_seconds": new.timeout_seconds,
+                "idempotency_key": new.idempotency_key,
+                "run_at": new.run_at,
+                "delay_seconds": float(new.delay_seconds),
+            },
+        )
+
+    async def get_by_idempotency_key(self, key: str) -> Row | None:
+        return await self._one("get_job_by_idempotency_key", {"idempotency_key": key})
+
+    async def get_job(self, job_id: str) -> Job | None:
+        row = await self._one("get_job", {"id": job_id})
+        return _job(row) if row else None
+
+    async def list_attempts(self, job_id: str) -> list[Attempt]:
+        return [_attempt(r) for r in await self._rows("list_attempts", {"id": job_id})]
+
+    async def list_jobs(
+        self,
+        *,
+        status: str | None,
+        queue: str | None,
+        task: str | None,
+        limit: int,
+        after: tuple[datetime, str] | None,
+    ) -> list[Job]:
+        rows = await self._rows(
+            "list_jobs",
+            {
+                "status": status,
+                "queue": queue,
+                "task": task,
+                "limit": limit,
+                "after_created": after[0] if after else None,
+                "after_id": after[1] if after else None,
+            },
+        )
+        return [_job(r) for r in rows]
+
+    async def list_dead(
+        self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
+    ) -> list[Job]:
+        rows = await self._rows(
+            "list_dead_jobs",
+            {
+                "queue": queue,
+                "task": task,
+                "limit": limit,
+                "after_finished": after[0] if after else None,
+                "after_id": after[1] if after else None,
+            },
+        )
+        return [_job(r) for r in rows]
+
+    async def counts_by_status(self) -> list[Row]:
+        return await self._rows("count_by_status")
+
+    async def oldest_queued_by_queue(self) -> dict[str, float]:
+        return {r["queue"]: r["age"] for r in await self._rows("oldest_queued_by_queue")}
+
+    async def gauges(self) -> Row:
+        row = await self._one("queue_gauges")
+        assert row is not None
+        return row
+
+    async def count_dead(self) -> int:
+        row = await self._one("count_dead")
+        return int(row["n"]) if row else 0
+
+    async def ping(self) -> None:
+        await self._one("ping")
+
+    # --- worker: claim, heartbeat, finish (fenced by the lease token) ----------------------
+
+    async def claim(self, ids: Sequence[str], worker_id: str, max_timeout: int) -> list[Lease]:
+        rows = await self._rows(
+            "claim_jobs", {"ids": list(ids), "worker_id": worker_id, "max_timeout": max_timeout}
+        )
+        return [_lease(r) for r in rows]
+
+    async def unclaimed(self, ids: Sequence[str]) -> list[Row]:
+        return await self._rows("get_unclaimed", {"ids": list(ids)})
+
+    async def heartbeat(self, leases: Sequence[Lease]) -> dict[str, bool]:
+        """Renew leases; returns ``{job_id: cancel_requested}`` for those still held."""
+        rows = await self._rows(
+            "heartbeat_jobs",
+            {"ids": [lease.job_id for lease in leases], "tokens": [lease.token for lease in leases]},
+        )
+        return {str(r["id"]): r["cancel_requested"] for r in rows}
+
+    async def complete(self, lease: Lease, result: Any) -> bool:
+        row = await self._one(
+            "complete_job", {"id": lease.job_id, "token": lease.token, "result": Jsonb(result)}
+        )
+        return row is not None
+
+    async def finish_failed(
+        self,
+        lease: Lease,
+        *,
+        status: JobStatus,
+        outcome: AttemptOutcome,
+        error: str,
+        delay_seconds: float = 0.0,
+    ) -> Row | None:
+        return await self._one(
+            "finish_failed_job",
+            {
+                "id": lease.job_id,
+                "token": lease.token,
+                "status": str(status),
+                "outcome": str(outcome),
+                "error": error,
+                "delay_seconds": float(delay_seconds),
+            },
+        )
+
+    # --- operator actions --------------------------------------------------------------
+
+    async def cancel(self, job_id: str) -> Row | None:
+        return await self._one("cancel_job", {"id": job_id})
+
+    async def replay(self, job_id: str) -> Row | None:
+        return await self._one("replay_job", {"id": job_id})
+
+    async def replay_dead(self, *, queue: str | None, task: str | None, limit: int) -> list[Row]:
+        return await self._rows("replay_dead_jobs", {"queue": queue, "task": task, "limit": limit})
+
+    async def purge_dead(self, job_id: str) -> bool:
+        return await self._one("purge_dead_job", {"id": job_id}) is not None
+
+    # --- recovery ------------------------------------------------------------------------
+
+    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]:
+        return await self._rows(
+            "recover_stale_leases", {"lease_timeout": float(lease_timeout), "limit": limit}
+        )
+
+    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
+        return await self._rows(
+            "scan_queued",
+            {
+                "after_run_at": after[0] if after else None,
+                "after_id": after[1] if after else None,
+                "limit": limit,
+            },
+        )

@@ -1,0 +1,204 @@
+-- Named queries. Each block starts with "-- name: <name>". Values are bound parameters
+-- (%(name)s); nothing is ever formatted into this text.
+
+-- name: insert_job
+-- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
+-- the existing job. The UNIQUE constraint, not a pre-check, decides.
+INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
+                  idempotency_key, run_at)
+VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
+        %(timeout_seconds)s, %(idempotency_key)s,
+        coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)))
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING id, status, queue, priority, run_at, run_at <= now() AS due;
+
+-- name: get_job_by_idempotency_key
+SELECT id, status FROM jobs WHERE idempotency_key = %(idempotency_key)s;
+
+-- name: get_job
+SELECT * FROM jobs WHERE id = %(id)s;
+
+-- name: list_attempts
+SELECT * FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt;
+
+-- name: claim_jobs
+-- One statement claims every id that is still queued and due, each with a fresh lease
+-- token, and opens its attempt row. Ids that fail the guard are simply not returned.
+WITH claimed AS (
+    UPDATE jobs
+       SET status = 'processing', lease_token = gen_random_uuid(), worker_id = %(worker_id)s,
+           attempts = attempts + 1, heartbeat_at = now(), started_at = now(), updated_at = now()
+     WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND run_at <= now()
+       AND NOT cancel_requested AND timeout_seconds <= %(max_timeout)s
+    RETURNING id, lease_token, task, payload, queue, priority, attempts, attempt_base,
+              max_retries, timeout_seconds, worker_id, started_at
+), opened AS (
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at)
+    SELECT id, attempts, worker_id, started_at FROM claimed
+)
+SELECT * FROM claimed;
+
+-- name: get_unclaimed
+-- After a claim, the ids that were not claimed but are still queued: the caller puts
+-- each back where it belongs (ready if due, delayed if not).
+SELECT id, queue, priority, run_at, run_at <= now() AS due
+  FROM jobs WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND NOT cancel_requested;
+
+-- name: heartbeat_jobs
+-- Renews every lease the worker holds in one statement. A missing id = a lost lease.
+UPDATE jobs j
+   SET heartbeat_at = now(), updated_at = now()
+  FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
+ WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'processing'
+RETURNING j.id, j.cancel_requested;
+
+-- name: complete_job
+WITH done AS (
+    UPDATE jobs
+       SET status = 'completed', result = %(result)s, finished_at = now(), updated_at = now(),
+           lease_token = NULL, heartbeat_at = NULL, last_error = NULL
+     WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
+    RETURNING id, attempts, finished_at
+), closed AS (
+    UPDATE job_attempts a
+       SET finished_at = d.finished_at, outcome = 'completed',
+           duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
+      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+)
+SELECT id FROM done;
+
+-- name: finish_failed_job
+-- Ends a failed/timed-out/cancelled attempt: the job becomes %(status)s ('queued' with a
+-- backoff, 'dead' or 'cancelled'), fenced by the lease token.
+WITH done AS (
+    UPDATE jobs
+       SET status = %(status)s,
+           run_at = CASE WHEN %(status)s = 'queued'
+                         THEN now() + make_interval(secs => %(delay_seconds)s) ELSE run_at END,
+           finished_at = CASE WHEN %(status)s = 'queued' THEN NULL ELSE now() END,
+           last_error = %(error)s, updated_at = now(), lease_token = NULL, heartbeat_at = NULL
+     WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
+    RETURNING id, attempts, status, queue, priority, run_at, updated_at
+), closed AS (
+    UPDATE job_attempts a
+       SET finished_at = d.updated_at, outcome = %(outcome)s, error = %(error)s,
+           duration_ms = floor(extract(epoch FROM d.updated_at - a.started_at) * 1000)::int
+      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+)
+SELECT id, status, queue, priority, run_at FROM done;
+
+-- name: cancel_job
+-- A queued job is cancelled at once; a running one is flagged and stops at its next
+-- heartbeat. Terminal jobs are untouched (the caller reads the status to say why).
+UPDATE jobs
+   SET status = CASE WHEN status = 'queued' THEN 'cancelled' ELSE status END,
+       finished_at = CASE WHEN status = 'queued' THEN now() ELSE finished_at END,
+       cancel_requested = true, updated_at = now()
+ WHERE id = %(id)s AND status IN ('queued', 'processing')
+RETURNING id, status, queue;
+
+-- name: replay_job
+UPDATE jobs
+   SET status = 'queued', attempt_base = attempts, run_at = now(), finished_at = NULL, started_at = NULL,
+       worker_id = NULL, cancel_requested = false, updated_at = now()
+ WHERE id = %(id)s AND status = 'dead'
+RETURNING id, status, queue, priority, run_at;
+
+-- name: replay_dead_jobs
+-- Bulk replay, filtered and bounded; SKIP LOCKED lets two replays run side by side.
+WITH picked AS (
+    SELECT id FROM jobs
+     WHERE status = 'dead'
+       AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+       AND (%(task)s::text IS NULL OR task = %(task)s)
+     ORDER BY finished_at, id
+     LIMIT %(limit)s
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+   SET status = 'queued', attempt_base = attempts, run_at = now(), finished_at = NULL, started_at = NULL,
+       worker_id = NULL, cancel_requested = false, updated_at = now()
+  FROM picked WHERE j.id = picked.id
+RETURNING j.id, j.status, j.queue, j.priority, j.run_at;
+
+-- name: purge_dead_job
+DELETE FROM jobs WHERE id = %(id)s AND status = 'dead' RETURNING id;
+
+-- name: list_jobs
+-- Keyset pagination, newest first: (created_at, id) strictly below the cursor.
+SELECT * FROM jobs
+ WHERE (%(status)s::text IS NULL OR status = %(status)s)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+   AND (%(task)s::text IS NULL OR task = %(task)s)
+   AND (%(after_created)s::timestamptz IS NULL
+        OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY created_at DESC, id DESC
+ LIMIT %(limit)s;
+
+-- name: list_dead_jobs
+SELECT * FROM jobs
+ WHERE status = 'dead'
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+   AND (%(task)s::text IS NULL OR task = %(task)s)
+   AND (%(after_finished)s::timestamptz IS NULL
+        OR (finished_at, id) < (%(after_finished)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY finished_at DESC, id DESC
+ LIMIT %(limit)s;
+
+-- name: count_by_status
+SELECT queue, status, count(*)::bigint AS n FROM jobs GROUP BY queue, status;
+
+-- name: queue_gauges
+-- What the alarms watch: dead jobs, due queued jobs and the oldest one's age.
+SELECT (SELECT count(*) FROM jobs WHERE status = 'dead')::bigint AS dead,
+       (SELECT count(*) FROM jobs WHERE status = 'queued' AND run_at <= now())::bigint AS queued,
+       coalesce(extract(epoch FROM now() - (SELECT min(run_at) FROM jobs
+                  WHERE status = 'queued' AND run_at <= now())), 0)::float8 AS oldest_age;
+
+-- name: oldest_queued_by_queue
+SELECT queue, extract(epoch FROM now() - min(run_at))::float8 AS age
+  FROM jobs WHERE status = 'queued' AND run_at <= now() GROUP BY queue;
+
+-- name: count_dead
+SELECT count(*)::bigint AS n FROM jobs WHERE status = 'dead';
+
+-- name: recover_stale_leases
+-- Processing rows whose worker stopped heartbeating: back to queued (or dead when out of
+-- retries), the open attempt closed as 'lost'. Bounded, and SKIP LOCKED so two recovery
+-- runs never fight over a row.
+WITH stale AS (
+    SELECT id FROM jobs
+     WHERE status = 'processing' AND heartbeat_at < now() - make_interval(secs => %(lease_timeout)s)
+     ORDER BY heartbeat_at
+     LIMIT %(limit)s
+     FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE jobs j
+       SET status = CASE WHEN j.attempts - j.attempt_base > j.max_retries THEN 'dead' ELSE 'queued' END,
+           finished_at = CASE WHEN j.attempts - j.attempt_base > j.max_retries THEN now() ELSE NULL END,
+           run_at = now(), lease_token = NULL, heartbeat_at = NULL, updated_at = now(),
+           last_error = 'lease expired: worker ' || coalesce(j.worker_id, '?')
+                        || ' stopped heartbeating'
+      FROM stale WHERE j.id = stale.id
+    RETURNING j.id, j.status, j.queue, j.priority, j.run_at, j.attempts, j.last_error
+), closed AS (
+    UPDATE job_attempts a
+       SET finished_at = now(), outcome = 'lost', error = m.last_error,
+           duration_ms = floor(extract(epoch FROM now() - a.started_at) * 1000)::int
+      FROM moved m WHERE a.job_id = m.id AND a.attempt = m.attempts AND a.outcome IS NULL
+)
+SELECT id, status, queue, priority, run_at FROM moved;
+
+-- name: scan_queued
+-- Queued rows in (run_at, id) order after a keyset position: recovery re-enqueues them
+-- (idempotently) so a lost Redis write or a FLUSHALL loses nothing.
+SELECT id, queue, priority, run_at, run_at <= now() AS due
+  FROM jobs
+ WHERE status = 'queued' AND NOT cancel_requested
+   AND (%(after_run_at)s::timestamptz IS NULL
+        OR (run_at, id) > (%(after_run_at)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY run_at, id
+ LIMIT %(limit)s;
+
+-- name: ping
+SELECT 1 AS ok;

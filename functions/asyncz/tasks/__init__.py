@@ -1,0 +1,12 @@
+"""Tasks: the registry and the built-in tasks."""
+
+from asyncz.tasks.registry import (
+    REGISTRY,
+    TaskContext,
+    TaskRegistry,
+    TaskSpec,
+    load_task_modules,
+    task,
+)
+
+__all__ = ["REGISTRY", "TaskContext", "TaskRegistry", "TaskSpec", "load_task_modules", "task"]

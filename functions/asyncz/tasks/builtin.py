@@ -1,0 +1,87 @@
+"""Built-in tasks: test and demo tasks, and the seed's two examples doing real work."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from asyncz.tasks.documents import render_email, render_pdf
+from asyncz.tasks.registry import TaskContext, task
+
+
+class TaskFailedError(RuntimeError):
+    """Raised by the ``fail`` and ``flaky`` tasks on purpose."""
+
+
+@task("echo", timeout_seconds=30)
+def echo(payload: dict[str, Any]) -> dict[str, Any]:
+    """Returns its payload."""
+    return payload
+
+
+@task("sleep")
+def sleep(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+    """Sleeps ``payload.seconds`` (stops early when cancelled or timed out)."""
+    seconds = float(payload.get("seconds", 1))
+    started = time.monotonic()
+    interrupted = ctx.cancelled.wait(max(seconds, 0.0))
+    return {"slept": round(time.monotonic() - started, 3), "interrupted": interrupted}
+
+
+@task("fail")
+def fail(payload: dict[str, Any]) -> None:
+    """Always raises with ``payload.message``."""
+    raise TaskFailedError(str(payload.get("message", "task failed on purpose")))
+
+
+@task("flaky")
+def flaky(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+    """Fails the first ``payload.failures`` attempts, then succeeds."""
+    failures = int(payload.get("failures", 1))
+    if ctx.attempt <= failures:
+        raise TaskFailedError(f"flaky failure {ctx.attempt} of {failures}")
+    return {"succeeded_on_attempt": ctx.attempt}
+
+
+def _write(folder: str, name: str, data: bytes) -> Path:
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    target = path / name
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)  # a retried attempt overwrites, never leaves half a file
+    return target
+
+
+@task("email_send", timeout_seconds=60)
+def email_send(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+    """Renders the email for ``payload`` and delivers it to the outbox folder."""
+    user = payload.get("user_id")
+    to = str(payload.get("to") or f"user-{user}@example.invalid")
+    subject = str(payload.get("subject") or "Your AsyncZ notification")
+    body = str(payload.get("body") or f"Hello user {user},\n\nThis message was sent by AsyncZ.\n")
+    message = render_email(to=to, subject=subject, body=body, message_id=ctx.job_id)
+    path = _write(os.path.join(ctx.artifact_dir, "outbox"), f"{ctx.job_id}.eml", message)
+    return {"to": to, "subject": subject, "message_path": str(path), "bytes": len(message)}
+
+
+@task("pdf_generate", timeout_seconds=120)
+def pdf_generate(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+    """Generates a PDF report from ``payload`` (title + lines or every field)."""
+    title = str(payload.get("title") or f"Report {payload.get('report_id', ctx.job_id)}")
+    raw_lines = payload.get("lines")
+    if isinstance(raw_lines, list):
+        lines = [str(x) for x in raw_lines]
+    else:
+        lines = [f"{k}: {v}" for k, v in sorted(payload.items()) if k != "task"]
+    document, pages = render_pdf(title, lines)
+    path = _write(os.path.join(ctx.artifact_dir, "documents"), f"{ctx.job_id}.pdf", document)
+    return {
+        "document_path": str(path),
+        "pages": pages,
+        "bytes": len(document),
+        "sha256": hashlib.sha256(document).hexdigest(),
+    }

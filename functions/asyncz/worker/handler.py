@@ -1,0 +1,41 @@
+"""Worker Lambda: works jobs until its remaining time no longer fits the longest task."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from asyncz import runtime
+from asyncz.observability import PowertoolsMetricsSink, logger, metrics, tracer
+from asyncz.settings import get_settings
+from asyncz.worker.loop import WorkerLoop, new_worker_id
+
+
+async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    settings = get_settings().require_for("worker")
+    # Each concurrent job may hold a connection at the moment it finishes.
+    service = await runtime.current_service(
+        settings, metrics=PowertoolsMetricsSink(), pool_max=max(settings.db_pool_max, 3)
+    )
+    queues = event.get("queues") if isinstance(event.get("queues"), list) else None
+    loop = WorkerLoop(
+        service,
+        remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0,
+        worker_id=new_worker_id(getattr(context, "function_name", "worker")),
+        queues=queues,
+    )
+    return await loop.run()
+
+
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    summary = runtime.run(_work(event or {}, context))
+    logger.info("worker finished", extra=summary)
+    if summary.get("hung_threads"):
+        # Threads of hung tasks cannot be killed; a fresh sandbox is the only clean slate.
+        logger.error("recycling the sandbox: hung task threads remain", extra=summary)
+        metrics.flush_metrics()
+        os._exit(1)
+    return summary

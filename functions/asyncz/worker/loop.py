@@ -1,0 +1,347 @@
+"""The worker loop: promote, pop, claim, run with heartbeats and a hard timeout, finish.
+
+One loop runs up to ``concurrency`` jobs at once on one event loop. Sync tasks run on a
+thread each (a hung one is abandoned at its timeout, never waited on); ``async`` tasks run
+on the loop. One heartbeat coroutine renews every lease the worker holds in a single
+statement; a lease it no longer holds means another worker owns the job now, so this one
+abandons the attempt and writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asyncz.errors import AsyncZError, BrokerUnavailableError, StoreUnavailableError, describe
+from asyncz.jobs import AttemptOutcome, Lease
+from asyncz.service import JobService
+from asyncz.tasks.registry import TaskContext, TaskSpec
+
+log = logging.getLogger("asyncz.worker")
+
+_FINISH_TRIES = 3
+
+
+class _Abandoned(Exception):
+    """The attempt was taken away (lost lease) or cancelled while it ran."""
+
+
+@dataclass(slots=True)
+class _Running:
+    lease: Lease
+    ctx: TaskContext
+    task: asyncio.Task[None] | None = None
+    stop_reason: str | None = None  # "lost" | "cancel"
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    claimed: int = 0
+    completed: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    cancelled: int = 0
+    lost_leases: int = 0
+    hung_threads: int = 0
+    stopped_because: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "claimed": self.claimed,
+            "completed": self.completed,
+            "failed": self.failed,
+            "timed_out": self.timed_out,
+            "cancelled": self.cancelled,
+            "lost_leases": self.lost_leases,
+            "hung_threads": self.hung_threads,
+            "stopped_because": self.stopped_because,
+        }
+
+
+def new_worker_id(hint: str = "worker") -> str:
+    return f"{hint}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+async def _in_thread(fn: Callable[[], Any], name: str) -> Any:
+    """Run ``fn`` on a fresh daemon thread; cancelling the await abandons (not kills) it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def deliver(ok: bool, value: Any) -> None:
+        if not future.done():
+            (future.set_result if ok else future.set_exception)(value)
+
+    def target() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from a task is a failure too
+            ok, value = False, exc
+        else:
+            ok, value = True, result
+        with contextlib.suppress(RuntimeError):  # the loop may be closed by then
+            loop.call_soon_threadsafe(deliver, ok, value)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return await future
+
+
+class WorkerLoop:
+    def __init__(
+        self,
+        service: JobService,
+        *,
+        remaining_seconds: Callable[[], float],
+        worker_id: str | None = None,
+        queues: list[str] | None = None,
+        concurrency: int | None = None,
+        idle_exit_seconds: float | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        s = service.settings
+        self.service = service
+        self.settings = s
+        self.remaining_seconds = remaining_seconds
+        self.worker_id = worker_id or new_worker_id()
+        self.queues = queues or s.queue_list
+        self.concurrency = concurrency or s.worker_concurrency
+        self.idle_exit_seconds = (
+            s.worker_idle_exit_seconds if idle_exit_seconds is None else idle_exit_seconds
+        )
+        self.stop = stop or asyncio.Event()
+        self.longest_timeout = service.registry.longest_timeout(s.default_timeout_seconds)
+        self.running: dict[str, _Running] = {}
+        self.stats = WorkerStats()
+        self._hung: list[threading.Thread] = []
+
+    # --- budget ---------------------------------------------------------------------------
+
+    def budget(self) -> float:
+        """Seconds a job claimed now may run and still finish before the deadline."""
+        return self.remaining_seconds() - self.settings.worker_safety_margin_seconds
+
+    def _should_stop(self) -> str:
+        if self.stop.is_set():
+            return "stopped"
+        if self.budget() < self.longest_timeout:
+            return "deadline"
+        if self._hung_threads() >= max(1, self.concurrency // 2):
+            return "too many hung tasks: recycle the sandbox"
+        return ""
+
+    def _hung_threads(self) -> int:
+        self._hung = [t for t in self._hung if t.is_alive()]
+        return len(self._hung)
+
+    # --- main loop ------------------------------------------------------------------------
+
+    async def run(self) -> dict[str, Any]:
+        """Work until the deadline, a stop request, or ``idle_exit_seconds`` with no job."""
+        heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        idle_since = time.monotonic()
+        last_promote = 0.0
+        try:
+            await self._announce()
+            while not (reason := self._should_stop()):
+                free = self.concurrency - len(self.running)
+                if free <= 0:
+                    await asyncio.wait(
+                        [r.task for r in self.running.values() if r.task], timeout=1.0,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    continue
+                now = time.monotonic()
+                if now - last_promote >= 1.0:
+                    last_promote = now
+                    await self._quietly(self.service.promote(self.queues))
+                wait = min(self.settings.worker_poll_seconds, self.budget() - self.longest_timeout)
+                if self.idle_exit_seconds and not self.running:
+                    wait = min(wait, max(0.05, self.idle_exit_seconds - (now - idle_since)))
+                asked = time.monotonic()
+                leases = await self._quietly(
+                    self.service.claim_next(
+                        self.worker_id, self.queues, free, max(wait, 0.05), int(self.budget())
+                    )
+                )
+                if not leases and time.monotonic() - asked < wait / 2:
+                    # ids came back but none was claimable (duplicates, or put back because
+                    # they do not fit this worker's budget): do not spin on them.
+                    await asyncio.sleep(0.1)
+                if leases:
+                    idle_since = time.monotonic()
+                    for lease in leases:
+                        self._start(lease)
+                elif self.running:
+                    idle_since = time.monotonic()
+                elif self.idle_exit_seconds and time.monotonic() - idle_since >= self.idle_exit_seconds:
+                    reason = "idle"
+                    break
+            self.stats.stopped_because = reason
+            await self._drain()
+        finally:
+            heartbeats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeats
+            await self._quietly(self.service.broker.unregister_worker(self.worker_id))
+        self.stats.hung_threads = self._hung_threads()
+        return {"worker_id": self.worker_id, **self.stats.as_dict()}
+
+    async def _drain(self) -> None:
+        """Let running attempts finish (each is bounded by its own timeout)."""
+        tasks = [r.task for r in self.running.values() if r.task]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _quietly(self, coro: Any) -> Any:
+        """Ride out a Postgres or Redis outage: log, back off briefly, carry on."""
+        try:
+            return await coro
+        except (StoreUnavailableError, BrokerUnavailableError) as exc:
+            log.warning("dependency unavailable, retrying: %s", exc)
+            await asyncio.sleep(min(1.0, max(self.budget(), 0) / 10))
+            return None
+
+    async def _announce(self) -> None:
+        await self._quietly(
+            self.service.broker.register_worker(
+                self.worker_id, self.settings.worker_presence_ttl_seconds
+            )
+        )
+
+    # --- one attempt ----------------------------------------------------------------------
+
+    def _start(self, lease: Lease) -> None:
+        self.stats.claimed += 1
+        ctx = TaskContext(
+            job_id=lease.job_id,
+            attempt=lease.attempt,
+            queue=lease.queue,
+            worker_id=self.worker_id,
+            artifact_dir=self.settings.artifact_dir,
+        )
+        running = _Running(lease=lease, ctx=ctx)
+        self.running[lease.job_id] = running
+        running.task = asyncio.create_task(self._attempt(running), name=f"job-{lease.job_id}")
+
+    async def _attempt(self, running: _Running) -> None:
+        lease = running.lease
+        started = time.monotonic()
+        try:
+            try:
+                spec = self.service.registry.get(lease.task)
+                result = await asyncio.wait_for(
+                    self._call(spec, running), timeout=lease.timeout_seconds
+                )
+                json.dumps(result)  # a result Postgres cannot store is the task's failure
+            except TimeoutError:
+                running.ctx.cancelled.set()
+                self.stats.timed_out += 1
+                await self._finish_failed(
+                    lease,
+                    f"TimeoutError: task exceeded its {lease.timeout_seconds} s timeout",
+                    AttemptOutcome.TIMED_OUT,
+                )
+            except asyncio.CancelledError:
+                if running.stop_reason is None:
+                    raise  # the worker itself is shutting down
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()  # our own cancel, handled here: later awaits run normally
+                running.ctx.cancelled.set()
+                if running.stop_reason == "cancel":
+                    self.stats.cancelled += 1
+                    await self._finish_failed(
+                        lease, "cancelled on request", AttemptOutcome.CANCELLED
+                    )
+                else:
+                    self.stats.lost_leases += 1
+                    log.warning("lease lost; abandoning the attempt", extra=_ids(lease))
+            except Exception as exc:  # noqa: BLE001 - any task error is a failed attempt
+                self.stats.failed += 1
+                await self._finish_failed(lease, describe(exc), AttemptOutcome.FAILED)
+            else:
+                await self._finish_completed(lease, result)
+        finally:
+            self.running.pop(lease.job_id, None)
+            self.service.metrics.add_metric(
+                "JobDuration", "Milliseconds", (time.monotonic() - started) * 1000
+            )
+
+    async def _call(self, spec: TaskSpec, running: _Running) -> Any:
+        lease, ctx = running.lease, running.ctx
+        if spec.is_async:
+            return await spec.call(lease.payload, ctx)
+        thread_name = f"asyncz-job-{lease.job_id}"
+        try:
+            return await _in_thread(lambda: spec.call(lease.payload, ctx), thread_name)
+        except asyncio.CancelledError:
+            ctx.cancelled.set()
+            self._hung.extend(t for t in threading.enumerate() if t.name == thread_name)
+            raise
+
+    async def _finish_completed(self, lease: Lease, result: Any) -> None:
+        ok = await self._retrying(lambda: self.service.complete(lease, result))
+        if ok:
+            self.stats.completed += 1
+        elif ok is False:
+            self.stats.lost_leases += 1
+            log.warning("lease lost before completion; result discarded", extra=_ids(lease))
+
+    async def _finish_failed(self, lease: Lease, error: str, outcome: AttemptOutcome) -> None:
+        done = await self._retrying(lambda: self.service.fail(lease, error, outcome))
+        if done is None:
+            log.warning("could not record the failed attempt (lease lost)", extra=_ids(lease))
+
+    async def _retrying(self, call: Callable[[], Any]) -> Any:
+        """A finish survives a short outage; past that, recovery re-runs the job (at least
+        once), which the attempt log shows as ``lost``."""
+        for n in range(_FINISH_TRIES):
+            try:
+                return await call()
+            except StoreUnavailableError as exc:
+                log.warning("finish failed (%s), try %d", exc, n + 1)
+                await asyncio.sleep(0.5 * (n + 1))
+            except AsyncZError:
+                raise
+        return None
+
+    # --- heartbeats -------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        interval = min(
+            self.settings.heartbeat_seconds, self.settings.worker_presence_ttl_seconds / 3
+        )
+        while True:
+            await asyncio.sleep(interval)
+            await self._announce()
+            await self.beat()
+
+    async def beat(self) -> None:
+        """Renew every held lease; stop attempts whose lease is gone or whose job is cancelled."""
+        leases = [r.lease for r in self.running.values()]
+        if not leases:
+            return
+        outcome = await self._quietly(self.service.heartbeat(leases))
+        if outcome is None:
+            return
+        for job_id in outcome.lost | outcome.cancel_requested:
+            running = self.running.get(job_id)
+            if running is None or running.task is None or running.stop_reason:
+                continue
+            running.stop_reason = "lost" if job_id in outcome.lost else "cancel"
+            running.ctx.cancelled.set()
+            running.task.cancel()
+
+
+def _ids(lease: Lease) -> dict[str, Any]:
+    return {"job_id": lease.job_id, "attempt": lease.attempt}
