@@ -1,0 +1,346 @@
+"""Lambda-like sandboxes: a context object, and a process that imports a handler once and then
+serves invocations one at a time over a pipe, warm, like a Lambda execution environment.
+
+Messages (dicts) on the pipe: parent → sandbox ``{"type": "invoke", "event", "request_id",
+"timeout_s"}``; sandbox → parent ``{"type": "ready"}`` once initialised, ``{"type": "result",
+"ok", "result" | "error"}`` per invocation, and for the fleet function ``{"type": "invoke_worker"}``
+each time the controller asks for one more worker invocation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from multiprocessing.connection import Connection
+from typing import Any, cast
+
+ACCOUNT_ID = "000000000000"
+REGION = "us-east-1"
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+class LambdaContext:
+    """The attributes and method of AWS Lambda's Python context object."""
+
+    def __init__(
+        self,
+        function_name: str,
+        timeout_s: float,
+        *,
+        request_id: str | None = None,
+        memory_limit_in_mb: int = 1024,
+        log_stream_name: str = "local",
+    ) -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{function_name}"
+        self.memory_limit_in_mb = memory_limit_in_mb
+        self.aws_request_id = request_id or str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = log_stream_name
+        self.identity: Any = None
+        self.client_context: Any = None
+        self._deadline = time.monotonic() + timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds left before this invocation's deadline (never negative)."""
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+    def expire(self) -> None:
+        """Bring the deadline forward to now, so a handler that watches it winds down."""
+        self._deadline = time.monotonic()
+
+
+def log_line(component: str, message: str, level: str = "INFO", **fields: Any) -> None:
+    """One structured log line on stdout, the stream every local component shares."""
+    record = {
+        "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "level": level,
+        "component": component,
+        "message": message,
+        **fields,
+    }
+    sys.stdout.write(json.dumps(record, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def load_handler(path: str) -> Handler:
+    """Import ``package.module.attr`` (or ``package.module:attr``)."""
+    module_name, _, attr = path.replace(":", ".").rpartition(".")
+    handler: Handler = getattr(importlib.import_module(module_name), attr)
+    return handler
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What a sandbox process runs: a handler by dotted path, its function name and env."""
+
+    name: str  # e.g. "worker-3"
+    function_name: str  # e.g. "asyncz-local-worker"
+    handler: str  # dotted path; for kind "fleet" the ``scale(invoke)`` function
+    kind: str = "plain"  # "plain" handler(event, context) | "fleet" scale(invoke)
+    env: dict[str, str] = field(default_factory=dict)
+    memory_mb: int = 1024
+
+
+def _watch_parent(parent_pid: int) -> None:
+    # A sandbox never outlives its runner, even when the runner is SIGKILLed alone.
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+
+def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
+    """Entry point of a sandbox process (multiprocessing ``spawn`` target)."""
+    # Ctrl-C reaches the whole process group; the runner decides the shutdown order.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    os.environ.update(spec.env)
+    current: list[LambdaContext] = []
+    stopping = threading.Event()
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        # Like Lambda's shutdown: the deadline comes forward and the handler should return.
+        stopping.set()
+        for ctx in current:
+            ctx.expire()
+        if not current:
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    started = time.monotonic()
+    try:
+        handler = load_handler(spec.handler)
+    except BaseException as exc:  # report any init failure, as Lambda's Runtime.ImportModuleError
+        conn.send(
+            {
+                "type": "init_error",
+                "error": f"{type(exc).__name__}: {exc}",
+                "trace": traceback.format_exc(),
+            }
+        )
+        return
+    asyncio.set_event_loop(asyncio.new_event_loop())  # Mangum runs on this thread's loop
+    conn.send({"type": "ready", "init_ms": round((time.monotonic() - started) * 1000, 1)})
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg.get("type") != "invoke":
+            return
+        ctx = LambdaContext(
+            spec.function_name,
+            float(msg["timeout_s"]),
+            request_id=msg.get("request_id"),
+            memory_limit_in_mb=spec.memory_mb,
+            log_stream_name=spec.name,
+        )
+        current.append(ctx)
+        try:
+            if spec.kind == "fleet":
+                scale = cast(Callable[[Callable[[], None]], Any], handler)
+                result = scale(lambda: conn.send({"type": "invoke_worker"}))
+            else:
+                result = handler(msg["event"], ctx)
+            reply: dict[str, Any] = {"type": "result", "ok": True, "result": result}
+        except Exception as exc:
+            reply = {
+                "type": "result",
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "trace": traceback.format_exc(),
+            }
+        finally:
+            current.remove(ctx)
+        try:
+            conn.send(reply)
+        except (TypeError, ValueError) as exc:  # an unpicklable result
+            conn.send({"type": "result", "ok": False, "error": f"unserialisable result: {exc}"})
+        except OSError:
+            return
+        if stopping.is_set():
+            return
+
+
+class SandboxError(RuntimeError):
+    """A sandbox failed to start, crashed, or timed out."""
+
+
+class SandboxProcess:
+    """Parent-side handle of one sandbox process; :meth:`invoke` runs one invocation in it."""
+
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        on_invoke_worker: Callable[[], None] | None = None,
+    ) -> None:
+        import multiprocessing
+
+        self.spec = spec
+        self.on_invoke_worker = on_invoke_worker
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=sandbox_main, args=(child, spec, os.getpid()), name=spec.name, daemon=False
+        )
+        self._lock = threading.Lock()
+        self.invocations = 0
+        self.last_used = time.monotonic()
+        self.broken = False
+        self.process.start()
+        child.close()
+
+    def wait_ready(self, timeout: float = 60) -> float:
+        """Wait for the sandbox's init phase; return its duration in ms."""
+        msg = self._recv(timeout)
+        if msg.get("type") != "ready":
+            self.broken = True
+            raise SandboxError(
+                f"{self.spec.name} failed to initialise: {msg.get('error')}\n{msg.get('trace', '')}"
+            )
+        return float(msg.get("init_ms", 0.0))
+
+    def _recv(self, timeout: float) -> dict[str, Any]:
+        if not self._conn.poll(timeout):
+            self.broken = True
+            raise SandboxError(f"{self.spec.name} timed out after {timeout:.0f}s")
+        try:
+            msg: dict[str, Any] = self._conn.recv()
+        except (EOFError, OSError) as exc:
+            self.broken = True
+            raise SandboxError(
+                f"{self.spec.name} died (exit code {self.process.exitcode})"
+            ) from exc
+        return msg
+
+    def invoke(
+        self,
+        event: dict[str, Any],
+        timeout_s: float,
+        *,
+        request_id: str | None = None,
+        wait_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Run one invocation and return the reply; ``wait_s`` bounds the wait."""
+        with self._lock:
+            self.invocations += 1
+            self._conn.send(
+                {
+                    "type": "invoke",
+                    "event": event,
+                    "timeout_s": timeout_s,
+                    "request_id": request_id or str(uuid.uuid4()),
+                }
+            )
+            deadline = time.monotonic() + (wait_s if wait_s is not None else timeout_s + 5)
+            try:
+                while True:
+                    msg = self._recv(max(0.0, deadline - time.monotonic()))
+                    if msg.get("type") == "invoke_worker" and self.on_invoke_worker is not None:
+                        self.on_invoke_worker()
+                        continue
+                    return msg
+            finally:
+                self.last_used = time.monotonic()
+
+    def alive(self) -> bool:
+        return self.process.is_alive() and not self.broken
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM (the handler's deadline comes forward), then SIGKILL after ``grace_s``."""
+        if self.process.is_alive():
+            if self.process.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.process.pid, signal.SIGTERM)
+            self.process.join(grace_s)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(5)
+        with contextlib.suppress(OSError):
+            self._conn.close()
+
+
+class ThreadSandbox:
+    """An in-process sandbox: a thread with its own event loop (``--api-mode thread``).
+
+    Cheaper than a process but shares the interpreter (and the GIL) with the runner; the
+    handler's per-sandbox state must then be per event loop.
+    """
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        self.spec = spec
+        self._inbox: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]]] | None] = (
+            queue.Queue()
+        )
+        self._handler = load_handler(spec.handler)
+        self._thread = threading.Thread(target=self._run, name=spec.name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        while (item := self._inbox.get()) is not None:
+            msg, future = item
+            ctx = LambdaContext(
+                self.spec.function_name,
+                float(msg["timeout_s"]),
+                request_id=msg.get("request_id"),
+                log_stream_name=self.spec.name,
+            )
+            try:
+                future.set_result(
+                    {"type": "result", "ok": True, "result": self._handler(msg["event"], ctx)}
+                )
+            except Exception as exc:
+                future.set_result(
+                    {
+                        "type": "result",
+                        "ok": False,
+                        "error": f"{type(exc).__name__}: {exc}",
+                        "trace": traceback.format_exc(),
+                    }
+                )
+
+    def wait_ready(self, timeout: float = 60) -> float:
+        return 0.0
+
+    def invoke(
+        self,
+        event: dict[str, Any],
+        timeout_s: float,
+        *,
+        request_id: str | None = None,
+        wait_s: float | None = None,
+    ) -> dict[str, Any]:
+        future: Future[dict[str, Any]] = Future()
+        self._inbox.put(
+            ({"event": event, "timeout_s": timeout_s, "request_id": request_id}, future)
+        )
+        try:
+            return future.result(timeout=wait_s if wait_s is not None else timeout_s + 5)
+        except FutureTimeout as exc:
+            raise SandboxError(f"{self.spec.name} timed out") from exc
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        self._inbox.put(None)
+        self._thread.join(grace_s)

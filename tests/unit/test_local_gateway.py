@@ -1,0 +1,361 @@
+"""The local API Gateway front: request → REST v1 proxy event → response (recorded events)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from asyncz.local.gateway import (
+    BadResponseError,
+    Gateway,
+    build_event,
+    encode_body,
+    parse_result,
+)
+from asyncz.local.sandbox import LambdaContext
+from fastapi import FastAPI, Request, Response
+from mangum import Mangum
+
+pytestmark = pytest.mark.unit
+
+# Recorded from a REST API (proxy resource, stage "local"):
+#   curl -H 'x-api-key: k1' -H 'X-Tag: a' -H 'X-Tag: b' \
+#        'https://abc123.execute-api.us-east-1.amazonaws.com/local/jobs?status=queued&status=dead&limit=10&q=a%20b'
+# Volatile ids, times and the X-Amzn-Trace-Id / CloudFront headers are trimmed.
+RECORDED_GET = {
+    "resource": "/{proxy+}",
+    "path": "/jobs",
+    "httpMethod": "GET",
+    "headers": {
+        "Host": "abc123.execute-api.us-east-1.amazonaws.com",
+        "User-Agent": "curl/8.5.0",
+        "Accept": "*/*",
+        "x-api-key": "k1",
+        "X-Tag": "b",
+    },
+    "multiValueHeaders": {
+        "Host": ["abc123.execute-api.us-east-1.amazonaws.com"],
+        "User-Agent": ["curl/8.5.0"],
+        "Accept": ["*/*"],
+        "x-api-key": ["k1"],
+        "X-Tag": ["a", "b"],
+    },
+    "queryStringParameters": {"status": "dead", "limit": "10", "q": "a b"},
+    "multiValueQueryStringParameters": {
+        "status": ["queued", "dead"],
+        "limit": ["10"],
+        "q": ["a b"],
+    },
+    "pathParameters": {"proxy": "jobs"},
+    "stageVariables": None,
+    "requestContext": {
+        "resourcePath": "/{proxy+}",
+        "httpMethod": "GET",
+        "path": "/local/jobs",
+        "protocol": "HTTP/1.1",
+        "stage": "local",
+        "identity": {"sourceIp": "203.0.113.7", "userAgent": "curl/8.5.0", "apiKey": "k1"},
+        "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
+    },
+    "body": None,
+    "isBase64Encoded": False,
+}
+
+# POST /jobs/5d1c.../attempts with a binary body, the API having binaryMediaTypes */*.
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
+RECORDED_BINARY_POST = {
+    "resource": "/{proxy+}",
+    "path": "/jobs/5d1c2f7e-0b7a-4a43-9f5e-7d1f0c1e2a3b/attempts",
+    "httpMethod": "POST",
+    "headers": {"Content-Type": "image/png", "Content-Length": str(len(PNG))},
+    "multiValueHeaders": {"Content-Type": ["image/png"], "Content-Length": [str(len(PNG))]},
+    "queryStringParameters": None,
+    "multiValueQueryStringParameters": None,
+    "pathParameters": {"proxy": "jobs/5d1c2f7e-0b7a-4a43-9f5e-7d1f0c1e2a3b/attempts"},
+    "body": base64.b64encode(PNG).decode(),
+    "isBase64Encoded": True,
+}
+
+# What Mangum 0.22 returned for a FastAPI response setting two cookies, as logged.
+RECORDED_MANGUM_RESPONSE = {
+    "statusCode": 202,
+    "headers": {"content-length": "56", "content-type": "application/json"},
+    "multiValueHeaders": {"set-cookie": ["a=1; Path=/", "b=2; Path=/"]},
+    "body": '{"job_id":"5d1c2f7e-0b7a-4a43-9f5e-7d1f0c1e2a3b","status":"queued"}',
+    "isBase64Encoded": False,
+}
+
+
+def _subset(actual: Any, expected: Any, where: str = "event") -> None:
+    """Every key of ``expected`` is in ``actual`` with an equal value (recursively)."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), where
+        for key, value in expected.items():
+            assert key in actual, f"{where}.{key} missing"
+            _subset(actual[key], value, f"{where}.{key}")
+    else:
+        assert actual == expected, f"{where}: {actual!r} != {expected!r}"
+
+
+def test_get_with_multi_value_headers_and_query_matches_recorded_event() -> None:
+    headers = [
+        ("Host", "abc123.execute-api.us-east-1.amazonaws.com"),
+        ("User-Agent", "curl/8.5.0"),
+        ("Accept", "*/*"),
+        ("x-api-key", "k1"),
+        ("X-Tag", "a"),
+        ("X-Tag", "b"),
+    ]
+    event = build_event(
+        "GET",
+        "/jobs?status=queued&status=dead&limit=10&q=a%20b",
+        headers,
+        b"",
+        source_ip="203.0.113.7",
+        now=1_790_000_000.0,
+    )
+    _subset(event, RECORDED_GET)
+    assert event["requestContext"]["requestTimeEpoch"] == 1_790_000_000_000
+    assert event["requestContext"]["requestId"] == event["requestContext"]["extendedRequestId"]
+    assert event["requestContext"]["requestTime"].endswith("+0000")
+
+
+def test_binary_body_is_base64_encoded_and_path_params_keep_the_whole_proxy_path() -> None:
+    headers = [("Content-Type", "image/png"), ("Content-Length", str(len(PNG)))]
+    event = build_event("POST", RECORDED_BINARY_POST["path"], headers, PNG)  # type: ignore[arg-type]
+    _subset(event, RECORDED_BINARY_POST)
+    assert base64.b64decode(event["body"]) == PNG
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "expected"),
+    [
+        ("application/json", b'{"a": 1}', ('{"a": 1}', False)),
+        ("application/json; charset=utf-8", "é".encode(), ("é", False)),
+        ("text/plain", b"\xff\xfe", (base64.b64encode(b"\xff\xfe").decode(), True)),
+        ("application/octet-stream", b"abc", ("YWJj", True)),
+        ("application/vnd.api+json", b"{}", ("{}", False)),
+        (None, b"plain", ("plain", False)),
+        ("application/json", b"", (None, False)),
+    ],
+)
+def test_encode_body(content_type: str | None, body: bytes, expected: tuple[Any, bool]) -> None:
+    assert encode_body(body, content_type) == expected
+
+
+def test_root_path_uses_root_resource_without_path_parameters() -> None:
+    event = build_event("GET", "/", [("Host", "x")], b"")
+    assert event["resource"] == "/"
+    assert event["pathParameters"] is None
+    assert event["queryStringParameters"] is None
+    assert event["multiValueQueryStringParameters"] is None
+    assert event["requestContext"]["path"] == "/local/"
+
+
+def test_percent_encoded_path_and_blank_query_values_are_decoded_like_api_gateway() -> None:
+    event = build_event("GET", "/jobs/a%2Fb%20c?cursor=&task=echo%2Bx", [], b"")
+    assert event["path"] == "/jobs/a/b c"
+    assert event["pathParameters"] == {"proxy": "jobs/a/b c"}
+    assert event["queryStringParameters"] == {"cursor": "", "task": "echo+x"}
+
+
+def test_header_names_are_merged_case_insensitively_keeping_the_first_spelling() -> None:
+    event = build_event("GET", "/x", [("Accept", "a/b"), ("accept", "c/d")], b"")
+    assert event["headers"] == {"Accept": "c/d"}
+    assert event["multiValueHeaders"] == {"Accept": ["a/b", "c/d"]}
+
+
+def test_parse_recorded_mangum_response_keeps_every_set_cookie() -> None:
+    status, headers, body = parse_result(RECORDED_MANGUM_RESPONSE)
+    assert status == 202
+    assert ("set-cookie", "a=1; Path=/") in headers
+    assert ("set-cookie", "b=2; Path=/") in headers
+    assert ("content-type", "application/json") in headers
+    assert not any(name.lower() == "content-length" for name, _ in headers)  # recomputed
+    assert json.loads(body)["status"] == "queued"
+
+
+def test_parse_result_merges_headers_with_multi_value_taking_precedence() -> None:
+    result = {
+        "statusCode": "200",
+        "headers": {"X-A": "single", "X-B": "only-single"},
+        "multiValueHeaders": {"x-a": ["m1", "m2"]},
+        "body": base64.b64encode(PNG).decode(),
+        "isBase64Encoded": True,
+    }
+    status, headers, body = parse_result(result)
+    assert status == 200
+    assert sorted(headers) == [("X-B", "only-single"), ("x-a", "m1"), ("x-a", "m2")]
+    assert body == PNG
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        {"body": "x"},
+        {"statusCode": "abc"},
+        {"statusCode": 200, "headers": ["x"]},
+        {"statusCode": 200, "body": "!!", "isBase64Encoded": True},
+    ],
+)
+def test_parse_result_rejects_what_api_gateway_would_502(bad: Any) -> None:
+    with pytest.raises(BadResponseError):
+        parse_result(bad)
+
+
+def test_mangum_fastapi_app_sees_the_request_as_sent() -> None:
+    app = FastAPI()
+
+    @app.post("/jobs/{job_id}/attempts")
+    async def attempts(job_id: str, request: Request) -> Response:
+        raw = await request.body()
+        return Response(
+            content=raw[::-1],
+            media_type="application/octet-stream",
+            headers={"x-job": job_id, "x-query": str(request.query_params.multi_items())},
+        )
+
+    handler = Mangum(app, lifespan="off")
+    event = build_event(
+        "POST",
+        "/jobs/j1/attempts?x=1&x=2",
+        [("Content-Type", "image/png"), ("Host", "127.0.0.1:8000")],
+        PNG,
+    )
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    result = handler(copy.deepcopy(event), LambdaContext("api", 29))
+    status, headers, body = parse_result(result)
+    assert status == 200
+    assert body == PNG[::-1]
+    assert ("x-job", "j1") in headers
+    assert ("x-query", "[('x', '1'), ('x', '2')]") in headers
+    asyncio.get_event_loop().close()
+
+
+class _FakeBackend:
+    """Stands in for the api sandboxes: answers from a function of the event."""
+
+    def __init__(self, respond: Any) -> None:
+        self.respond = respond
+        self.events: list[dict[str, Any]] = []
+
+    def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        self.events.append(event)
+        reply: dict[str, Any] = self.respond(event)
+        return reply
+
+    def close(self) -> None:
+        pass
+
+
+def _serve(respond: Any) -> tuple[Gateway, _FakeBackend]:
+    backend = _FakeBackend(respond)
+    gateway = Gateway(backend, port=0, access_log=False)
+    gateway.start()
+    return gateway, backend
+
+
+def _request(url: str, **kwargs: Any) -> tuple[int, Any, bytes]:
+    req = urllib.request.Request(url, **kwargs)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, resp.headers, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers, err.read()
+
+
+def test_http_front_round_trip_with_binary_response_and_multi_value_headers() -> None:
+    def respond(event: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "result": {
+                "statusCode": 201,
+                "headers": {"Content-Type": "application/octet-stream"},
+                "multiValueHeaders": {"X-Seen": event["multiValueHeaders"]["X-Tag"]},
+                "body": base64.b64encode(PNG).decode(),
+                "isBase64Encoded": True,
+            },
+        }
+
+    gateway, backend = _serve(respond)
+    try:
+        status, headers, body = _request(
+            f"{gateway.url}/jobs?a=1&a=2",
+            data=b'{"x":1}',
+            method="POST",
+            headers={"Content-Type": "application/json", "X-Tag": "one"},
+        )
+        assert status == 201
+        assert body == PNG
+        assert headers.get_all("X-Seen") == ["one"]
+        assert headers["x-amzn-RequestId"]
+        event = backend.events[-1]
+        assert event["body"] == '{"x":1}' and event["isBase64Encoded"] is False
+        assert event["multiValueQueryStringParameters"] == {"a": ["1", "2"]}
+        assert event["headers"]["X-Forwarded-Proto"] == "http"
+        assert event["requestContext"]["identity"]["sourceIp"] == "127.0.0.1"
+    finally:
+        gateway.close()
+
+
+def test_http_front_answers_502_on_function_error_and_504_on_timeout() -> None:
+    def respond(event: dict[str, Any]) -> dict[str, Any]:
+        if event["path"] == "/slow":
+            raise TimeoutError
+        if event["path"] == "/garbage":
+            return {"ok": True, "result": {"nope": 1}}
+        return {"ok": False, "error": "RuntimeError: boom"}
+
+    gateway, _ = _serve(respond)
+    try:
+        assert _request(f"{gateway.url}/boom")[0] == 502
+        assert _request(f"{gateway.url}/garbage")[0] == 502
+        status, _, body = _request(f"{gateway.url}/slow")
+        assert status == 504
+        assert json.loads(body) == {"message": "Endpoint request timed out"}
+    finally:
+        gateway.close()
+
+
+def test_http_front_serves_requests_concurrently() -> None:
+    barrier = threading.Barrier(4, timeout=5)
+
+    def respond(event: dict[str, Any]) -> dict[str, Any]:
+        barrier.wait()  # only returns when 4 requests are in flight at once
+        return {"ok": True, "result": {"statusCode": 204, "body": ""}}
+
+    gateway, _ = _serve(respond)
+    try:
+        statuses: list[int] = []
+        threads = [
+            threading.Thread(target=lambda: statuses.append(_request(f"{gateway.url}/h")[0]))
+            for _ in range(4)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert statuses == [204] * 4
+    finally:
+        gateway.close()
+
+
+def test_lambda_context_counts_down_and_expires() -> None:
+    ctx = LambdaContext("asyncz-local-worker", 900, request_id="r1")
+    assert 899_000 < ctx.get_remaining_time_in_millis() <= 900_000
+    assert ctx.aws_request_id == "r1"
+    assert ctx.invoked_function_arn.endswith(":function:asyncz-local-worker")
+    assert ctx.log_group_name == "/aws/lambda/asyncz-local-worker"
+    time.sleep(0.01)
+    assert ctx.get_remaining_time_in_millis() < 900_000
+    ctx.expire()
+    assert ctx.get_remaining_time_in_millis() == 0
