@@ -307,7 +307,13 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
 
     @classmethod
     def prepare_version(cls, function_version: FunctionVersion) -> None:
-        python_for_runtime(function_version.config.runtime)
+        try:
+            python_for_runtime(function_version.config.runtime)
+        except LambdaRuntimeException as exc:
+            # Creating the function must still succeed (CDK stacks hold Node.js custom
+            # resource handlers that LocalStack's community edition never invokes);
+            # invoking it fails with this message.
+            LOG.warning("%s: %s", function_version.qualified_arn, exc)
         if function_version.config.code:
             function_version.config.code.prepare_for_execution()
         for layer in function_version.config.layers:
