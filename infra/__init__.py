@@ -1,0 +1,1 @@
+"""AWS CDK app for AsyncZ Serverless (entry point: ``infra/app.py``)."""

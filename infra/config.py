@@ -1,0 +1,120 @@
+"""Per-stage settings of the deployment, chosen in :mod:`infra.app` and passed down.
+
+Constructs receive these values as arguments; none of them reads the environment or
+CDK context itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Architecture = Literal["x86_64", "arm64"]
+StageKind = Literal["aws", "local"]
+
+DEFAULT_LOCAL_DATABASE_URL = "postgresql://127.0.0.1:5432/asyncz_localstack"
+DEFAULT_LOCAL_REDIS_URL = "redis://127.0.0.1:6379/2"
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    """Everything that differs between stages; the defaults are the ``aws`` production stage."""
+
+    stage: str
+    kind: StageKind = "aws"
+    architecture: Architecture = "x86_64"
+
+    # --- Network (aws only). NAT gateways give the functions internet egress
+    # (needed by tasks that call outside APIs); 0 keeps them private and cheaper.
+    nat_gateways: int = 0
+    max_azs: int = 2
+
+    # --- PostgreSQL (aws only).
+    postgres_version: str = "16.9"  # a full engine version, never a bare major
+    db_instance_type: str = "t4g.micro"
+    db_allocated_storage_gib: int = 20
+    db_multi_az: bool = False
+    db_deletion_protection: bool = True
+    db_backup_retention_days: int = 7
+    db_name: str = "asyncz"
+
+    # --- Redis / Valkey (aws only).
+    cache_engine: str = "valkey"
+    cache_engine_version: str = "8.0"
+    cache_node_type: str = "cache.t4g.micro"
+    cache_replicas: int = 1  # >0 enables Multi-AZ automatic failover
+    cache_port: int = 6380  # non-default port (AwsSolutions-AEC5)
+
+    # --- Local stage: where the functions find Postgres and Redis.
+    database_url: str | None = None
+    redis_url: str | None = None
+
+    # --- Functions.
+    worker_concurrency: int = 10
+    fleet_min_workers: int = 0
+    fleet_max_workers: int = 10  # also the worker's reserved concurrency
+    fleet_jobs_per_worker: int = 200
+    max_job_timeout_seconds: int = 840  # the worker Lambda itself runs 900 s
+    tracing: bool = True
+    log_retention_days: int = 30
+
+    # --- API Gateway usage plan.
+    api_throttle_rate: float = 100.0
+    api_throttle_burst: int = 200
+    api_quota_per_day: int = 1_000_000
+    api_execution_logging: bool = True  # needs the account-level CloudWatch role
+
+    # --- Monitoring.
+    alarm_period_seconds: int = 60
+    oldest_queued_age_threshold_seconds: int = 300
+    alarm_email: str | None = None
+
+    # --- Lifecycle.
+    retain_data: bool = True  # snapshot/retain stateful resources on stack deletion
+
+    def __post_init__(self) -> None:
+        if self.kind == "local" and not (self.database_url and self.redis_url):
+            raise ValueError(
+                f"stage {self.stage!r}: a local stage needs database_url and redis_url"
+            )
+        if self.fleet_max_workers < self.fleet_min_workers:
+            raise ValueError("fleet_max_workers must be >= fleet_min_workers")
+        if self.postgres_version.count(".") < 1:
+            raise ValueError("postgres_version must be a full engine version such as '16.9'")
+        if self.alarm_period_seconds not in (10, 20, 30) and self.alarm_period_seconds % 60:
+            raise ValueError("alarm_period_seconds must be 10, 20, 30 or a multiple of 60")
+
+    @property
+    def in_vpc(self) -> bool:
+        """Whether this stage has a VPC, RDS and ElastiCache (the ``aws`` kind)."""
+        return self.kind == "aws"
+
+
+def aws_stage(stage: str = "aws", overrides: Mapping[str, Any] | None = None) -> StageConfig:
+    """The production deployment into a real AWS account."""
+    return StageConfig(stage=stage, kind="aws", **dict(overrides or {}))
+
+
+def local_stage(
+    stage: str = "local",
+    *,
+    database_url: str = DEFAULT_LOCAL_DATABASE_URL,
+    redis_url: str = DEFAULT_LOCAL_REDIS_URL,
+    overrides: Mapping[str, Any] | None = None,
+) -> StageConfig:
+    """The LocalStack deployment: no VPC/RDS/ElastiCache; Postgres and Redis run beside it."""
+    values: dict[str, Any] = {
+        "tracing": False,
+        "api_execution_logging": False,
+        "alarm_period_seconds": 10,
+        "fleet_max_workers": 4,
+        "worker_concurrency": 4,
+        "log_retention_days": 7,
+        "retain_data": False,
+        "db_deletion_protection": False,
+    }
+    values.update(overrides or {})
+    return StageConfig(
+        stage=stage, kind="local", database_url=database_url, redis_url=redis_url, **values
+    )

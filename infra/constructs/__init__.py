@@ -1,0 +1,1 @@
+"""One construct per concern; stacks in :mod:`infra.stacks` only compose them."""

@@ -1,0 +1,98 @@
+"""RDS PostgreSQL behind RDS Proxy; credentials generated into Secrets Manager."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_rds as rds
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+POSTGRES_PORT = 5432
+
+
+class Database(Construct):
+    """An encrypted, private PostgreSQL instance reachable only through its proxy.
+
+    The proxy admits only ``client_security_group`` and the instance admits only the
+    proxy. ``secret`` holds username/password/host/port/dbname (the instance's host;
+    clients override it with ``proxy_endpoint``).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        client_security_group: ec2.ISecurityGroup,
+        engine_version: str,
+        instance_type: str,
+        allocated_storage_gib: int,
+        database_name: str,
+        multi_az: bool,
+        deletion_protection: bool,
+        backup_retention_days: int,
+        retain: bool,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        major = engine_version.split(".")[0]
+        engine = rds.DatabaseInstanceEngine.postgres(
+            version=rds.PostgresEngineVersion.of(engine_version, major)
+        )
+        self.instance_security_group = ec2.SecurityGroup(
+            self, "InstanceSg", vpc=vpc, description="AsyncZ PostgreSQL", allow_all_outbound=False
+        )
+        self.proxy_security_group = ec2.SecurityGroup(
+            self, "ProxySg", vpc=vpc, description="AsyncZ RDS Proxy", allow_all_outbound=False
+        )
+        self.instance_security_group.add_ingress_rule(
+            self.proxy_security_group, ec2.Port.tcp(POSTGRES_PORT), "PostgreSQL from the proxy"
+        )
+        self.proxy_security_group.add_egress_rule(
+            self.instance_security_group, ec2.Port.tcp(POSTGRES_PORT), "proxy to PostgreSQL"
+        )
+        self.proxy_security_group.add_ingress_rule(
+            client_security_group, ec2.Port.tcp(POSTGRES_PORT), "PostgreSQL from the functions"
+        )
+
+        self.instance = rds.DatabaseInstance(
+            self,
+            "Instance",
+            engine=engine,
+            instance_type=ec2.InstanceType(instance_type),
+            vpc=vpc,
+            vpc_subnets=subnets,
+            security_groups=[self.instance_security_group],
+            credentials=rds.Credentials.from_generated_secret("asyncz_admin"),
+            database_name=database_name,
+            port=POSTGRES_PORT,
+            allocated_storage=allocated_storage_gib,
+            max_allocated_storage=allocated_storage_gib * 5,
+            storage_type=rds.StorageType.GP3,
+            storage_encrypted=True,
+            publicly_accessible=False,
+            multi_az=multi_az,
+            deletion_protection=deletion_protection,
+            backup_retention=Duration.days(backup_retention_days),
+            auto_minor_version_upgrade=True,
+            cloudwatch_logs_exports=["postgresql"],
+            removal_policy=RemovalPolicy.SNAPSHOT if retain else RemovalPolicy.DESTROY,
+        )
+        secret = self.instance.secret
+        assert secret is not None  # from_generated_secret always creates one
+        self.secret: secretsmanager.ISecret = secret
+
+        self.proxy = self.instance.add_proxy(
+            "Proxy",
+            secrets=[secret],
+            vpc=vpc,
+            vpc_subnets=subnets,
+            security_groups=[self.proxy_security_group],
+            require_tls=True,
+            idle_client_timeout=Duration.minutes(30),
+            max_connections_percent=90,
+        )
+        self.proxy_endpoint: str = self.proxy.endpoint
+        self.database_name = database_name

@@ -1,0 +1,142 @@
+"""The api, worker, fleet and recovery functions and their least-privilege grants."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.constructs.runtime import (
+    METRICS_NAMESPACE,
+    DataAccess,
+    FunctionDefaults,
+    python_function,
+)
+
+WORKER_TIMEOUT_SECONDS = 900  # Lambda's maximum; the worker loops until near the end
+API_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
+
+
+class Functions(Construct):
+    """The four long-lived functions, each with its own role.
+
+    Grants: each of the four reads the database secret and the Redis AUTH token; only
+    the api reads the API key secret; only fleet and api may invoke, and only the
+    worker; only recovery may put metric data, and only in the AsyncZ namespace.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        defaults: FunctionDefaults,
+        data: DataAccess,
+        worker_concurrency: int,
+        fleet_min_workers: int,
+        fleet_max_workers: int,
+        fleet_jobs_per_worker: int,
+        max_job_timeout_seconds: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if max_job_timeout_seconds >= WORKER_TIMEOUT_SECONDS:
+            raise ValueError(f"max_job_timeout_seconds must be < {WORKER_TIMEOUT_SECONDS}")
+
+        # The app and the gateway accept the same generated key (see Api).
+        self.api_keys_secret = secretsmanager.Secret(
+            self,
+            "ApiKeys",
+            description='AsyncZ API key: JSON {"api_key": ...}, also the gateway\'s key',
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template="{}",  # noqa: S106 - an empty JSON template
+                generate_string_key="api_key",
+                password_length=40,
+                exclude_punctuation=True,
+                include_space=False,
+            ),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+
+        data_env = {**data.database_environment, **data.redis_environment, **data.extra}
+        jobs_env = {"ASYNCZ_MAX_TIMEOUT_SECONDS": str(max_job_timeout_seconds)}
+
+        self.worker = python_function(
+            self,
+            "Worker",
+            defaults=defaults,
+            handler="asyncz.worker.handler.handler",
+            description="AsyncZ worker: claims and runs jobs until its time runs out",
+            environment={
+                **data_env,
+                **jobs_env,
+                "ASYNCZ_WORKER_CONCURRENCY": str(worker_concurrency),
+            },
+            memory_size=1024,
+            timeout=Duration.seconds(WORKER_TIMEOUT_SECONDS),
+            # The fleet never runs more workers than this, whatever it computes.
+            reserved_concurrent_executions=fleet_max_workers,
+        )
+        fleet_env = {
+            "ASYNCZ_WORKER_FUNCTION_NAME": self.worker.function_name,
+            "ASYNCZ_FLEET_MIN_WORKERS": str(fleet_min_workers),
+            "ASYNCZ_FLEET_MAX_WORKERS": str(fleet_max_workers),
+            "ASYNCZ_FLEET_JOBS_PER_WORKER": str(fleet_jobs_per_worker),
+        }
+        self.fleet = python_function(
+            self,
+            "Fleet",
+            defaults=defaults,
+            handler="asyncz.fleet.handler.handler",
+            description="AsyncZ fleet controller: starts workers for the backlog",
+            environment={**data_env, **fleet_env},
+            memory_size=256,
+            timeout=Duration.seconds(60),
+            reserved_concurrent_executions=1,
+        )
+        self.recovery = python_function(
+            self,
+            "Recovery",
+            defaults=defaults,
+            handler="asyncz.recovery.handler.handler",
+            description="AsyncZ recovery: stale leases, orphaned jobs, queue gauges",
+            environment={**data_env, "ASYNCZ_PUBLISH_GAUGES": "true"},
+            memory_size=512,
+            timeout=Duration.seconds(300),
+            reserved_concurrent_executions=1,
+        )
+        self.api = python_function(
+            self,
+            "Api",
+            defaults=defaults,
+            handler="asyncz.api.handler.handler",
+            description="AsyncZ HTTP API (FastAPI via Mangum)",
+            environment={
+                **data_env,
+                **jobs_env,
+                "ASYNCZ_API_KEYS_SECRET_ARN": self.api_keys_secret.secret_arn,
+                "ASYNCZ_WORKER_FUNCTION_NAME": self.worker.function_name,
+            },
+            memory_size=1024,
+            timeout=Duration.seconds(API_TIMEOUT_SECONDS),
+        )
+
+        for fn in self.all:
+            data.grant_database(fn)
+            data.grant_redis(fn)
+        self.api_keys_secret.grant_read(self.api)
+        self.worker.grant_invoke(self.fleet)
+        self.worker.grant_invoke(self.api)  # wake-up when no worker is alive
+        self.recovery.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],  # PutMetricData has no resource-level permissions
+                conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
+            )
+        )
+
+    @property
+    def all(self) -> list[lambda_.Function]:
+        """The four functions, in a fixed order."""
+        return [self.api, self.worker, self.fleet, self.recovery]

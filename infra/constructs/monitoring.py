@@ -1,0 +1,146 @@
+"""Alarms on the queue gauges, an SNS topic for them, and a dashboard."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+from infra.constructs.runtime import METRICS_NAMESPACE, SERVICE_NAME
+
+
+def _gauge(name: str, period: Duration) -> cloudwatch.Metric:
+    # Published by recovery with PutMetricData, without dimensions.
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE, metric_name=name, statistic="Maximum", period=period
+    )
+
+
+def _job_metric(name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
+    # EMF from Powertools Metrics: dimension service=<POWERTOOLS_SERVICE_NAME>.
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE_NAME},
+        statistic=statistic,
+        period=period,
+    )
+
+
+class Monitoring(Construct):
+    """DLQDepth >= 1 and OldestQueuedAgeSeconds >= threshold alarm into ``topic``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: Mapping[str, lambda_.IFunction],
+        alarm_period: Duration,
+        oldest_queued_age_threshold_seconds: int,
+        alarm_email: str | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.topic = sns.Topic(self, "Alerts", display_name="AsyncZ alerts", enforce_ssl=True)
+        if alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        action = cw_actions.SnsAction(self.topic)
+
+        dlq_depth = _gauge("DLQDepth", alarm_period)
+        oldest_age = _gauge("OldestQueuedAgeSeconds", alarm_period)
+        queue_depth = _gauge("QueueDepth", alarm_period)
+
+        self.dlq_alarm = cloudwatch.Alarm(
+            self,
+            "DlqDepth",
+            alarm_description="AsyncZ: at least one job is dead (status='dead'); see GET /dlq",
+            metric=dlq_depth,
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            datapoints_to_alarm=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.oldest_queued_alarm = cloudwatch.Alarm(
+            self,
+            "OldestQueuedAge",
+            alarm_description="AsyncZ: the oldest due queued job has waited too long",
+            metric=oldest_age,
+            threshold=oldest_queued_age_threshold_seconds,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=3,
+            datapoints_to_alarm=2,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        for alarm in (self.dlq_alarm, self.oldest_queued_alarm):
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+
+        five_min = Duration.minutes(5)
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", default_interval=Duration.hours(3))
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Jobs",
+                width=12,
+                left=[
+                    _job_metric(name, "Sum", five_min)
+                    for name in (
+                        "JobsSubmitted",
+                        "JobsCompleted",
+                        "JobsRetried",
+                        "JobsDeadLettered",
+                    )
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Backlog and DLQ",
+                width=12,
+                left=[queue_depth, dlq_depth],
+                right=[oldest_age],
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Job duration (ms)",
+                width=12,
+                left=[
+                    _job_metric("JobDuration", stat, five_min) for stat in ("p50", "p90", "Maximum")
+                ],
+            ),
+            cloudwatch.AlarmStatusWidget(
+                title="Alarms", width=12, alarms=[self.dlq_alarm, self.oldest_queued_alarm]
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Lambda errors",
+                width=8,
+                left=[
+                    fn.metric_errors(label=name, period=five_min) for name, fn in functions.items()
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Lambda throttles",
+                width=8,
+                left=[
+                    fn.metric_throttles(label=name, period=five_min)
+                    for name, fn in functions.items()
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Lambda concurrency",
+                width=8,
+                left=[
+                    fn.metric(
+                        "ConcurrentExecutions", label=name, statistic="Maximum", period=five_min
+                    )
+                    for name, fn in functions.items()
+                ],
+            ),
+        )

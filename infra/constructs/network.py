@@ -1,0 +1,94 @@
+"""VPC: isolated subnets for the data stores, private subnets for the functions."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+APP_SUBNETS = "app"
+DATA_SUBNETS = "data"
+
+
+class Network(Construct):
+    """A two-AZ VPC, interface endpoints for the AWS APIs the functions call, and their SG.
+
+    With ``nat_gateways=0`` the function subnets are isolated too: the functions reach
+    Secrets Manager, CloudWatch and Lambda through the endpoints only and have no
+    internet egress. Any NAT gateway turns them into private subnets with egress.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        nat_gateways: int,
+        max_azs: int,
+        flow_log_retention: logs.RetentionDays,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        app_subnet_type = (
+            ec2.SubnetType.PRIVATE_WITH_EGRESS if nat_gateways else ec2.SubnetType.PRIVATE_ISOLATED
+        )
+        subnets = [
+            ec2.SubnetConfiguration(name=APP_SUBNETS, subnet_type=app_subnet_type, cidr_mask=22),
+            ec2.SubnetConfiguration(
+                name=DATA_SUBNETS, subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24
+            ),
+        ]
+        if nat_gateways:
+            subnets.insert(
+                0,
+                ec2.SubnetConfiguration(
+                    name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24
+                ),
+            )
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr("10.40.0.0/16"),
+            max_azs=max_azs,
+            nat_gateways=nat_gateways,
+            subnet_configuration=subnets,
+        )
+        flow_logs = logs.LogGroup(self, "FlowLogs", retention=flow_log_retention)
+        self.vpc.add_flow_log(
+            "FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs)
+        )
+
+        self.app_subnets = ec2.SubnetSelection(subnet_group_name=APP_SUBNETS)
+        self.data_subnets = ec2.SubnetSelection(subnet_group_name=DATA_SUBNETS)
+
+        # Functions may open outbound connections (tasks calling outside APIs when a NAT
+        # exists); nothing may connect *to* them.
+        self.function_security_group = ec2.SecurityGroup(
+            self,
+            "FunctionsSg",
+            vpc=self.vpc,
+            description="AsyncZ Lambda functions",
+            allow_all_outbound=True,
+        )
+        endpoint_sg = ec2.SecurityGroup(
+            self,
+            "EndpointsSg",
+            vpc=self.vpc,
+            description="AsyncZ interface endpoints: HTTPS from the functions only",
+            allow_all_outbound=False,
+        )
+        endpoint_sg.add_ingress_rule(
+            self.function_security_group, ec2.Port.tcp(443), "HTTPS from the functions"
+        )
+        for name, service in (
+            ("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
+            ("CloudWatch", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING),
+            ("Lambda", ec2.InterfaceVpcEndpointAwsService.LAMBDA_),
+        ):
+            self.vpc.add_interface_endpoint(
+                name,
+                service=service,
+                subnets=self.app_subnets,
+                security_groups=[endpoint_sg],
+                open=False,
+                private_dns_enabled=True,
+            )

@@ -1,0 +1,130 @@
+"""What every AsyncZ function shares: code asset, layer, runtime, and data access."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+SERVICE_NAME = "asyncz"  # Powertools service name: the `service` dimension of EMF metrics
+METRICS_NAMESPACE = "AsyncZ"
+
+# Never ship these from functions/ (the package is the only thing a Lambda needs).
+CODE_EXCLUDES = [
+    "**/__pycache__",
+    "**/*.pyc",
+    "**/.mypy_cache",
+    "**/.pytest_cache",
+    "**/.ruff_cache",
+    "*.egg-info",
+    "**/tests",
+    "**/*.md",
+]
+
+
+@dataclass(frozen=True)
+class FunctionNetwork:
+    """Where VPC-attached functions live (``aws`` stages only)."""
+
+    vpc: ec2.IVpc
+    subnets: ec2.SubnetSelection
+    security_groups: Sequence[ec2.ISecurityGroup]
+
+
+@dataclass(frozen=True)
+class DataAccess:
+    """How the functions reach Postgres and Redis: environment plus what to grant.
+
+    ``database_environment`` is all a migration needs; ``redis_environment`` is added
+    for every other function. The secrets are granted only to functions that use them.
+    """
+
+    database_environment: Mapping[str, str]
+    redis_environment: Mapping[str, str]
+    database_secret: secretsmanager.ISecret | None = None
+    redis_auth_secret: secretsmanager.ISecret | None = None
+    network: FunctionNetwork | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def grant_database(self, grantee: iam.IGrantable) -> None:
+        """Let ``grantee`` read the database credentials (if they are a secret)."""
+        if self.database_secret is not None:
+            self.database_secret.grant_read(grantee)
+
+    def grant_redis(self, grantee: iam.IGrantable) -> None:
+        """Let ``grantee`` read the Redis AUTH token (if there is one)."""
+        if self.redis_auth_secret is not None:
+            self.redis_auth_secret.grant_read(grantee)
+
+
+@dataclass(frozen=True)
+class FunctionDefaults:
+    """Settings every function of a stage shares."""
+
+    code: lambda_.Code
+    layer: lambda_.ILayerVersion
+    architecture: lambda_.Architecture
+    stage: str
+    tracing: bool
+    log_retention: logs.RetentionDays
+    network: FunctionNetwork | None
+
+    def base_environment(self) -> dict[str, str]:
+        """Variables every function gets regardless of what it does."""
+        return {
+            "ASYNCZ_STAGE": self.stage,
+            "ASYNCZ_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "POWERTOOLS_TRACE_DISABLED": "false" if self.tracing else "true",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+        }
+
+
+def python_function(
+    scope: Construct,
+    construct_id: str,
+    *,
+    defaults: FunctionDefaults,
+    handler: str,
+    description: str,
+    environment: Mapping[str, str],
+    memory_size: int,
+    timeout: Duration,
+    reserved_concurrent_executions: int | None = None,
+) -> lambda_.Function:
+    """One AsyncZ function: its own role and log group, the shared code and layer."""
+    log_group = logs.LogGroup(
+        scope,
+        f"{construct_id}Logs",
+        retention=defaults.log_retention,
+        removal_policy=RemovalPolicy.DESTROY,
+    )
+    network = defaults.network
+    return lambda_.Function(
+        scope,
+        construct_id,
+        runtime=RUNTIME,
+        architecture=defaults.architecture,
+        code=defaults.code,
+        handler=handler,
+        layers=[defaults.layer],
+        description=description,
+        environment={**defaults.base_environment(), **environment},
+        memory_size=memory_size,
+        timeout=timeout,
+        reserved_concurrent_executions=reserved_concurrent_executions,
+        tracing=lambda_.Tracing.ACTIVE if defaults.tracing else lambda_.Tracing.DISABLED,
+        log_group=log_group,
+        vpc=network.vpc if network else None,
+        vpc_subnets=network.subnets if network else None,
+        security_groups=list(network.security_groups) if network else None,
+    )

@@ -1,0 +1,38 @@
+"""EventBridge rules: the fleet controller and recovery run every minute."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+
+class Schedules(Construct):
+    """``rate(1 minute)`` rules targeting ``fleet`` and ``recovery``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        fleet: lambda_.IFunction,
+        recovery: lambda_.IFunction,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        every_minute = events.Schedule.rate(Duration.minutes(1))
+        self.fleet_rule = events.Rule(
+            self,
+            "Fleet",
+            description="AsyncZ: size the worker fleet to the backlog",
+            schedule=every_minute,
+            targets=[targets.LambdaFunction(fleet, retry_attempts=0)],
+        )
+        self.recovery_rule = events.Rule(
+            self,
+            "Recovery",
+            description="AsyncZ: recover stale leases and orphaned jobs, publish gauges",
+            schedule=every_minute,
+            targets=[targets.LambdaFunction(recovery, retry_attempts=0)],
+        )

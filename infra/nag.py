@@ -1,0 +1,139 @@
+"""cdk-nag AwsSolutions findings we accept, each with the reason."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from constructs import IConstruct
+
+from infra.config import StageConfig
+
+if TYPE_CHECKING:
+    from infra.stacks import DataStack, ServiceStack
+
+LAMBDA_MANAGED_POLICIES = (
+    "AWSLambdaBasicExecutionRole",
+    "AWSLambdaVPCAccessExecutionRole",
+)
+
+
+def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
+    """Acknowledge cdk-nag finding ``rule`` (e.g. ``AwsSolutions-L1``) under ``scope``."""
+    cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+
+
+def _managed_policy(name: str) -> str:
+    return f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{name}]"
+
+
+def _logical_id(fn: lambda_.Function) -> str:
+    resource = fn.node.default_child
+    assert isinstance(resource, cdk.CfnElement)
+    return str(cdk.Stack.of(fn).resolve(resource.logical_id))
+
+
+def acknowledge_data(stack: DataStack, config: StageConfig) -> None:
+    """Findings on the data stack."""
+    acknowledge(
+        stack.database,
+        "AwsSolutions-RDS11",
+        "Port 5432 is kept: RDS Proxy listens on 5432 for PostgreSQL whatever the instance "
+        "port, and only the proxy's security group may reach the instance anyway.",
+    )
+    if not config.db_multi_az:
+        acknowledge(
+            stack.database,
+            "AwsSolutions-RDS3",
+            "Multi-AZ is a stage setting (db_multi_az); the default stage trades it for "
+            "half the instance cost. Backups (7 days) and deletion protection stay on.",
+        )
+    acknowledge(
+        stack.database,
+        "AwsSolutions-SMG4",
+        "No rotation schedule: a rotation Lambda needs egress to Secrets Manager and RDS "
+        "from the VPC and is out of scope; the proxy and functions re-read the secret, "
+        "so rotation can be added (HostedRotation.postgreSqlSingleUser) without code changes.",
+    )
+    acknowledge(
+        stack.cache,
+        "AwsSolutions-SMG4",
+        "The Redis AUTH token rotates only through ModifyReplicationGroup with the ROTATE "
+        "strategy, which Secrets Manager rotation cannot drive; rotate it by hand "
+        "(docs/deploy.md).",
+    )
+
+
+def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:
+    """Findings on the service stack."""
+    functions = [*stack.functions.all, stack.migration.function]
+    for fn in functions:
+        acknowledge(
+            fn,
+            "AwsSolutions-L1",
+            "Python 3.12 is the runtime the application and its layer are built and tested for.",
+        )
+        for policy in LAMBDA_MANAGED_POLICIES:
+            acknowledge(
+                fn,
+                _managed_policy(policy),
+                f"{policy} is the AWS-maintained minimum for writing logs "
+                "(and for managing the function's VPC network interfaces).",
+            )
+        acknowledge(
+            fn,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Only actions without resource-level permissions use '*': X-Ray "
+            "PutTraceSegments/PutTelemetryRecords, and recovery's cloudwatch:PutMetricData "
+            "(restricted by a cloudwatch:namespace=AsyncZ condition).",
+        )
+    worker = _logical_id(stack.functions.worker)
+    for fn in (stack.functions.fleet, stack.functions.api):
+        acknowledge(
+            fn,
+            f"AwsSolutions-IAM5[Resource::<{worker}.Arn>:*]",
+            "Invoke is allowed on the worker function and its versions/aliases only.",
+        )
+    acknowledge(
+        stack.functions.api_keys_secret,
+        "AwsSolutions-SMG4",
+        "The API key is also the API Gateway key value; rotating it means redeploying "
+        "(or adding a second key), documented in docs/deploy.md.",
+    )
+    api = stack.api
+    acknowledge(
+        api,
+        "AwsSolutions-APIG2",
+        "Lambda proxy integration: the FastAPI app validates every request body and "
+        "answers 422 with details, which gateway models would duplicate.",
+    )
+    acknowledge(
+        api,
+        "AwsSolutions-APIG4",
+        "Every method requires an API key (usage plan), and the app checks the same key.",
+    )
+    acknowledge(
+        api,
+        "AwsSolutions-COG4",
+        "Machine-to-machine API: clients authenticate with an API key, not Cognito users.",
+    )
+    acknowledge(
+        api,
+        "AwsSolutions-APIG3",
+        "No WAF web ACL by default (about $6/month idle); throttling and quotas come from "
+        "the usage plan. Attach one with AWS::WAFv2::WebACLAssociation if exposed widely.",
+    )
+    if config.api_execution_logging:
+        acknowledge(
+            api,
+            _managed_policy("AmazonAPIGatewayPushToCloudWatchLogs"),
+            "API Gateway's account-level logging role uses the AWS-maintained policy.",
+        )
+    else:
+        acknowledge(
+            api,
+            "AwsSolutions-APIG6",
+            "Execution logging needs the account-wide API Gateway CloudWatch role, which "
+            "this stage (LocalStack) does not create; access logs are still written.",
+        )

@@ -1,0 +1,212 @@
+"""Stacks compose constructs and wire them together; they hold no resources of their own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.constructs.api import Api
+from infra.constructs.cache import Cache
+from infra.constructs.database import Database
+from infra.constructs.functions import Functions
+from infra.constructs.layer import DependencyLayer
+from infra.constructs.migration import Migration
+from infra.constructs.monitoring import Monitoring
+from infra.constructs.network import Network
+from infra.constructs.runtime import CODE_EXCLUDES, DataAccess, FunctionDefaults, FunctionNetwork
+from infra.constructs.schedules import Schedules
+
+_ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
+
+
+_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+}
+
+
+def retention(days: int) -> logs.RetentionDays:
+    """The CloudWatch Logs retention period of ``days`` days."""
+    try:
+        return _RETENTION[days]
+    except KeyError:
+        raise ValueError(f"log retention must be one of {sorted(_RETENTION)} days") from None
+
+
+class DataStack(Stack):
+    """Stateful resources of an ``aws`` stage: VPC, PostgreSQL + proxy, Redis."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig) -> None:
+        super().__init__(scope, construct_id, description=f"AsyncZ {config.stage}: data stores")
+        self.network = Network(
+            self,
+            "Network",
+            nat_gateways=config.nat_gateways,
+            max_azs=config.max_azs,
+            flow_log_retention=retention(config.log_retention_days),
+        )
+        vpc = self.network.vpc
+        clients = self.network.function_security_group
+        self.database = Database(
+            self,
+            "Database",
+            vpc=vpc,
+            subnets=self.network.data_subnets,
+            client_security_group=clients,
+            engine_version=config.postgres_version,
+            instance_type=config.db_instance_type,
+            allocated_storage_gib=config.db_allocated_storage_gib,
+            database_name=config.db_name,
+            multi_az=config.db_multi_az,
+            deletion_protection=config.db_deletion_protection,
+            backup_retention_days=config.db_backup_retention_days,
+            retain=config.retain_data,
+        )
+        self.cache = Cache(
+            self,
+            "Cache",
+            vpc=vpc,
+            subnets=self.network.data_subnets,
+            client_security_group=clients,
+            engine=config.cache_engine,
+            engine_version=config.cache_engine_version,
+            node_type=config.cache_node_type,
+            replicas=config.cache_replicas,
+            port=config.cache_port,
+            retain=config.retain_data,
+        )
+
+    def data_access(self) -> DataAccess:
+        """What the service stack's functions need to reach these stores."""
+        return DataAccess(
+            database_environment={
+                "ASYNCZ_DATABASE_SECRET_ARN": self.database.secret.secret_arn,
+                "ASYNCZ_DATABASE_HOST": self.database.proxy_endpoint,
+                "ASYNCZ_DATABASE_NAME": self.database.database_name,
+                "ASYNCZ_DATABASE_SSLMODE": "require",
+            },
+            redis_environment={
+                "ASYNCZ_REDIS_URL": self.cache.url,
+                "ASYNCZ_REDIS_AUTH_SECRET_ARN": self.cache.auth_secret.secret_arn,
+            },
+            database_secret=self.database.secret,
+            redis_auth_secret=self.cache.auth_secret,
+            network=FunctionNetwork(
+                vpc=self.network.vpc,
+                subnets=self.network.app_subnets,
+                security_groups=[self.network.function_security_group],
+            ),
+        )
+
+
+def local_data_access(*, database_url: str, redis_url: str) -> DataAccess:
+    """Plain URLs for a stage whose Postgres and Redis run outside AWS (LocalStack)."""
+    return DataAccess(
+        database_environment={"ASYNCZ_DATABASE_URL": database_url},
+        redis_environment={"ASYNCZ_REDIS_URL": redis_url},
+    )
+
+
+class ServiceStack(Stack):
+    """Stateless service: layer, functions, migration, API, schedules, monitoring."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        data: DataAccess,
+        code_dir: Path,
+        layer_dir: Path,
+    ) -> None:
+        super().__init__(scope, construct_id, description=f"AsyncZ {config.stage}: service")
+        architecture = _ARCHITECTURES[config.architecture]
+        log_retention = retention(config.log_retention_days)
+        layer = DependencyLayer(
+            self, "Dependencies", build_dir=layer_dir, architecture=architecture
+        )
+        defaults = FunctionDefaults(
+            code=lambda_.Code.from_asset(str(code_dir), exclude=CODE_EXCLUDES),
+            layer=layer.layer,
+            architecture=architecture,
+            stage=config.stage,
+            tracing=config.tracing,
+            log_retention=log_retention,
+            network=data.network,
+        )
+        functions = Functions(
+            self,
+            "Functions",
+            defaults=defaults,
+            data=data,
+            worker_concurrency=config.worker_concurrency,
+            fleet_min_workers=config.fleet_min_workers,
+            fleet_max_workers=config.fleet_max_workers,
+            fleet_jobs_per_worker=config.fleet_jobs_per_worker,
+            max_job_timeout_seconds=config.max_job_timeout_seconds,
+        )
+        api = Api(
+            self,
+            "Api",
+            handler=functions.api,
+            api_key_secret=functions.api_keys_secret,
+            stage_name="v1",
+            throttle_rate=config.api_throttle_rate,
+            throttle_burst=config.api_throttle_burst,
+            quota_per_day=config.api_quota_per_day,
+            execution_logging=config.api_execution_logging,
+            tracing=config.tracing,
+            log_retention=log_retention,
+        )
+        schedules = Schedules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery)
+        self.migration = Migration(
+            self, "Migration", defaults=defaults, data=data, run_before=[api, schedules]
+        )
+        monitoring = Monitoring(
+            self,
+            "Monitoring",
+            functions={
+                "api": functions.api,
+                "worker": functions.worker,
+                "fleet": functions.fleet,
+                "recovery": functions.recovery,
+                "migrate": self.migration.function,
+            },
+            alarm_period=Duration.seconds(config.alarm_period_seconds),
+            oldest_queued_age_threshold_seconds=config.oldest_queued_age_threshold_seconds,
+            alarm_email=config.alarm_email,
+        )
+        self.functions = functions
+        self.api = api
+        self.schedules = schedules
+        self.monitoring = monitoring
+
+        outputs = {
+            "ApiUrl": api.url,
+            "ApiId": api.rest_api.rest_api_id,
+            "ApiKeyId": api.api_key.key_id,
+            "ApiKeySecretArn": functions.api_keys_secret.secret_arn,
+            "WorkerFunctionName": functions.worker.function_name,
+            "FleetFunctionName": functions.fleet.function_name,
+            "RecoveryFunctionName": functions.recovery.function_name,
+            "ApiFunctionName": functions.api.function_name,
+            "MigrateFunctionName": self.migration.function.function_name,
+            "DlqAlarmName": monitoring.dlq_alarm.alarm_name,
+            "OldestQueuedAlarmName": monitoring.oldest_queued_alarm.alarm_name,
+            "AlertsTopicArn": monitoring.topic.topic_arn,
+            "DashboardName": monitoring.dashboard.dashboard_name,
+        }
+        for name, value in outputs.items():
+            CfnOutput(self, name, value=value)
