@@ -190,7 +190,7 @@ class SandboxProcess:
     def __init__(
         self,
         spec: SandboxSpec,
-        on_invoke_worker: Callable[[], None] | None = None,
+        on_invoke_worker: Callable[[], object] | None = None,
     ) -> None:
         import multiprocessing
 
