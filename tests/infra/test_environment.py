@@ -1,0 +1,96 @@
+"""Every function's environment satisfies the application's settings model."""
+
+from __future__ import annotations
+
+import pytest
+
+from asyncz.settings import Settings
+from tests.infra.conftest import Synth
+from tests.infra.helpers import asyncz_functions, environment, export_target, placeholder
+
+pytestmark = pytest.mark.infra
+
+FUNCTIONS = ("api", "worker", "fleet", "recovery", "migrate")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Settings is a BaseSettings: an ASYNCZ_* variable of the test run must not help.
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("ASYNCZ_"):
+            monkeypatch.delenv(key)
+
+
+def settings_from(env: dict[str, object]) -> Settings:
+    values = {
+        key.removeprefix("ASYNCZ_").lower(): placeholder(key, value)
+        for key, value in env.items()
+        if key.startswith("ASYNCZ_")
+    }
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_environment_satisfies_settings(stage: Synth, function: str) -> None:
+    _, fn = asyncz_functions(stage.service)[function]
+    env = environment(fn)
+    settings_from(env).require_for(function)  # type: ignore[arg-type]
+    assert env["ASYNCZ_STAGE"] == stage.config.stage
+    assert env["POWERTOOLS_SERVICE_NAME"] == "asyncz"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "AsyncZ"
+    assert env["ASYNCZ_METRICS_NAMESPACE"] == "AsyncZ"
+
+
+def test_only_the_migration_lacks_redis(stage: Synth) -> None:
+    fns = asyncz_functions(stage.service)
+    assert set(fns) == set(FUNCTIONS)
+    migrate = environment(fns["migrate"][1])
+    assert not {k for k in migrate if k.startswith("ASYNCZ_REDIS")}
+    assert "ASYNCZ_API_KEYS_SECRET_ARN" not in migrate
+
+
+def test_worker_function_name_and_fleet_limits(stage: Synth) -> None:
+    fns = asyncz_functions(stage.service)
+    worker_id, worker = fns["worker"]
+    for name in ("fleet", "api"):
+        assert environment(fns[name][1])["ASYNCZ_WORKER_FUNCTION_NAME"] == {"Ref": worker_id}
+    for name in ("worker", "recovery", "migrate"):
+        assert "ASYNCZ_WORKER_FUNCTION_NAME" not in environment(fns[name][1])
+    fleet_env = environment(fns["fleet"][1])
+    assert int(fleet_env["ASYNCZ_FLEET_MAX_WORKERS"]) == stage.config.fleet_max_workers
+    assert environment(worker)["ASYNCZ_WORKER_CONCURRENCY"] == str(stage.config.worker_concurrency)
+    api_env = environment(fns["api"][1])
+    assert "ASYNCZ_API_KEYS_SECRET_ARN" in api_env
+    assert all("ASYNCZ_API_KEYS_SECRET_ARN" not in environment(f) for n, (_, f) in fns.items() if n != "api")
+
+
+def test_aws_stage_uses_secrets_proxy_and_tls(aws: Synth) -> None:
+    fns = asyncz_functions(aws.service)
+    proxies = [k for k, r in aws.data["Resources"].items() if r["Type"] == "AWS::RDS::DBProxy"]
+    assert len(proxies) == 1
+    for name, (_, fn) in fns.items():
+        env = environment(fn)
+        assert "ASYNCZ_DATABASE_URL" not in env
+        assert env["ASYNCZ_DATABASE_SSLMODE"] == "require"
+        assert env["ASYNCZ_DATABASE_NAME"] == aws.config.db_name
+        # The database host is the proxy's endpoint, exported by the data stack.
+        assert export_target(aws.data, env["ASYNCZ_DATABASE_HOST"]) == {
+            "Fn::GetAtt": [proxies[0], "Endpoint"]
+        }
+        assert "Fn::ImportValue" in env["ASYNCZ_DATABASE_SECRET_ARN"]
+        if name != "migrate":
+            parts = env["ASYNCZ_REDIS_URL"]["Fn::Join"][1]
+            assert parts[0] == "rediss://", "Redis must be reached over TLS"
+            assert "Fn::ImportValue" in env["ASYNCZ_REDIS_AUTH_SECRET_ARN"]
+
+
+def test_local_stage_uses_context_urls(local: Synth) -> None:
+    for _, fn in asyncz_functions(local.service).values():
+        env = environment(fn)
+        assert env["ASYNCZ_DATABASE_URL"] == local.config.database_url
+        assert "ASYNCZ_DATABASE_SECRET_ARN" not in env
+        if "ASYNCZ_REDIS_URL" in env:
+            assert env["ASYNCZ_REDIS_URL"] == local.config.redis_url
+            assert "ASYNCZ_REDIS_AUTH_SECRET_ARN" not in env
