@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The LocalStack tier in one command: start -> deploy -> pytest tests/localstack -> stop.
+#
+#   localstack/run-tests.sh [pytest args...]
+#
+# Stops LocalStack whatever happens (trap), prints the time of each phase, and exits
+# non-zero, loudly, if any phase fails; it never skips (pytest collecting no test fails).
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+cd "$LS_REPO"
+
+declare -a phases=()
+t_all=$SECONDS
+failed=""
+
+timed() {  # name command...
+    local name="$1"; shift
+    local t=$SECONDS
+    ls_log "=== $name"
+    "$@"
+    local rc=$?
+    phases+=("$(printf '%-8s %4d s  %s' "$name" $((SECONDS - t)) "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")")")
+    return $rc
+}
+
+finish() {
+    local rc=$?
+    trap - EXIT INT TERM
+    timed stop "$LS_DIR/stop.sh" || { failed="${failed:-stop}"; rc=1; }
+    echo
+    echo "LocalStack tier ($(cat "$LS_MODEFILE" 2>/dev/null || echo host) mode), $((SECONDS - t_all)) s in all:"
+    printf '  %s\n' "${phases[@]}"
+    if [[ -n "$failed" ]] || ((rc != 0)); then
+        echo
+        echo "LOCALSTACK TIER FAILED at: ${failed:-exit $rc}   (logs: $LS_WORK/*.log, $LS_WORK/logs/lambda/)"
+        exit 1
+    fi
+    echo "LocalStack tier passed."
+}
+trap finish EXIT
+trap 'failed="${failed:-interrupted}"; exit 130' INT TERM
+
+timed start "$LS_DIR/start.sh" || { failed=start; exit 1; }
+timed deploy "$LS_DIR/deploy.sh" --fresh || { failed=deploy; exit 1; }
+
+run_pytest() {
+    ASYNCZ_LOCALSTACK_REQUIRED=1 "$LS_REPO/.venv/bin/python" -m pytest tests/localstack \
+        -m localstack -p no:cacheprovider -v "$@"
+    local rc=$?
+    if ((rc == 5)); then echo "pytest collected no LocalStack test" >&2; fi
+    return $rc
+}
+timed tests run_pytest "$@" || { failed=tests; exit 1; }

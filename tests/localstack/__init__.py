@@ -1,0 +1,1 @@
+"""Tests against the `local` stage deployed in LocalStack (localstack/run-tests.sh)."""
