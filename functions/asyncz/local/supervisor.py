@@ -330,13 +330,27 @@ class DevRunner:
         )
         self._cleanups: list[Callable[[], object]] = []
         self._gateway: Gateway | None = None
+        self._signalled_at = 0.0
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
+        now = time.monotonic()
         if self.stopping.is_set():
-            log_line("supervisor", "second signal: exiting now", "WARNING")
-            os._exit(130)
+            # A repeated Ctrl-C (not the same signal sent to the pid and its group at once).
+            if now - self._signalled_at > 1.0:
+                log_line("supervisor", "second signal: killing everything now", "WARNING")
+                self._kill_everything()
+                os._exit(130)
+            return
+        self._signalled_at = now
         log_line("supervisor", f"received {signal.Signals(signum).name}: stopping")
         self.stopping.set()
+
+    def _kill_everything(self) -> None:
+        import multiprocessing
+
+        for child in multiprocessing.active_children():
+            child.kill()
+        self.servers.close()
 
     def run(self) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
