@@ -72,6 +72,7 @@ class DataStack(Stack):
             deletion_protection=config.db_deletion_protection,
             backup_retention_days=config.db_backup_retention_days,
             retain=config.retain_data,
+            proxy_name=f"asyncz-{config.stage}",
         )
         self.cache = Cache(
             self,

@@ -35,6 +35,7 @@ class Database(Construct):
         deletion_protection: bool,
         backup_retention_days: int,
         retain: bool,
+        proxy_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
         major = engine_version.split(".")[0]
@@ -47,12 +48,8 @@ class Database(Construct):
         self.proxy_security_group = ec2.SecurityGroup(
             self, "ProxySg", vpc=vpc, description="AsyncZ RDS Proxy", allow_all_outbound=False
         )
-        self.instance_security_group.add_ingress_rule(
-            self.proxy_security_group, ec2.Port.tcp(POSTGRES_PORT), "PostgreSQL from the proxy"
-        )
-        self.proxy_security_group.add_egress_rule(
-            self.instance_security_group, ec2.Port.tcp(POSTGRES_PORT), "proxy to PostgreSQL"
-        )
+        # proxy -> instance rules are added by add_proxy() below (adding them here too
+        # would create duplicate rules, which EC2 rejects).
         self.proxy_security_group.add_ingress_rule(
             client_security_group, ec2.Port.tcp(POSTGRES_PORT), "PostgreSQL from the functions"
         )
@@ -86,6 +83,7 @@ class Database(Construct):
 
         self.proxy = self.instance.add_proxy(
             "Proxy",
+            db_proxy_name=proxy_name,  # physical name: unique per account and region
             secrets=[secret],
             vpc=vpc,
             vpc_subnets=subnets,
