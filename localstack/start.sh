@@ -61,13 +61,14 @@ ensure_venv() {  # dir python stamp-inputs... -- pip args...
     ls_log "building venv $dir"
     rm -rf "$dir"
     "$python" -m venv "$dir"
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@" >"$dir.pip.log" 2>&1 \
+    PIP_CACHE_DIR="$LS_WORK/pip-cache" "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@" >"$dir.pip.log" 2>&1 \
         || { tail -n 30 "$dir.pip.log" >&2; ls_die "pip install into $dir failed (log: $dir.pip.log)"; }
     echo "$stamp" >"$dir/.stamp"
 }
 
 start_host() {
     local venv="$LS_WORK/venv" lambda_venv="$LS_WORK/lambda-py312"
+    mkdir -p "$LS_WORK/home"
     local executor_files; executor_files=$(find "$LS_DIR/executor" -type f \( -name '*.py' -o -name '*.toml' \) | sort)
 
     # The executor is built from a copy so that pip leaves no build files in the work tree.
@@ -78,13 +79,13 @@ start_host() {
     local exec_stamp; exec_stamp="$(cat $executor_files | sha256sum | cut -c1-16)"
     if [[ "$(cat "$venv/.executor-stamp" 2>/dev/null)" != "$exec_stamp" ]]; then
         rm -rf "$src" && mkdir -p "$src" && cp -r "$LS_DIR/executor/." "$src/"
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+        PIP_CACHE_DIR="$LS_WORK/pip-cache" "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
             --no-build-isolation "$src" >"$LS_WORK/executor.pip.log" 2>&1 \
             || { tail -n 30 "$LS_WORK/executor.pip.log" >&2; ls_die "installing the executor plugin failed"; }
         rm -rf "$src"
         echo "$exec_stamp" >"$venv/.executor-stamp"
     fi
-    "$venv/bin/python" - <<'PY' || ls_die "the hostprocess executor is not registered (LocalStack would silently fall back to docker)"
+    HOME="$LS_WORK/home" "$venv/bin/python" - <<'PY' || ls_die "the hostprocess executor is not registered (LocalStack would silently fall back to docker)"
 from localstack.services.lambda_.invocation.runtime_executor import EXECUTOR_PLUGIN_MANAGER
 assert EXECUTOR_PLUGIN_MANAGER.exists("hostprocess")
 PY
@@ -93,7 +94,7 @@ PY
     ls_log "venvs ready ($((SECONDS - started)) s)"
 
     local fs="$LS_WORK/fs" tmp="$LS_WORK/tmp"
-    mkdir -p "$fs" "$tmp" "$LS_WORK/logs" "$LS_WORK/home"
+    mkdir -p "$fs" "$tmp" "$LS_WORK/logs"
     : >"$LS_LOG"
     # setsid: LocalStack and every Lambda process it starts share one session, which is
     # what stop.sh kills and then checks is empty.
@@ -108,7 +109,7 @@ PY
         LAMBDA_HOSTPROC_LOG_DIR="$LS_WORK/logs" \
         LAMBDA_RUNTIME_ENVIRONMENT_TIMEOUT=60 \
         ${LS_DEBUG:+DEBUG=1} \
-        setsid "$venv/bin/python" -m localstack.runtime.main >>"$LS_LOG" 2>&1 </dev/null &
+        setsid "$venv/bin/python" -m asyncz_localstack_executor.launch >>"$LS_LOG" 2>&1 </dev/null &
     echo $! >"$LS_PIDFILE"
 }
 

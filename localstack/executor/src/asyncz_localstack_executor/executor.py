@@ -13,10 +13,15 @@ Configuration (environment of the LocalStack process):
   interpreter for runtime ``python3.12``; defaults to ``python3.12`` on ``PATH``.
 - ``LAMBDA_HOSTPROC_LOG_DIR``: where each environment's stdout/stderr file goes
   (default: LocalStack's logs folder).
+- ``LAMBDA_HOSTPROC_PRIVATE_TMP``: ``auto`` (default), ``1`` or ``0``. Each Lambda
+  sandbox has its own ``/tmp``; where ``unshare`` may create a mount namespace (root),
+  the process gets a private ``/tmp`` bound to its sandbox folder, so what functions
+  and their libraries write to ``/tmp`` stays in LocalStack's work folder.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -58,6 +63,28 @@ def python_for_runtime(runtime: str | None) -> str:
             f"No host interpreter for runtime '{runtime}': set {variable} to a python{version} binary"
         )
     return interpreter
+
+
+@functools.cache
+def private_tmp_supported() -> bool:
+    """Whether this process may give children a private /tmp (a mount namespace)."""
+    setting = os.environ.get("LAMBDA_HOSTPROC_PRIVATE_TMP", "auto").lower()
+    if setting in ("0", "false", "no"):
+        return False
+    unshare = shutil.which("unshare")
+    ok = unshare is not None and subprocess.run(
+        [unshare, "--mount", "--propagation", "private", "true"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+    ).returncode == 0
+    if not ok:
+        if setting in ("1", "true", "yes"):
+            raise LambdaRuntimeException("LAMBDA_HOSTPROC_PRIVATE_TMP=1 but unshare --mount fails")
+        LOG.warning("hostprocess: no private /tmp for Lambda processes (unshare --mount fails)")
+    return ok
+
+
+# Binds the sandbox folder over /tmp inside a new mount namespace, then becomes the runtime.
+_PRIVATE_TMP_SH = 'mount --bind "$0" /tmp && exec "$@"'
 
 
 def _lambda_error(request_id: str, error_type: str, message: str) -> bytes:
@@ -116,7 +143,8 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LANG": "C.UTF-8",
             "HOME": str(self._sandbox),
-            "TMPDIR": str(self._sandbox / "tmp"),
+            # /tmp itself when it is private (see private_tmp_supported), else the folder.
+            "TMPDIR": "/tmp" if private_tmp_supported() else str(self._sandbox / "tmp"),  # noqa: S108
             "PYTHONUNBUFFERED": "1",
             # The code folder may be a hot-reload mount of a work tree: leave no .pyc in it.
             "PYTHONDONTWRITEBYTECODE": "1",
@@ -139,10 +167,14 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
         """Start the runtime process and wait for its init to finish (caller holds the lock)."""
         cmd_r, cmd_w = os.pipe()
         res_r, res_w = os.pipe()
+        argv = [self._python, "-u", str(BOOTSTRAP), str(cmd_r), str(res_w),
+                self.function_version.id.function_name]
+        if private_tmp_supported():
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    _PRIVATE_TMP_SH, str(self._sandbox / "tmp"), *argv]
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [self._python, "-u", str(BOOTSTRAP), str(cmd_r), str(res_w),
-                 self.function_version.id.function_name],
+                argv,
                 env=self._env,
                 cwd=self._env["LAMBDA_TASK_ROOT"],
                 stdin=subprocess.DEVNULL,
