@@ -1,0 +1,253 @@
+"""``asyncz dev`` as a user runs it: a subprocess on a free port, driven over HTTP.
+
+Uses the test servers (ASYNCZ_TEST_DATABASE_URL / ASYNCZ_TEST_REDIS_URL, else the system ones)
+with its own database ``asyncz_dev_test`` and Redis db 3, so it never meets other tests' data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import redis
+from psycopg import sql
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
+
+API_KEY = "dev-test-key"
+DEV_DB = "asyncz_dev_test"
+DEV_REDIS_DB = 3
+TERMINAL = {"completed", "dead", "cancelled"}
+
+
+def _dev_database_url() -> str:
+    base = os.environ.get("ASYNCZ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    return psycopg.conninfo.make_conninfo(base, dbname=DEV_DB)
+
+
+def _dev_redis_url() -> str:
+    base = urlsplit(os.environ.get("ASYNCZ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    return urlunsplit((base.scheme, base.netloc, f"/{DEV_REDIS_DB}", "", ""))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def fresh_backends() -> tuple[str, str]:
+    """An empty ``asyncz_dev_test`` database and an empty Redis db 3."""
+    url = _dev_database_url()
+    admin = psycopg.conninfo.make_conninfo(url, dbname="postgres")
+    with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DEV_DB))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DEV_DB)))
+    redis_url = _dev_redis_url()
+    redis.Redis.from_url(redis_url).flushdb()
+    return url, redis_url
+
+
+class DevProcess:
+    """One ``python -m asyncz dev`` run in its own process group."""
+
+    def __init__(self, port: int, data_dir: Path, env: dict[str, str], args: list[str]) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = data_dir.parent / f"dev-{time.monotonic_ns()}.log"
+        log = open(self.log_path, "wb")  # noqa: SIM115 - the child writes to it
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "asyncz",
+                "dev",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data_dir),
+                "--quiet",
+                *args,
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        self.pgid = self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_healthy(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"asyncz dev exited:\n{self.log()[-4000:]}"
+            try:
+                if call(self.url, "GET", "/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"asyncz dev not healthy in {timeout}s:\n{self.log()[-4000:]}")
+
+    def live_group_members(self) -> list[int]:
+        """Pids in the run's process group that are not zombies."""
+        members = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+        return members
+
+
+def call(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("x-api-key", API_KEY)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as err:
+        raw = err.read()
+        return err.code, json.loads(raw) if raw else None
+
+
+def submit_many(base: str, bodies: list[dict[str, Any]]) -> list[str]:
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda b: call(base, "POST", "/jobs", b), bodies))
+    assert all(status == 202 for status, _ in results), results[:3]
+    return [body["job_id"] for _, body in results]
+
+
+def wait_terminal(base: str, ids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
+    pending = set(ids)
+    jobs: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout
+    with ThreadPoolExecutor(8) as pool:
+        while pending and time.monotonic() < deadline:
+            for job_id, (status, job) in zip(
+                list(pending),
+                pool.map(lambda j: call(base, "GET", f"/jobs/{j}"), list(pending)),
+                strict=True,
+            ):
+                assert status == 200, job
+                if job["status"] in TERMINAL:
+                    jobs[job_id] = job
+                    pending.discard(job_id)
+            if pending:
+                time.sleep(0.3)
+    assert not pending, f"{len(pending)} jobs not terminal after {timeout}s"
+    return jobs
+
+
+@pytest.fixture
+def dev_env(fresh_backends: tuple[str, str]) -> dict[str, str]:
+    database_url, redis_url = fresh_backends
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCZ_")}
+    env.update(
+        {
+            "ASYNCZ_DATABASE_URL": database_url,
+            "ASYNCZ_REDIS_URL": redis_url,
+            "ASYNCZ_DEV_API_KEY": API_KEY,
+            "ASYNCZ_LEASE_TIMEOUT_SECONDS": "3",
+            "ASYNCZ_HEARTBEAT_SECONDS": "0.5",
+            "ASYNCZ_RECOVERY_INTERVAL_SECONDS": "1",
+            "ASYNCZ_FLEET_INTERVAL_SECONDS": "2",
+            "ASYNCZ_WORKER_POLL_SECONDS": "0.5",
+            "ASYNCZ_DEV_SHUTDOWN_GRACE_SECONDS": "5",
+            "ASYNCZ_DEV_API_SANDBOXES": "2",
+        }
+    )
+    return env
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[list[DevProcess]]:
+    started: list[DevProcess] = []
+    yield started
+    for run in started:  # never leave a run behind, whatever the test did
+        if run.proc.poll() is None:
+            os.killpg(run.pgid, signal.SIGKILL)
+            run.proc.wait(10)
+
+
+def test_dev_completes_200_jobs_and_loses_none_across_sigkill(
+    dev_env: dict[str, str], tmp_path: Path, runs: list[DevProcess]
+) -> None:
+    data_dir = tmp_path / "data"
+    port = _free_port()
+
+    first = DevProcess(port, data_dir, dev_env, [])  # the fleet controller decides
+    runs.append(first)
+    first.wait_healthy()
+    assert "given by ASYNCZ_DATABASE_URL" in first.log()
+    assert not (data_dir / "postgres").exists() and not (data_dir / "redis").exists()
+
+    ids = submit_many(first.url, [{"task": "echo", "payload": {"n": i}} for i in range(200)])
+    jobs = wait_terminal(first.url, ids, timeout=90)
+    assert {job["status"] for job in jobs.values()} == {"completed"}
+    assert jobs[ids[7]]["result"] == {"n": 7}
+
+    sleepers = submit_many(
+        first.url,
+        [{"task": "sleep", "payload": {"seconds": 2}, "max_retries": 5} for _ in range(30)],
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = [call(first.url, "GET", f"/jobs/{j}")[1]["status"] for j in sleepers]
+        if states.count("processing") >= 3:
+            break
+        time.sleep(0.1)
+    assert "processing" in states, states
+
+    os.killpg(first.pgid, signal.SIGKILL)  # the whole run dies at once: no cleanup at all
+    first.proc.wait(10)
+    time.sleep(0.5)
+    assert first.live_group_members() == []
+
+    second = DevProcess(port, data_dir, dev_env, ["--workers", "2"])
+    runs.append(second)
+    second.wait_healthy()
+    jobs = wait_terminal(second.url, sleepers, timeout=120)
+    assert len(jobs) == len(sleepers)
+    assert {job["status"] for job in jobs.values()} == {"completed"}, jobs
+
+    outcomes = []
+    for job_id in sleepers:
+        status, attempts = call(second.url, "GET", f"/jobs/{job_id}/attempts")
+        assert status == 200
+        outcomes += [a["outcome"] for a in attempts["items"]]
+    assert "lost" in outcomes  # the attempts cut by the SIGKILL are on record
+
+    os.killpg(second.pgid, signal.SIGINT)  # Ctrl-C
+    assert second.proc.wait(30) == 0, second.log()[-3000:]
+    time.sleep(0.5)
+    assert second.live_group_members() == []
+    assert '"message": "stopped"' in second.log()
