@@ -18,12 +18,12 @@ import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-import aws_cdk as cdk  # noqa: E402
-from aws_cdk.assertions import Template  # noqa: E402
+import aws_cdk as cdk
+from aws_cdk.assertions import Template
 
-from infra.app import APP_CONTEXT, LAYERS_ROOT, ROOT, build  # noqa: E402
-from infra.config import StageConfig, aws_stage, local_stage  # noqa: E402
-from infra.layer_build import ensure_layer  # noqa: E402
+from infra.app import APP_CONTEXT, LAYERS_ROOT, ROOT, build
+from infra.config import StageConfig, aws_stage, local_stage
+from infra.layer_build import ensure_layer
 
 TIMINGS: dict[str, float] = {}
 

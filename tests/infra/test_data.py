@@ -58,7 +58,9 @@ def test_postgres_is_private_encrypted_pinned(aws: Synth) -> None:
     _, subnets = one(aws.data, "AWS::RDS::DBSubnetGroup")
     assert subnet_tags(aws.data, subnets["Properties"]["SubnetIds"]) == {("data", "Isolated")}
     # Credentials are generated into Secrets Manager, never written in the template.
-    assert "MasterUserPassword" not in props or "resolve:secretsmanager" in str(props["MasterUserPassword"])
+    assert "MasterUserPassword" not in props or "resolve:secretsmanager" in str(
+        props["MasterUserPassword"]
+    )
 
 
 def test_local_stage_can_turn_deletion_protection_off() -> None:
@@ -101,7 +103,11 @@ def test_redis_tls_auth_encrypted_private(aws: Synth) -> None:
 
 def test_redis_auth_secret_is_a_plain_token(aws: Synth) -> None:
     secret = aws.data["Resources"][
-        next(k for k in resources(aws.data, "AWS::SecretsManager::Secret") if k.startswith("CacheAuthToken"))
+        next(
+            k
+            for k in resources(aws.data, "AWS::SecretsManager::Secret")
+            if k.startswith("CacheAuthToken")
+        )
     ]
     generate = secret["Properties"]["GenerateSecretString"]
     assert "SecretStringTemplate" not in generate  # the SecretString is the token itself

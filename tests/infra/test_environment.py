@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from asyncz.settings import Settings
+
 from tests.infra.conftest import Synth
 from tests.infra.helpers import asyncz_functions, environment, export_target, placeholder
 
@@ -63,7 +63,11 @@ def test_worker_function_name_and_fleet_limits(stage: Synth) -> None:
     assert environment(worker)["ASYNCZ_WORKER_CONCURRENCY"] == str(stage.config.worker_concurrency)
     api_env = environment(fns["api"][1])
     assert "ASYNCZ_API_KEYS_SECRET_ARN" in api_env
-    assert all("ASYNCZ_API_KEYS_SECRET_ARN" not in environment(f) for n, (_, f) in fns.items() if n != "api")
+    assert all(
+        "ASYNCZ_API_KEYS_SECRET_ARN" not in environment(f)
+        for n, (_, f) in fns.items()
+        if n != "api"
+    )
 
 
 def test_aws_stage_uses_secrets_proxy_and_tls(aws: Synth) -> None:

@@ -85,7 +85,11 @@ def test_cannot_invoke_functions(stage: Synth, name: str) -> None:
 @pytest.mark.parametrize("name", ["fleet", "api"])
 def test_can_invoke_only_the_worker(stage: Synth, name: str) -> None:
     worker_id, _ = asyncz_functions(stage.service)["worker"]
-    invoke = [s for s in function_statements(stage, name) if any(a.startswith("lambda:") for a in actions(s))]
+    invoke = [
+        s
+        for s in function_statements(stage, name)
+        if any(a.startswith("lambda:") for a in actions(s))
+    ]
     assert invoke, f"{name} must be able to invoke the worker"
     for statement in invoke:
         assert actions(statement) == ["lambda:InvokeFunction"]
@@ -97,7 +101,9 @@ def test_can_invoke_only_the_worker(stage: Synth, name: str) -> None:
 
 def test_only_recovery_puts_metric_data_in_its_namespace(stage: Synth) -> None:
     for name in ("api", "worker", "fleet", "recovery", "migrate"):
-        puts = [s for s in function_statements(stage, name) if "cloudwatch:PutMetricData" in actions(s)]
+        puts = [
+            s for s in function_statements(stage, name) if "cloudwatch:PutMetricData" in actions(s)
+        ]
         if name != "recovery":
             assert not puts, name
             continue

@@ -1,0 +1,170 @@
+"""Service stack: functions, schedules, migration order, API + usage plan, monitoring."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.infra.conftest import Synth
+from tests.infra.helpers import asyncz_functions, environment, resources
+
+pytestmark = pytest.mark.infra
+
+
+def by_id(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return dict(template["Resources"][logical_id])
+
+
+def test_functions_share_one_code_asset_and_the_layer(stage: Synth) -> None:
+    fns = asyncz_functions(stage.service)
+    (layer_id,) = resources(stage.service, "AWS::Lambda::LayerVersion")
+    layer = by_id(stage.service, layer_id)["Properties"]
+    arch = stage.config.architecture
+    assert layer["CompatibleArchitectures"] == [arch]
+    assert layer["CompatibleRuntimes"] == ["python3.12"]
+    code_keys = set()
+    for _, fn in fns.values():
+        props = fn["Properties"]
+        assert props["Runtime"] == "python3.12"
+        assert props["Architectures"] == [arch]
+        assert props["Layers"] == [{"Ref": layer_id}]
+        code_keys.add(json.dumps(props["Code"], sort_keys=True))
+    assert len(code_keys) == 1, "one code asset (functions/) for every function"
+
+
+def test_worker_limits(stage: Synth) -> None:
+    fns = asyncz_functions(stage.service)
+    worker = fns["worker"][1]["Properties"]
+    assert worker["Timeout"] == 900
+    # The worker's reserved concurrency is the fleet's cap.
+    assert worker["ReservedConcurrentExecutions"] == stage.config.fleet_max_workers
+    assert (
+        int(environment(fns["fleet"][1])["ASYNCZ_FLEET_MAX_WORKERS"])
+        == worker["ReservedConcurrentExecutions"]
+    )
+    assert fns["api"][1]["Properties"]["Timeout"] <= 29
+
+
+def test_schedules_every_minute(stage: Synth) -> None:
+    fns = asyncz_functions(stage.service)
+    targets = {}
+    for rule in resources(stage.service, "AWS::Events::Rule").values():
+        assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+        assert rule["Properties"]["State"] == "ENABLED"
+        (target,) = rule["Properties"]["Targets"]
+        targets[target["Arn"]["Fn::GetAtt"][0]] = rule
+    assert set(targets) == {fns["fleet"][0], fns["recovery"][0]}
+    # EventBridge may invoke exactly those two.
+    invokers = {
+        p["Properties"]["FunctionName"]["Fn::GetAtt"][0]
+        for p in resources(stage.service, "AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "events.amazonaws.com"
+    }
+    assert invokers == {fns["fleet"][0], fns["recovery"][0]}
+
+
+def test_migration_runs_before_api_and_schedules(stage: Synth) -> None:
+    fns = asyncz_functions(stage.service)
+    (trigger_id,) = resources(stage.service, "Custom::Trigger")
+    trigger = by_id(stage.service, trigger_id)["Properties"]
+    version = by_id(stage.service, trigger["HandlerArn"]["Ref"])
+    assert version["Type"] == "AWS::Lambda::Version"
+    assert version["Properties"]["FunctionName"] == {"Ref": fns["migrate"][0]}
+    assert trigger["InvocationType"] == "RequestResponse"  # a failed migration fails the deploy
+    for type_ in (
+        "AWS::ApiGateway::Method",
+        "AWS::ApiGateway::Deployment",
+        "AWS::ApiGateway::Stage",
+        "AWS::ApiGateway::UsagePlan",
+        "AWS::Events::Rule",
+    ):
+        for logical_id, resource in resources(stage.service, type_).items():
+            assert trigger_id in resource.get("DependsOn", []), logical_id
+
+
+def test_api_requires_a_key_with_a_usage_plan(stage: Synth) -> None:
+    template = stage.service
+    fns = asyncz_functions(template)
+    methods = resources(template, "AWS::ApiGateway::Method")
+    assert methods
+    for method in methods.values():
+        props = method["Properties"]
+        assert props["ApiKeyRequired"] is True
+        assert props["Integration"]["Type"] == "AWS_PROXY"
+        assert fns["api"][0] in json.dumps(props["Integration"]["Uri"])
+    ((plan_id, plan),) = resources(template, "AWS::ApiGateway::UsagePlan").items()
+    props = plan["Properties"]
+    assert props["Throttle"] == {
+        "RateLimit": stage.config.api_throttle_rate,
+        "BurstLimit": stage.config.api_throttle_burst,
+    }
+    assert props["Quota"] == {"Limit": stage.config.api_quota_per_day, "Period": "DAY"}
+    assert len(props["ApiStages"]) == 1
+    ((key_id, key),) = resources(template, "AWS::ApiGateway::ApiKey").items()
+    ((_, link),) = resources(template, "AWS::ApiGateway::UsagePlanKey").items()
+    assert link["Properties"]["UsagePlanId"] == {"Ref": plan_id}
+    assert link["Properties"]["KeyId"] == {"Ref": key_id}
+    # The gateway's key is the api_key field of the secret the app reads.
+    value = key["Properties"]["Value"]["Fn::Join"][1]
+    secret_ref = environment(fns["api"][1])["ASYNCZ_API_KEYS_SECRET_ARN"]
+    assert value == ["{{resolve:secretsmanager:", secret_ref, ":SecretString:api_key::}}"]
+    secret = by_id(template, secret_ref["Ref"])["Properties"]["GenerateSecretString"]
+    assert secret["GenerateStringKey"] == "api_key"
+    assert secret["PasswordLength"] == 40
+    assert secret["ExcludePunctuation"] is True
+
+
+def test_dlq_alarm_notifies_sns(stage: Synth) -> None:
+    template = stage.service
+    alarms = {
+        a["Properties"]["MetricName"]: a["Properties"]
+        for a in resources(template, "AWS::CloudWatch::Alarm").values()
+    }
+    (topic_id,) = resources(template, "AWS::SNS::Topic")
+    dlq = alarms["DLQDepth"]
+    assert dlq["Namespace"] == "AsyncZ"
+    assert "Dimensions" not in dlq
+    assert dlq["Threshold"] == 1
+    assert dlq["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert dlq["Period"] == stage.config.alarm_period_seconds
+    assert dlq["AlarmActions"] == [{"Ref": topic_id}]
+    oldest = alarms["OldestQueuedAgeSeconds"]
+    assert oldest["Threshold"] == stage.config.oldest_queued_age_threshold_seconds
+    assert oldest["AlarmActions"] == [{"Ref": topic_id}]
+    outputs = template["Outputs"]
+    assert outputs["AlertsTopicArn"]["Value"] == {"Ref": topic_id}
+    ids = {
+        k
+        for k, a in resources(template, "AWS::CloudWatch::Alarm").items()
+        if a["Properties"]["MetricName"] == "DLQDepth"
+    }
+    assert outputs["DlqAlarmName"]["Value"] == {"Ref": ids.pop()}
+
+
+def test_alarm_period_per_stage(aws: Synth, local: Synth) -> None:
+    assert aws.config.alarm_period_seconds == 60
+    assert local.config.alarm_period_seconds == 10
+
+
+def test_email_subscription_only_when_configured(stage: Synth) -> None:
+    assert not resources(stage.service, "AWS::SNS::Subscription")
+
+
+def test_dashboard_shows_jobs_queue_and_lambda_health(stage: Synth) -> None:
+    ((_, dashboard),) = resources(stage.service, "AWS::CloudWatch::Dashboard").items()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for metric in (
+        "JobsSubmitted",
+        "JobsCompleted",
+        "JobsRetried",
+        "JobsDeadLettered",
+        "JobDuration",
+        "QueueDepth",
+        "DLQDepth",
+        "OldestQueuedAgeSeconds",
+        "Errors",
+        "Throttles",
+    ):
+        assert metric in body, metric
