@@ -56,6 +56,10 @@ class StageConfig:
     fleet_max_workers: int = 10  # also the worker's reserved concurrency
     fleet_jobs_per_worker: int = 200
     max_job_timeout_seconds: int = 840  # the worker Lambda itself runs 900 s
+    # A lease not heartbeated for this long is stale: recovery re-queues the job. The
+    # worker (heartbeats) and recovery (judges staleness) must agree, so both get it.
+    lease_timeout_seconds: int = 60
+    heartbeat_seconds: int = 10
     tracing: bool = True
     log_retention_days: int = 30
 
@@ -80,6 +84,8 @@ class StageConfig:
             )
         if self.fleet_max_workers < self.fleet_min_workers:
             raise ValueError("fleet_max_workers must be >= fleet_min_workers")
+        if self.heartbeat_seconds * 2 > self.lease_timeout_seconds:
+            raise ValueError("lease_timeout_seconds must be at least twice heartbeat_seconds")
         if self.postgres_version.count(".") < 1:
             raise ValueError("postgres_version must be a full engine version such as '16.9'")
         if self.alarm_period_seconds not in (10, 20, 30) and self.alarm_period_seconds % 60:
@@ -110,6 +116,9 @@ def local_stage(
         "alarm_period_seconds": 10,
         "fleet_max_workers": 4,
         "worker_concurrency": 4,
+        # Short leases so a killed worker's job is recovered within seconds in tests.
+        "lease_timeout_seconds": 10,
+        "heartbeat_seconds": 2,
         "log_retention_days": 7,
         "retain_data": False,
         "db_deletion_protection": False,

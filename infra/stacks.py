@@ -157,6 +157,8 @@ class ServiceStack(Stack):
             fleet_max_workers=config.fleet_max_workers,
             fleet_jobs_per_worker=config.fleet_jobs_per_worker,
             max_job_timeout_seconds=config.max_job_timeout_seconds,
+            lease_timeout_seconds=config.lease_timeout_seconds,
+            heartbeat_seconds=config.heartbeat_seconds,
         )
         api = Api(
             self,

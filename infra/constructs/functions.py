@@ -39,6 +39,8 @@ class Functions(Construct):
         fleet_max_workers: int,
         fleet_jobs_per_worker: int,
         max_job_timeout_seconds: int,
+        lease_timeout_seconds: int,
+        heartbeat_seconds: int,
     ) -> None:
         super().__init__(scope, construct_id)
         if max_job_timeout_seconds >= WORKER_TIMEOUT_SECONDS:
@@ -61,6 +63,10 @@ class Functions(Construct):
 
         data_env = {**data.database_environment, **data.redis_environment, **data.extra}
         jobs_env = {"ASYNCZ_MAX_TIMEOUT_SECONDS": str(max_job_timeout_seconds)}
+        lease_env = {
+            "ASYNCZ_LEASE_TIMEOUT_SECONDS": str(lease_timeout_seconds),
+            "ASYNCZ_HEARTBEAT_SECONDS": str(heartbeat_seconds),
+        }
 
         self.worker = python_function(
             self,
@@ -71,6 +77,7 @@ class Functions(Construct):
             environment={
                 **data_env,
                 **jobs_env,
+                **lease_env,
                 "ASYNCZ_WORKER_CONCURRENCY": str(worker_concurrency),
             },
             memory_size=1024,
@@ -101,7 +108,7 @@ class Functions(Construct):
             defaults=defaults,
             handler="asyncz.recovery.handler.handler",
             description="AsyncZ recovery: stale leases, orphaned jobs, queue gauges",
-            environment={**data_env, "ASYNCZ_PUBLISH_GAUGES": "true"},
+            environment={**data_env, **lease_env, "ASYNCZ_PUBLISH_GAUGES": "true"},
             memory_size=512,
             timeout=Duration.seconds(300),
             reserved_concurrent_executions=1,

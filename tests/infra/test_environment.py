@@ -98,3 +98,14 @@ def test_local_stage_uses_context_urls(local: Synth) -> None:
         if "ASYNCZ_REDIS_URL" in env:
             assert env["ASYNCZ_REDIS_URL"] == local.config.redis_url
             assert "ASYNCZ_REDIS_AUTH_SECRET_ARN" not in env
+
+
+def test_worker_and_recovery_agree_on_the_lease(stage: Synth) -> None:
+    fns = asyncz_functions(stage.service)
+    for name in ("worker", "recovery"):
+        env = environment(fns[name][1])
+        assert env["ASYNCZ_LEASE_TIMEOUT_SECONDS"] == str(stage.config.lease_timeout_seconds)
+        assert env["ASYNCZ_HEARTBEAT_SECONDS"] == str(stage.config.heartbeat_seconds)
+    assert (stage.config.lease_timeout_seconds, stage.config.heartbeat_seconds) == (
+        (10, 2) if stage.config.kind == "local" else (60, 10)
+    )
