@@ -3,15 +3,16 @@
 Per-stage values are chosen here, from CDK context, and passed to the stacks as
 keyword arguments; nothing below this module reads context or the environment.
 
-Context keys: ``stage`` (aws|local), ``architecture`` (x86_64|arm64), ``nat_gateways``,
-``alarm_email``, ``alarm_period_seconds``, and for ``local``: ``database_url``,
-``redis_url``. The dependency layer is built (pip, ~4 s) if missing or stale.
+Context keys: ``stage`` (aws|local), ``database_url`` and ``redis_url`` (local), and
+the overrides in :data:`CONTEXT_OVERRIDES` (docs/deploy.md lists them). The dependency
+layer is built (pip, ~4 s) if missing or stale.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,18 +48,45 @@ def _context(app: cdk.App, key: str) -> str | None:
     return None if value in (None, "") else str(value)
 
 
+def _flag(value: str) -> bool:
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _architecture(value: str) -> str:
+    if value not in ("x86_64", "arm64"):
+        raise ValueError(f"architecture={value!r}: use x86_64 or arm64")
+    return value
+
+
+# context key -> (StageConfig field, parser); the rest of StageConfig is fixed per stage.
+CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
+    "architecture": ("architecture", _architecture),
+    "alarm_email": ("alarm_email", str),
+    "alarm_period_seconds": ("alarm_period_seconds", int),
+    "oldest_queued_age_threshold_seconds": ("oldest_queued_age_threshold_seconds", int),
+    "fleet_max_workers": ("fleet_max_workers", int),
+    "worker_concurrency": ("worker_concurrency", int),
+    "nat_gateways": ("nat_gateways", int),
+    "deletion_protection": ("db_deletion_protection", _flag),
+    "db_multi_az": ("db_multi_az", _flag),
+    "cache_replicas": ("cache_replicas", int),
+}
+
+
 def stage_config(app: cdk.App) -> StageConfig:
     """The :class:`StageConfig` selected by the app's context."""
     stage = _context(app, "stage") or "aws"
     overrides: dict[str, object] = {}
-    if arch := _context(app, "architecture"):
-        if arch not in ("x86_64", "arm64"):
-            raise ValueError(f"context architecture={arch!r}: use x86_64 or arm64")
-        overrides["architecture"] = arch
-    if email := _context(app, "alarm_email"):
-        overrides["alarm_email"] = email
-    if period := _context(app, "alarm_period_seconds"):
-        overrides["alarm_period_seconds"] = int(period)
+    for key, (field, parse) in CONTEXT_OVERRIDES.items():
+        if (value := _context(app, key)) is not None:
+            try:
+                overrides[field] = parse(value)
+            except ValueError as error:
+                raise ValueError(f"context {key}: {error}") from None
     if stage == "local":
         return local_stage(
             database_url=_context(app, "database_url") or DEFAULT_LOCAL_DATABASE_URL,
@@ -66,8 +94,6 @@ def stage_config(app: cdk.App) -> StageConfig:
             overrides=overrides,
         )
     if stage == "aws":
-        if nat := _context(app, "nat_gateways"):
-            overrides["nat_gateways"] = int(nat)
         return aws_stage(overrides=overrides)
     raise ValueError(f"unknown stage {stage!r}: use -c stage=aws (default) or -c stage=local")
 
