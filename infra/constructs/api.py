@@ -11,7 +11,7 @@ from constructs import Construct
 
 
 class Api(Construct):
-    """REST (v1) API in front of the api function; every method needs an API key.
+    """REST (v1) API in front of the api function; every method but GET /health needs a key.
 
     The key's value is the ``api_key`` field of ``api_key_secret`` (a CloudFormation
     dynamic reference), so the gateway and the application accept the same key.
@@ -71,6 +71,11 @@ class Api(Construct):
                     user=False,
                 ),
             ),
+        )
+        # The app serves GET /health without a key (load balancers, uptime checks); every
+        # other path and method goes through the key-protected proxy.
+        self.rest_api.root.add_resource("health").add_method(
+            "GET", apigw.LambdaIntegration(handler), api_key_required=False
         )
         self.api_key = apigw.ApiKey(
             self,

@@ -88,12 +88,22 @@ def test_api_requires_a_key_with_a_usage_plan(stage: Synth) -> None:
     template = stage.service
     fns = asyncz_functions(template)
     methods = resources(template, "AWS::ApiGateway::Method")
-    assert methods
+    paths = {
+        k: r["Properties"]["PathPart"]
+        for k, r in resources(template, "AWS::ApiGateway::Resource").items()
+    }
+    open_methods = []
     for method in methods.values():
         props = method["Properties"]
-        assert props["ApiKeyRequired"] is True
         assert props["Integration"]["Type"] == "AWS_PROXY"
         assert fns["api"][0] in json.dumps(props["Integration"]["Uri"])
+        if props["ApiKeyRequired"] is not True:
+            open_methods.append(
+                (paths.get(props["ResourceId"].get("Ref", "")), props["HttpMethod"])
+            )
+    # Only the health check is reachable without a key; {proxy+} and / (ANY) need one.
+    assert open_methods == [("health", "GET")]
+    assert sorted(paths.values()) == ["health", "{proxy+}"]
     ((plan_id, plan),) = resources(template, "AWS::ApiGateway::UsagePlan").items()
     props = plan["Properties"]
     assert props["Throttle"] == {
