@@ -13,12 +13,6 @@ from infra.config import StageConfig
 if TYPE_CHECKING:
     from infra.stacks import DataStack, ServiceStack
 
-LAMBDA_MANAGED_POLICIES = (
-    "AWSLambdaBasicExecutionRole",
-    "AWSLambdaVPCAccessExecutionRole",
-)
-
-
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge cdk-nag finding ``rule`` (e.g. ``AwsSolutions-L1``) under ``scope``."""
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
@@ -74,24 +68,20 @@ def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:
             "AwsSolutions-L1",
             "Python 3.12 is the runtime the application and its layer are built and tested for.",
         )
-        for policy in LAMBDA_MANAGED_POLICIES:
-            acknowledge(
-                fn,
-                _managed_policy(policy),
-                f"{policy} is the AWS-maintained minimum for writing logs "
-                "(and for managing the function's VPC network interfaces).",
-            )
+        assert fn.role is not None
         acknowledge(
-            fn,
+            fn.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "Only actions without resource-level permissions use '*': X-Ray "
+            "Only actions without resource-level permissions use '*': the Lambda VPC "
+            "network-interface calls (ec2:CreateNetworkInterface, Describe*, ...), X-Ray "
             "PutTraceSegments/PutTelemetryRecords, and recovery's cloudwatch:PutMetricData "
             "(restricted by a cloudwatch:namespace=AsyncZ condition).",
         )
     worker = _logical_id(stack.functions.worker)
     for fn in (stack.functions.fleet, stack.functions.api):
+        assert fn.role is not None
         acknowledge(
-            fn,
+            fn.role,
             f"AwsSolutions-IAM5[Resource::<{worker}.Arn>:*]",
             "Invoke is allowed on the worker function and its versions/aliases only.",
         )

@@ -30,6 +30,17 @@ CODE_EXCLUDES = [
 ]
 
 
+# What AWSLambdaVPCAccessExecutionRole grants, minus its logs:* on every log group.
+VPC_NETWORK_INTERFACE_ACTIONS = [
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+]
+
+
 @dataclass(frozen=True)
 class FunctionNetwork:
     """Where VPC-attached functions live (``aws`` stages only)."""
@@ -109,6 +120,22 @@ def python_function(
         removal_policy=RemovalPolicy.DESTROY,
     )
     network = defaults.network
+    # Our own role instead of the AWS managed execution policies: logs go only to this
+    # function's log group, and the VPC grant is limited to the ENI calls Lambda makes.
+    role = iam.Role(
+        scope,
+        f"{construct_id}Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=f"AsyncZ {construct_id} function",
+    )
+    log_group.grant_write(role)
+    if network:
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=VPC_NETWORK_INTERFACE_ACTIONS,
+                resources=["*"],  # these EC2 calls take no resource-level scoping
+            )
+        )
     return lambda_.Function(
         scope,
         construct_id,
@@ -124,6 +151,7 @@ def python_function(
         reserved_concurrent_executions=reserved_concurrent_executions,
         tracing=lambda_.Tracing.ACTIVE if defaults.tracing else lambda_.Tracing.DISABLED,
         log_group=log_group,
+        role=role,
         vpc=network.vpc if network else None,
         vpc_subnets=network.subnets if network else None,
         security_groups=list(network.security_groups) if network else None,

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from infra.constructs.runtime import VPC_NETWORK_INTERFACE_ACTIONS
 from tests.infra.conftest import Synth
 from tests.infra.helpers import (
     actions,
@@ -120,7 +121,12 @@ def test_no_wildcard_actions(stage: Synth) -> None:
 
 
 def test_wildcard_resources_only_for_actions_without_resource_scoping(stage: Synth) -> None:
-    unscoped = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "cloudwatch:PutMetricData"}
+    unscoped = {
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+        "cloudwatch:PutMetricData",
+        *VPC_NETWORK_INTERFACE_ACTIONS,
+    }
     for name in ("api", "worker", "fleet", "recovery", "migrate"):
         for statement in function_statements(stage, name):
             if "*" in as_list(statement["Resource"]):
@@ -130,3 +136,39 @@ def test_wildcard_resources_only_for_actions_without_resource_scoping(stage: Syn
 def test_tracing_grant_follows_the_setting(aws: Synth, local: Synth) -> None:
     assert mentions(function_statements(aws, "worker"), "xray:PutTraceSegments")
     assert not mentions(function_statements(local, "worker"), "xray:")
+
+
+LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+SECRETS = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+EXTRA = {
+    "api": {"lambda:InvokeFunction"},
+    "fleet": {"lambda:InvokeFunction"},
+    "recovery": {"cloudwatch:PutMetricData"},
+    "worker": set(),
+    "migrate": set(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA))
+def test_role_holds_only_what_the_function_needs(stage: Synth, name: str) -> None:
+    _, fn = asyncz_functions(stage.service)[name]
+    role = stage.service["Resources"][role_of(fn)]["Properties"]
+    assert not role.get("ManagedPolicyArns"), "no AWS managed policies on function roles"
+    granted = {a for s in function_statements(stage, name) for a in actions(s)}
+    allowed = LOGS | EXTRA[name]
+    if stage.config.tracing:
+        allowed |= XRAY
+    if stage.config.in_vpc:
+        allowed |= set(VPC_NETWORK_INTERFACE_ACTIONS)
+    if stage.config.in_vpc or name == "api":
+        allowed |= SECRETS
+    assert granted == allowed
+
+
+def test_logs_only_to_the_functions_own_log_group(stage: Synth) -> None:
+    for name, (_, fn) in asyncz_functions(stage.service).items():
+        log_group = fn["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        for statement in function_statements(stage, name):
+            if any(a.startswith("logs:") for a in actions(statement)):
+                assert statement["Resource"] == {"Fn::GetAtt": [log_group, "Arn"]}, name
