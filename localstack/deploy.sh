@@ -64,7 +64,9 @@ phase "cdk CLIs ready"
 # --- cdklocal bootstrap + deploy ------------------------------------------------------
 export CDK_HOME="$LS_WORK/cdk-home" CDK_DISABLE_VERSION_CHECK=1 CDK_DISABLE_CLI_TELEMETRY=1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CI=true
-mkdir -p "$CDK_HOME"
+# jsii and the CDK CLI put their scratch folders in TMPDIR.
+export TMPDIR="$LS_WORK/deploy-tmp"
+mkdir -p "$CDK_HOME" "$TMPDIR"
 account=000000000000
 cdk_out="$LS_WORK/cdk.out"
 cdk_log="$LS_WORK/cdk.log"

@@ -45,7 +45,7 @@ timed deploy "$LS_DIR/deploy.sh" --fresh || { failed=deploy; exit 1; }
 
 run_pytest() {
     ASYNCZ_LOCALSTACK_REQUIRED=1 "$LS_REPO/.venv/bin/python" -m pytest tests/localstack \
-        -m localstack -p no:cacheprovider -v "$@"
+        -m localstack -p no:cacheprovider -v --durations=0 "$@"
     local rc=$?
     if ((rc == 5)); then echo "pytest collected no LocalStack test" >&2; fi
     return $rc

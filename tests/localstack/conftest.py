@@ -185,10 +185,3 @@ def stack(
     outputs: dict[str, str], http: httpx.Client, lambda_client: Any, cloudwatch: Any
 ) -> Stack:
     return Stack(outputs=outputs, http=http, lambda_client=lambda_client, cloudwatch=cloudwatch)
-
-
-@pytest.fixture(autouse=True)
-def _timed(request: pytest.FixtureRequest) -> Iterator[None]:
-    started = time.monotonic()
-    yield
-    print(f"\n[{request.node.name}: {time.monotonic() - started:.1f} s]")

@@ -56,8 +56,11 @@ def test_job_submitted_through_api_gateway_is_run_by_a_fleet_started_worker(
     summary = stack.invoke("FleetFunctionName")
     assert summary["started"] + summary["live_workers"] >= 1, summary
     job = stack.wait_job(
-        job_id, {"completed", "dead"}, timeout=90,
-        tick=lambda: stack.invoke("FleetFunctionName"), tick_every=10,
+        job_id,
+        {"completed", "dead"},
+        timeout=90,
+        tick=lambda: stack.invoke("FleetFunctionName"),
+        tick_every=10,
     )
     assert job["status"] == "completed", job
     assert job["result"] == {"hello": "localstack"}, job
@@ -107,8 +110,12 @@ def test_dead_job_raises_dlq_alarm_and_replay_clears_it(stack: Stack) -> None:
 def _latest_datapoint(stack: Stack, metric: str) -> float | None:
     now = time.time()
     points = stack.cloudwatch.get_metric_statistics(
-        Namespace="AsyncZ", MetricName=metric, StartTime=now - 120, EndTime=now + 10,
-        Period=10, Statistics=["Maximum"],
+        Namespace="AsyncZ",
+        MetricName=metric,
+        StartTime=now - 120,
+        EndTime=now + 10,
+        Period=10,
+        Statistics=["Maximum"],
     )["Datapoints"]
     if not points:
         return None
@@ -120,10 +127,14 @@ def test_job_of_a_killed_worker_is_recovered_by_the_recovery_function(stack: Sta
     lease_timeout = float(
         stack.function_env("RecoveryFunctionName").get("ASYNCZ_LEASE_TIMEOUT_SECONDS", 60)
     )
+    heartbeat = float(stack.function_env("WorkerFunctionName").get("ASYNCZ_HEARTBEAT_SECONDS", 10))
     job_id = stack.submit("sleep", {"seconds": 30}, max_retries=2)
     job = stack.wait_job(
-        job_id, {"processing", "completed", "dead"}, timeout=60,
-        tick=lambda: stack.invoke("FleetFunctionName"), tick_every=10,
+        job_id,
+        {"processing", "completed", "dead"},
+        timeout=60,
+        tick=lambda: stack.invoke("FleetFunctionName"),
+        tick_every=10,
     )
     assert job["status"] == "processing", job
 
@@ -134,29 +145,34 @@ def test_job_of_a_killed_worker_is_recovered_by_the_recovery_function(stack: Sta
         os.kill(pid, signal.SIGKILL)
     killed_at = time.monotonic()
 
-    # Only the recovery function brings the job back, once its lease has gone stale.
-    def recovered() -> dict[str, Any] | None:
-        summary = stack.invoke("RecoveryFunctionName")
-        return summary if summary["requeued"] or summary["dead"] else None
-
+    # Only the recovery function brings the job back, once its lease has gone stale: it
+    # records the attempt as `lost` and re-queues the job. (Invoked here every few
+    # seconds; its once-a-minute schedule may get there first, which is as good.)
     deadline = killed_at + lease_timeout + 60
-    summary = None
-    while summary is None and time.monotonic() < deadline:
-        summary = recovered()
-        if summary is None:
-            time.sleep(2)
-    assert summary is not None, f"recovery did not requeue the job within {lease_timeout + 60:.0f} s"
-    assert time.monotonic() - killed_at >= lease_timeout * 0.8, "requeued before the lease expired"
-
-    attempts = stack.http.get(f"/jobs/{job_id}/attempts")
-    assert attempts.status_code == 200, attempts.text
-    outcomes = [a["outcome"] for a in _items(attempts.json())]
-    assert "lost" in outcomes, outcomes
+    outcomes: list[str] = []
+    while time.monotonic() < deadline:
+        stack.invoke("RecoveryFunctionName")
+        outcomes = [a["outcome"] for a in _items(stack.http.get(f"/jobs/{job_id}/attempts").json())]
+        if "lost" in outcomes:
+            break
+        time.sleep(2)
+    recovered_after = time.monotonic() - killed_at
+    assert "lost" in outcomes, (
+        f"no lost attempt {lease_timeout + 60:.0f} s after the kill: {outcomes}"
+    )
+    # The last heartbeat was at most one interval before the kill.
+    assert recovered_after >= lease_timeout - heartbeat - 1, (
+        f"recovered {recovered_after:.0f} s after the kill,"
+        f" before the {lease_timeout:.0f} s lease expired"
+    )
 
     # At least once: a new worker runs the job again to completion.
     job = stack.wait_job(
-        job_id, {"completed", "dead"}, timeout=120,
-        tick=lambda: stack.invoke("FleetFunctionName"), tick_every=10,
+        job_id,
+        {"completed", "dead"},
+        timeout=120,
+        tick=lambda: stack.invoke("FleetFunctionName"),
+        tick_every=10,
     )
     assert job["status"] == "completed", job
     assert job["attempts"] >= 2, job

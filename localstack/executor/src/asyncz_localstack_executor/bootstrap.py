@@ -43,7 +43,9 @@ class LambdaContext:
         return max(0, self._deadline_ms - int(time.time() * 1000))
 
 
-def _error(exc: BaseException, error_type: str | None = None, message: str | None = None) -> dict[str, Any]:
+def _error(
+    exc: BaseException, error_type: str | None = None, message: str | None = None
+) -> dict[str, Any]:
     """An error object shaped like the one the AWS Python runtime returns."""
     return {
         "errorMessage": message if message is not None else str(exc),
@@ -65,7 +67,10 @@ def _set_path(task_root: str, layer_roots: list[str]) -> None:
     front = [task_root]
     # A later layer overrides an earlier one when Lambda merges them into /opt.
     for root in reversed(layer_roots):
-        front += [os.path.join(root, "python", "lib", version, "site-packages"), os.path.join(root, "python")]
+        front += [
+            os.path.join(root, "python", "lib", version, "site-packages"),
+            os.path.join(root, "python"),
+        ]
     sys.path[:0] = [p for p in front if os.path.isdir(p)]
 
 
@@ -76,14 +81,26 @@ def _load_handler(spec: str) -> Any:
     try:
         module = importlib.import_module(module_name.replace("/", "."))
     except ImportError as exc:
-        raise _InitError(_error(exc, "Runtime.ImportModuleError", f"Unable to import module '{module_name}': {exc}")) from exc
+        raise _InitError(
+            _error(
+                exc, "Runtime.ImportModuleError", f"Unable to import module '{module_name}': {exc}"
+            )
+        ) from exc
     except SyntaxError as exc:
-        raise _InitError(_error(exc, "Runtime.UserCodeSyntaxError", f"Syntax error in module '{module_name}': {exc}")) from exc
+        raise _InitError(
+            _error(
+                exc, "Runtime.UserCodeSyntaxError", f"Syntax error in module '{module_name}': {exc}"
+            )
+        ) from exc
     try:
         return getattr(module, attr)
     except AttributeError as exc:
         raise _InitError(
-            _error(exc, "Runtime.HandlerNotFound", f"Handler '{attr}' missing on module '{module_name}'")
+            _error(
+                exc,
+                "Runtime.HandlerNotFound",
+                f"Handler '{attr}' missing on module '{module_name}'",
+            )
         ) from exc
 
 
@@ -102,7 +119,9 @@ def main() -> int:
         results.write(json.dumps(message) + "\n")
         results.flush()
 
-    _set_path(os.environ["LAMBDA_TASK_ROOT"], json.loads(os.environ.pop("HOSTPROC_LAYER_ROOTS", "[]")))
+    _set_path(
+        os.environ["LAMBDA_TASK_ROOT"], json.loads(os.environ.pop("HOSTPROC_LAYER_ROOTS", "[]"))
+    )
     os.chdir(os.environ["LAMBDA_TASK_ROOT"])
     try:
         handler = _load_handler(os.environ["_HANDLER"])

@@ -21,6 +21,7 @@ Configuration (environment of the LocalStack process):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -35,12 +36,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
-from localstack import config
 from localstack.services.lambda_.invocation.lambda_models import FunctionVersion, InvocationResult
 from localstack.services.lambda_.invocation.runtime_executor import (
     LambdaRuntimeException,
     RuntimeExecutor,
 )
+
+from localstack import config
 
 LOG = logging.getLogger(__name__)
 
@@ -53,14 +55,16 @@ def python_for_runtime(runtime: str | None) -> str:
     """The host interpreter for a Lambda runtime name such as ``python3.12``."""
     if not runtime or not runtime.startswith("python"):
         raise LambdaRuntimeException(
-            f"Runtime '{runtime}' is not supported by the hostprocess executor (Python runtimes only)"
+            f"Runtime '{runtime}' is not supported by the hostprocess executor"
+            " (Python runtimes only)"
         )
     version = runtime.removeprefix("python")
     variable = "LAMBDA_HOSTPROC_PYTHON" + version.replace(".", "")
     interpreter = os.environ.get(variable) or shutil.which(f"python{version}")
     if not interpreter or not os.access(interpreter, os.X_OK):
         raise LambdaRuntimeException(
-            f"No host interpreter for runtime '{runtime}': set {variable} to a python{version} binary"
+            f"No host interpreter for runtime '{runtime}':"
+            f" set {variable} to a python{version} binary"
         )
     return interpreter
 
@@ -72,10 +76,16 @@ def private_tmp_supported() -> bool:
     if setting in ("0", "false", "no"):
         return False
     unshare = shutil.which("unshare")
-    ok = unshare is not None and subprocess.run(
-        [unshare, "--mount", "--propagation", "private", "true"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-    ).returncode == 0
+    ok = (
+        unshare is not None
+        and subprocess.run(
+            [unshare, "--mount", "--propagation", "private", "true"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        ).returncode
+        == 0
+    )
     if not ok:
         if setting in ("1", "true", "yes"):
             raise LambdaRuntimeException("LAMBDA_HOSTPROC_PRIVATE_TMP=1 but unshare --mount fails")
@@ -101,10 +111,8 @@ def _kill_tree(pid: int) -> None:
     except psutil.NoSuchProcess:
         return
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(procs, timeout=5)
 
 
@@ -167,11 +175,26 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
         """Start the runtime process and wait for its init to finish (caller holds the lock)."""
         cmd_r, cmd_w = os.pipe()
         res_r, res_w = os.pipe()
-        argv = [self._python, "-u", str(BOOTSTRAP), str(cmd_r), str(res_w),
-                self.function_version.id.function_name]
+        argv = [
+            self._python,
+            "-u",
+            str(BOOTSTRAP),
+            str(cmd_r),
+            str(res_w),
+            self.function_version.id.function_name,
+        ]
         if private_tmp_supported():
-            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                    _PRIVATE_TMP_SH, str(self._sandbox / "tmp"), *argv]
+            argv = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                _PRIVATE_TMP_SH,
+                str(self._sandbox / "tmp"),
+                *argv,
+            ]
         with open(self._log_path, "ab") as log:
             self._proc = subprocess.Popen(
                 argv,
@@ -186,14 +209,19 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
         os.close(res_w)
         self._cmd, self._res, self._buffer = cmd_w, res_r, b""
         self._init_error = None
-        LOG.debug("hostprocess %s: pid %s for %s", self.id, self._proc.pid,
-                  self.function_version.qualified_arn)
+        LOG.debug(
+            "hostprocess %s: pid %s for %s",
+            self.id,
+            self._proc.pid,
+            self.function_version.qualified_arn,
+        )
         message = self._read_message(time.monotonic() + config.LAMBDA_RUNTIME_ENVIRONMENT_TIMEOUT)
         if message is None:
             tail = self._log_tail()
             self._terminate()
             raise LambdaRuntimeException(
-                f"Runtime process for {self.function_version.id.function_name} did not start: {tail}"
+                f"Runtime process for {self.function_version.id.function_name}"
+                f" did not start: {tail}"
             )
         if message["type"] == "init_error":
             # Lambda reports an init failure on the invoke, then retries init next time.
@@ -214,10 +242,8 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
         proc, self._proc = self._proc, None
         for fd in (self._cmd, self._res):
             if fd is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
         self._cmd = self._res = None
         if proc is not None and proc.poll() is None:
             _kill_tree(proc.pid)
@@ -255,12 +281,18 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
             except OSError:
                 reply = None
             if reply is not None and reply.get("type") == "result":
-                return self._result(request_id, reply["payload"].encode(), not reply["ok"],
-                                    log_start, started)
-            if time.monotonic() >= deadline and self._proc is not None and self._proc.poll() is None:
+                return self._result(
+                    request_id, reply["payload"].encode(), not reply["ok"], log_start, started
+                )
+            if (
+                time.monotonic() >= deadline
+                and self._proc is not None
+                and self._proc.poll() is None
+            ):
                 self._terminate()
-                body = _lambda_error(request_id, "Sandbox.Timedout",
-                                     f"Task timed out after {timeout:.2f} seconds")
+                body = _lambda_error(
+                    request_id, "Sandbox.Timedout", f"Task timed out after {timeout:.2f} seconds"
+                )
                 return self._result(request_id, body, True, log_start, started)
             code = None
             if self._proc is not None:
@@ -269,8 +301,14 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
                 except subprocess.TimeoutExpired:
                     code = None
             self._terminate()
-            status = f"signal: {_signal_name(-code)}" if code is not None and code < 0 else f"exit status {code}"
-            body = _lambda_error(request_id, "Runtime.ExitError", f"Runtime exited with error: {status}")
+            status = (
+                f"signal: {_signal_name(-code)}"
+                if code is not None and code < 0
+                else f"exit status {code}"
+            )
+            body = _lambda_error(
+                request_id, "Runtime.ExitError", f"Runtime exited with error: {status}"
+            )
             return self._result(request_id, body, True, log_start, started)
 
     def _read_message(self, deadline: float) -> dict | None:
@@ -289,8 +327,9 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
 
-    def _result(self, request_id: str, body: bytes, is_error: bool, log_start: int,
-                started: float) -> InvocationResult:
+    def _result(
+        self, request_id: str, body: bytes, is_error: bool, log_start: int, started: float
+    ) -> InvocationResult:
         duration_ms = (time.monotonic() - started) * 1000
         logs = (
             f"START RequestId: {request_id} Version: {self.function_version.id.qualifier}\n"
@@ -358,8 +397,10 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
 
     @classmethod
     def validate_environment(cls) -> bool:
-        LOG.info("Lambda functions run as host processes (hostprocess executor), started %s",
-                 datetime.now(UTC).isoformat(timespec="seconds"))
+        LOG.info(
+            "Lambda functions run as host processes (hostprocess executor), started %s",
+            datetime.now(UTC).isoformat(timespec="seconds"),
+        )
         return True
 
 
