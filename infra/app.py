@@ -74,6 +74,7 @@ CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "deletion_protection": ("db_deletion_protection", _flag),
     "db_multi_az": ("db_multi_az", _flag),
     "cache_replicas": ("cache_replicas", int),
+    "tracing": ("tracing", _flag),
 }
 
 

@@ -13,6 +13,7 @@ from infra.config import StageConfig
 if TYPE_CHECKING:
     from infra.stacks import DataStack, ServiceStack
 
+
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge cdk-nag finding ``rule`` (e.g. ``AwsSolutions-L1``) under ``scope``."""
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))

@@ -55,6 +55,7 @@ class DataStack(Stack):
             nat_gateways=config.nat_gateways,
             max_azs=config.max_azs,
             flow_log_retention=retention(config.log_retention_days),
+            xray_endpoint=config.tracing,
         )
         vpc = self.network.vpc
         clients = self.network.function_security_group

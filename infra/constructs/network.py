@@ -26,6 +26,7 @@ class Network(Construct):
         nat_gateways: int,
         max_azs: int,
         flow_log_retention: logs.RetentionDays,
+        xray_endpoint: bool,
     ) -> None:
         super().__init__(scope, construct_id)
         app_subnet_type = (
@@ -79,11 +80,15 @@ class Network(Construct):
         endpoint_sg.add_ingress_rule(
             self.function_security_group, ec2.Port.tcp(443), "HTTPS from the functions"
         )
-        for name, service in (
+        endpoints = [
             ("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
             ("CloudWatch", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING),
             ("Lambda", ec2.InterfaceVpcEndpointAwsService.LAMBDA_),
-        ):
+        ]
+        if xray_endpoint:
+            # Traces must not depend on a NAT; only created when tracing is on.
+            endpoints.append(("XRay", ec2.InterfaceVpcEndpointAwsService.XRAY))
+        for name, service in endpoints:
             self.vpc.add_interface_endpoint(
                 name,
                 service=service,

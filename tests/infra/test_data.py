@@ -140,7 +140,7 @@ def test_no_nat_by_default_and_endpoints_for_the_aws_apis(aws: Synth) -> None:
         assert endpoint["Properties"]["PrivateDnsEnabled"] is True
         (group,) = endpoint["Properties"]["SecurityGroupIds"]
         assert ingress_sources(aws.data, sg_of(group)) == {_functions_sg(aws)}
-    assert services == {".secretsmanager", ".monitoring", ".lambda"}
+    assert services == {".secretsmanager", ".monitoring", ".lambda", ".xray"}
     aws.template("Data").resource_count_is("AWS::EC2::FlowLog", 1)
     aws.template("Data").has_resource_properties(
         "AWS::EC2::VPC", {"CidrBlock": Match.any_value(), "EnableDnsSupport": True}
@@ -155,9 +155,10 @@ def test_nat_gateways_are_a_setting(tmp_path_factory: pytest.TempPathFactory) ->
     from infra.stacks import DataStack
 
     app = cdk.App(context={"aws:cdk:bundling-stacks": []})
-    stack = DataStack(app, "Nat", config=aws_stage(overrides={"nat_gateways": 1}))
-    template = Template.from_stack(stack)
+    config = aws_stage(overrides={"nat_gateways": 1, "tracing": False})
+    template = Template.from_stack(DataStack(app, "Nat", config=config))
     template.resource_count_is("AWS::EC2::NatGateway", 1)
+    template.resource_count_is("AWS::EC2::VPCEndpoint", 3)  # no X-Ray endpoint without tracing
     tags = [
         {t["Key"]: t["Value"] for t in s["Properties"]["Tags"]}
         for s in template.find_resources("AWS::EC2::Subnet").values()
