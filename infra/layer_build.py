@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import subprocess
 import sys
@@ -27,10 +28,17 @@ def is_current(layers_root: Path, architecture: str) -> bool:
 
 def ensure_layer(layers_root: Path, architecture: str) -> Path:
     """Run ``layers/build.sh <architecture>`` unless an up-to-date build exists (~4 s)."""
-    if not is_current(layers_root, architecture):
-        subprocess.run(
-            [str(layers_root / "build.sh"), architecture],
-            check=True,
-            stdout=sys.stderr,  # keep stdout clean for `cdk synth`
-        )
+    if is_current(layers_root, architecture):
+        return layer_dir(layers_root, architecture)
+    lock_path = layers_root / "build" / f".{architecture}.ensure.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        # Parallel synths: the first builds, the others wait and then find it current.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not is_current(layers_root, architecture):
+            subprocess.run(
+                [str(layers_root / "build.sh"), architecture],
+                check=True,
+                stdout=sys.stderr,  # keep stdout clean for `cdk synth`
+            )
     return layer_dir(layers_root, architecture)

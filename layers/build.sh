@@ -24,9 +24,13 @@ if [[ -z "$pip" ]]; then
 fi
 
 out="$here/build/$arch"
-staging="$here/build/.$arch.tmp"
-rm -rf "$staging"
-mkdir -p "$staging"
+mkdir -p "$here/build"
+# One build at a time (parallel `cdk synth` runs may all find the layer missing).
+exec 9>"$here/build/.lock"
+flock 9
+staging="$(mktemp -d "$here/build/.$arch.XXXXXX")"
+chmod 755 "$staging"
+trap 'rm -rf "$staging"' EXIT
 
 # shellcheck disable=SC2086  # $pip may be "python -m pip"
 $pip install \
@@ -45,7 +49,8 @@ find "$staging/python" -name '__pycache__' -type d -prune -exec rm -rf {} +
 # Lets the CDK app tell a stale build from a current one (infra/layer_build.py).
 (cd "$here" && sha256sum requirements.txt) >"$staging/requirements.sha256"
 
-# Swap in atomically so a concurrent synth never sees a half-built tree.
+# Swap in at the end so a reader never sees a half-built tree.
 rm -rf "$out"
 mv "$staging" "$out"
+trap - EXIT
 du -sh "$out/python" | awk -v a="$arch" '{print "layer " a ": " $1 " unzipped"}'

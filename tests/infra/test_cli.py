@@ -28,6 +28,7 @@ def offline_env(tmp: Path) -> dict[str, str]:
         AWS_EC2_METADATA_DISABLED="true",
         CDK_HOME=str(tmp / "cdk-home"),
         CDK_DISABLE_VERSION_CHECK="1",
+        CDK_DISABLE_CLI_TELEMETRY="1",
         JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
     )
     return env
@@ -47,7 +48,14 @@ def test_cdk_cli_and_python_entry_synth_offline(tmp_path: Path) -> None:
     assert CDK.exists(), "npm CLIs missing: run `npm ci` in the repo root"
     env = offline_env(tmp_path)
     runs = {
-        "cdk synth (aws)": [str(CDK), "synth", "-q", "-o", str(tmp_path / "cli-aws")],
+        "cdk synth (aws)": [
+            str(CDK),
+            "synth",
+            "-q",
+            "--no-notices",
+            "-o",
+            str(tmp_path / "cli-aws"),
+        ],
         "cdk synth -c stage=local": [
             str(CDK),
             "synth",
