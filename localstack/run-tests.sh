@@ -48,6 +48,10 @@ check_project_venv() {
     return 1
 }
 timed check check_project_venv || { failed=check; exit 1; }
+# A LocalStack left over from an earlier run would carry its stack along: start clean.
+if [[ -f "$LS_MODEFILE" ]]; then
+    timed stop-old "$LS_DIR/stop.sh" || { failed=stop-old; exit 1; }
+fi
 timed start "$LS_DIR/start.sh" || { failed=start; exit 1; }
 timed deploy "$LS_DIR/deploy.sh" --fresh || { failed=deploy; exit 1; }
 

@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
+from tests.localstack.conftest import WORK
+
 if TYPE_CHECKING:
     from tests.localstack.conftest import Stack
 
 pytestmark = pytest.mark.localstack
+
+# How start.sh ran LocalStack: Lambda sandboxes are host processes, or Docker containers.
+MODE = (WORK / "mode").read_text().strip() if (WORK / "mode").exists() else "host"
 
 
 def worker_processes(function_name: str) -> list[int]:
@@ -37,6 +44,52 @@ def worker_processes(function_name: str) -> list[int]:
     return pids
 
 
+def worker_containers(function_name: str) -> list[str]:
+    """Ids of the Lambda containers running ``function_name`` (Docker mode)."""
+    fragment = function_name.lower().replace("_", "-")
+    out = subprocess.run(
+        ["docker", "ps", "-q", "--filter", f"name=lambda-{fragment}-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.split()
+
+
+def worker_sandboxes(function_name: str) -> list[str]:
+    """Whatever runs the function's invocations right now: host pids or containers."""
+    if MODE == "docker":
+        return worker_containers(function_name)
+    return [str(pid) for pid in worker_processes(function_name)]
+
+
+def kill_sandboxes(sandboxes: list[str]) -> None:
+    """SIGKILL them: what a Lambda sandbox crash looks like to the job."""
+    if MODE == "docker":
+        subprocess.run(["docker", "kill", *sandboxes], capture_output=True, check=True)
+        return
+    for pid in sandboxes:
+        os.kill(int(pid), signal.SIGKILL)
+
+
+@pytest.fixture
+def api_without_wake_up(stack: Stack) -> Iterator[None]:
+    """The api function with its scale-from-zero wake-up off, so only the fleet starts workers."""
+    name = stack.outputs["ApiFunctionName"]
+    client = stack.lambda_client
+    env = client.get_function_configuration(FunctionName=name)["Environment"]["Variables"]
+
+    def set_env(variables: dict[str, str]) -> None:
+        client.update_function_configuration(
+            FunctionName=name, Environment={"Variables": variables}
+        )
+        client.get_waiter("function_updated_v2").wait(FunctionName=name)
+
+    set_env({**env, "ASYNCZ_WAKE_WORKER": "false"})
+    yield
+    set_env(env)
+
+
 def test_missing_api_key_is_rejected_by_api_gateway(api_base: str) -> None:
     with httpx.Client(base_url=api_base, timeout=30) as anonymous:
         resp = anonymous.post("/jobs", json={"task": "echo", "payload": {}})
@@ -48,12 +101,14 @@ def test_missing_api_key_is_rejected_by_api_gateway(api_base: str) -> None:
 
 
 def test_job_submitted_through_api_gateway_is_run_by_a_fleet_started_worker(
-    stack: Stack,
+    stack: Stack, api_without_wake_up: None
 ) -> None:
     job_id = stack.submit("echo", {"hello": "localstack"})
     # The fleet function starts workers for the backlog (its schedule fires once a
-    # minute; invoke it directly rather than wait).
+    # minute; invoke it directly rather than wait). With the api's wake-up off, any
+    # live worker was started by the fleet too.
     summary = stack.invoke("FleetFunctionName")
+    assert summary["backlog"] >= 1 or summary["live_workers"] >= 1, summary
     assert summary["started"] + summary["live_workers"] >= 1, summary
     job = stack.wait_job(
         job_id,
@@ -64,8 +119,9 @@ def test_job_submitted_through_api_gateway_is_run_by_a_fleet_started_worker(
     )
     assert job["status"] == "completed", job
     assert job["result"] == {"hello": "localstack"}, job
-    # The worker ran as a Lambda invocation, i.e. as a host process of the worker function.
-    assert worker_processes(stack.outputs["WorkerFunctionName"]), "no worker host process"
+    # The worker ran as a Lambda invocation of the worker function (a host process, or a
+    # container in Docker mode), still polling for work.
+    assert worker_sandboxes(stack.outputs["WorkerFunctionName"]), "no worker sandbox"
 
 
 def test_dead_job_raises_dlq_alarm_and_replay_clears_it(stack: Stack) -> None:
@@ -138,11 +194,10 @@ def test_job_of_a_killed_worker_is_recovered_by_the_recovery_function(stack: Sta
     )
     assert job["status"] == "processing", job
 
-    # Kill every host process of the worker function: the job's worker dies mid-task.
-    victims = worker_processes(worker_fn)
-    assert victims, "no worker process to kill"
-    for pid in victims:
-        os.kill(pid, signal.SIGKILL)
+    # Kill every sandbox of the worker function: the job's worker dies mid-task.
+    victims = worker_sandboxes(worker_fn)
+    assert victims, "no worker sandbox to kill"
+    kill_sandboxes(victims)
     killed_at = time.monotonic()
 
     # Only the recovery function brings the job back, once its lease has gone stale: it
