@@ -41,6 +41,7 @@ start_docker() {
         docker run -d --name "$LS_DOCKER_NAME" \
             -p "127.0.0.1:$LS_PORT:4566" \
             -v /var/run/docker.sock:/var/run/docker.sock \
+            -e MAIN_CONTAINER_NAME="$LS_DOCKER_NAME" \
             -e LAMBDA_DOCKER_FLAGS="$flags" -e DISABLE_EVENTS=1 \
             ${LOCALSTACK_AUTH_TOKEN:+-e LOCALSTACK_AUTH_TOKEN} \
             "$image" >"$LS_LOG" 2>&1 \
@@ -57,7 +58,7 @@ ensure_venv() {  # dir python stamp-inputs... -- pip args...
     if [[ -x "$dir/bin/python" && "$(cat "$dir/.stamp" 2>/dev/null)" == "$stamp" ]]; then
         return 0
     fi
-    [[ -x "$python" ]] || ls_die "no interpreter at $python (pyenv install ${python#*/versions/})"
+    [[ -x "$python" ]] || ls_die "no interpreter at $python: install it (pyenv install 3.13.0 / 3.12.1) or set ASYNCZ_LS_PYTHON313 / ASYNCZ_LS_PYTHON312"
     ls_log "building venv $dir"
     rm -rf "$dir"
     "$python" -m venv "$dir"

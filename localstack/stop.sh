@@ -39,7 +39,8 @@ stop_docker() {
     fi
     docker rm -f "$LS_DOCKER_NAME" >/dev/null 2>&1 || true
     # Lambda containers LocalStack started and did not remove.
-    local lambdas; lambdas="$(docker ps -aq --filter "name=localstack-lambda-" --filter "name=$LS_DOCKER_NAME-lambda-")"
+    # (docker ps ORs repeated name filters; names are <main container>-lambda-<function>-<id>.)
+    local lambdas; lambdas="$(docker ps -aq --filter "name=localstack-main-lambda-" --filter "name=$LS_DOCKER_NAME-lambda-")"
     # shellcheck disable=SC2086
     [[ -z "$lambdas" ]] || docker rm -f $lambdas >/dev/null
 }
