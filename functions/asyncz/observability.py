@@ -7,6 +7,7 @@ then metrics.log_metrics, then logger.inject_lambda_context.
 from __future__ import annotations
 
 import logging
+import warnings
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
@@ -17,6 +18,9 @@ NAMESPACE = "AsyncZ"
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 tracer = Tracer(service=SERVICE)
+
+# Read-only requests publish no metric; that is expected, not worth a warning per call.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 # The service and worker loop log through stdlib loggers under "asyncz"; give them the
 # same JSON formatter and correlation keys as the Powertools logger.

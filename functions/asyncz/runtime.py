@@ -21,7 +21,7 @@ from asyncz.tasks.registry import load_task_modules
 
 T = TypeVar("T")
 
-_services: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JobService] = (
+_services: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Settings, JobService]] = (
     weakref.WeakKeyDictionary()
 )
 _loop: asyncio.AbstractEventLoop | None = None
@@ -58,17 +58,23 @@ async def current_service(
     settings: Settings, *, metrics: MetricsSink | None = None, pool_max: int | None = None
 ) -> JobService:
     """The service bound to the running event loop, built at first use."""
-    loop = asyncio.get_running_loop()
-    service = _services.get(loop)
+    per_loop = _services.setdefault(asyncio.get_running_loop(), {})
+    service = per_loop.get(settings)
     if service is None:
         service = await build_service(settings, metrics=metrics, pool_max=pool_max)
-        _services[loop] = service
+        per_loop[settings] = service
     return service
+
+
+def sandbox_loop() -> asyncio.AbstractEventLoop:
+    """The sandbox's long-lived event loop, made current for this thread."""
+    global _loop
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(_loop)
+    return _loop
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the sandbox's long-lived loop (created at first use)."""
-    global _loop
-    if _loop is None or _loop.is_closed():
-        _loop = asyncio.new_event_loop()
-    return _loop.run_until_complete(coro)
+    return sandbox_loop().run_until_complete(coro)

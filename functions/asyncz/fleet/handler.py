@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from asyncz import runtime
+from asyncz.fleet.invoke import invoke_worker
 from asyncz.observability import logger, metrics, tracer
 from asyncz.scaling import workers_to_start
 from asyncz.settings import get_settings
-
-_lambda_client: Any = None
-
-
-def invoke_worker(function_name: str) -> None:
-    """Async-invoke one worker (InvocationType=Event); the client is cached per sandbox."""
-    global _lambda_client
-    if _lambda_client is None:
-        import boto3
-
-        _lambda_client = boto3.client("lambda")
-    _lambda_client.invoke(
-        FunctionName=function_name, InvocationType="Event", Payload=json.dumps({}).encode()
-    )
-
 
 async def _plan() -> tuple[int, int, int]:
     settings = get_settings()

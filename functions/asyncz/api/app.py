@@ -1,0 +1,293 @@
+"""The FastAPI app: submit, status, list, attempts, cancel, DLQ, replay, health, stats.
+
+Endpoints are ``async def`` on async pools (a sync endpoint costs a thread hop per
+request). Every error leaves through :func:`_error` with one shape:
+``{"error": <code>, "message": <text>}``.
+"""
+
+
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from asyncz import runtime
+from asyncz.api.guards import InputGuard
+from asyncz.api.schemas import (
+    AttemptList,
+    AttemptOut,
+    BulkReplay,
+    BulkReplayed,
+    ErrorOut,
+    Health,
+    JobOut,
+    JobPage,
+    JobState,
+    Stats,
+    StatusName,
+    Submitted,
+    SubmitJob,
+)
+from asyncz.connections import api_key_hashes, hash_api_key
+from asyncz.errors import (
+    AsyncZError,
+    BrokerUnavailableError,
+    DuplicateJobError,
+    InvalidCursorError,
+    InvalidTransitionError,
+    JobNotFoundError,
+    StoreUnavailableError,
+    UnknownTaskError,
+)
+from asyncz.jobs import NewJob
+from asyncz.service import JobService, MetricsSink
+from asyncz.settings import Settings
+
+log = logging.getLogger("asyncz.api")
+
+Waker = Callable[[], Awaitable[None]]
+
+_STATUS_OF: dict[type[AsyncZError], int] = {
+    JobNotFoundError: 404,
+    UnknownTaskError: 422,
+    InvalidCursorError: 422,
+    InvalidTransitionError: 409,
+    DuplicateJobError: 409,
+    StoreUnavailableError: 503,
+    BrokerUnavailableError: 503,
+}
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": text}
+    for code, text in [
+        (401, "missing or wrong API key"),
+        (404, "no such job"),
+        (409, "the job's state does not allow this"),
+        (413, "body too large"),
+        (415, "body is not JSON"),
+        (422, "invalid input"),
+        (503, "a dependency is unavailable"),
+    ]
+}
+
+WAKE_CHECK_SECONDS = 5.0
+
+
+def _error(http_status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    body = {"error": code, "message": message}
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return JSONResponse(body, status_code=http_status)
+
+
+class ApiState:
+    """Per-sandbox state: settings, accepted key hashes (loaded once), wake-up bookkeeping."""
+
+    def __init__(self, settings: Settings, metrics: MetricsSink | None, waker: Waker | None):
+        self.settings = settings
+        self.metrics = metrics
+        self.waker = waker
+        self._key_hashes: frozenset[str] | None = None
+        self._workers_seen_at = 0.0
+
+    def key_hashes(self) -> frozenset[str]:
+        if self._key_hashes is None:
+            self._key_hashes = api_key_hashes(self.settings)
+        return self._key_hashes
+
+    async def service(self) -> JobService:
+        return await runtime.current_service(self.settings, metrics=self.metrics)
+
+    async def maybe_wake_worker(self, service: JobService) -> None:
+        """Scale from zero: when no worker is alive, start one (a burst wakes only one)."""
+        if self.waker is None or time.monotonic() - self._workers_seen_at < WAKE_CHECK_SECONDS:
+            return
+        try:
+            if await service.broker.live_workers() > 0:
+                self._workers_seen_at = time.monotonic()
+                return
+            if await service.broker.try_lock("wake-worker", WAKE_CHECK_SECONDS):
+                await self.waker()
+                self._workers_seen_at = time.monotonic()
+        except Exception:  # noqa: BLE001 - waking is an optimisation; the fleet catches up
+            log.warning("could not wake a worker", exc_info=True)
+
+
+def create_app(
+    settings: Settings, *, metrics: MetricsSink | None = None, waker: Waker | None = None
+) -> FastAPI:
+    """Build the app; nothing connects until the first request."""
+    state = ApiState(settings, metrics, waker)
+    app = FastAPI(
+        title="AsyncZ Serverless",
+        version="0.1.0",
+        description="Durable background jobs on AWS Lambda. Send `x-api-key` on every call "
+        "but `/health`.",
+        responses=_ERRORS,
+    )
+    app.add_middleware(InputGuard, max_body_bytes=settings.max_payload_bytes)
+
+    @app.exception_handler(AsyncZError)
+    async def domain_error(request: Request, exc: AsyncZError) -> JSONResponse:
+        status = _STATUS_OF.get(type(exc), 500)
+        if status >= 500 and status != 503:
+            log.exception("unexpected domain error")
+        job_id = getattr(exc, "job_id", None)
+        job_status = getattr(exc, "status", None)
+        return _error(status, exc.code, str(exc), job_id=job_id,
+                      status=str(job_status) if job_status is not None else None)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {"field": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", ""),
+             "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        code = "invalid_json" if any(d["type"] == "json_invalid" for d in details) else (
+            "validation_error")
+        fields = ", ".join(d["field"] for d in details) or "body"
+        return _error(422, code, f"invalid input: {fields}", details=details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}
+        return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return _error(500, "internal_error", "unexpected error; it has been logged")
+
+    async def require_key(
+        x_api_key: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> None:
+        if not x_api_key or not _key_matches(x_api_key, state.key_hashes()):
+            raise StarletteHTTPException(401, "missing or invalid API key (x-api-key)")
+
+    async def service() -> JobService:
+        return await state.service()
+
+    Svc = Annotated[JobService, Depends(service)]
+    auth = [Depends(require_key)]
+
+    @app.post("/jobs", status_code=202, response_model=Submitted, dependencies=auth,
+              summary="Submit a job")
+    async def submit_job(
+        body: SubmitJob,
+        response: Response,
+        svc: Svc,
+        idempotency_key: Annotated[
+            str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)
+        ] = None,
+    ) -> Any:
+        task = body.task or body.payload.get("task")
+        if not isinstance(task, str) or not task:
+            return _error(422, "missing_task", "give `task` (or `payload.task`)")
+        sub = await svc.submit(
+            NewJob(
+                task=task,
+                payload=body.payload,
+                queue=body.queue,
+                priority=body.priority,
+                max_retries=body.max_retries,
+                timeout_seconds=body.timeout_seconds,
+                delay_seconds=body.delay_seconds or 0.0,
+                run_at=body.run_at,
+                idempotency_key=body.idempotency_key or idempotency_key,
+            )
+        )
+        response.headers["Location"] = f"/jobs/{sub.job_id}"
+        await state.maybe_wake_worker(svc)
+        return Submitted(job_id=sub.job_id, status=sub.status.value)
+
+    @app.get("/jobs", response_model=JobPage, dependencies=auth, summary="List jobs")
+    async def list_jobs(
+        svc: Svc,
+        status: StatusName | None = None,
+        queue: Annotated[str | None, Query(max_length=100)] = None,
+        task: Annotated[str | None, Query(max_length=200)] = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        cursor: Annotated[str | None, Query(max_length=500)] = None,
+    ) -> Any:
+        page = await svc.list_jobs(status=status, queue=queue, task=task, limit=limit,
+                                   cursor=cursor)
+        return JobPage(items=[JobOut.of(j) for j in page.items], next_cursor=page.next_cursor)
+
+    @app.get("/jobs/{job_id}", response_model=JobOut, dependencies=auth, summary="Job status")
+    async def get_job(job_id: UUID, svc: Svc) -> Any:
+        return JobOut.of(await svc.get(str(job_id)))
+
+    @app.get("/jobs/{job_id}/attempts", response_model=AttemptList, dependencies=auth,
+             summary="Attempt log")
+    async def get_attempts(job_id: UUID, svc: Svc) -> Any:
+        attempts = await svc.attempts(str(job_id))
+        return AttemptList(job_id=str(job_id), items=[AttemptOut.of(a) for a in attempts])
+
+    @app.post("/jobs/{job_id}/cancel", response_model=JobState, dependencies=auth,
+              summary="Cancel a job")
+    async def cancel_job(job_id: UUID, svc: Svc) -> Any:
+        status = await svc.cancel(str(job_id))
+        return JobState(job_id=str(job_id), status=status.value, cancel_requested=True)
+
+    @app.get("/dlq", response_model=JobPage, dependencies=auth, summary="Dead jobs")
+    async def list_dlq(
+        svc: Svc,
+        queue: Annotated[str | None, Query(max_length=100)] = None,
+        task: Annotated[str | None, Query(max_length=200)] = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        cursor: Annotated[str | None, Query(max_length=500)] = None,
+    ) -> Any:
+        page = await svc.list_dead(queue=queue, task=task, limit=limit, cursor=cursor)
+        return JobPage(items=[JobOut.of(j) for j in page.items], next_cursor=page.next_cursor)
+
+    @app.post("/dlq/replay", response_model=BulkReplayed, dependencies=auth,
+              summary="Replay dead jobs in bulk")
+    async def replay_dead(svc: Svc, body: BulkReplay | None = None) -> Any:
+        body = body or BulkReplay()
+        ids = await svc.replay_dead(queue=body.queue, task=body.task, limit=body.limit)
+        return BulkReplayed(replayed=len(ids), job_ids=ids)
+
+    @app.post("/dlq/{job_id}/replay", response_model=JobState, dependencies=auth,
+              summary="Replay one dead job")
+    async def replay_job(job_id: UUID, svc: Svc) -> Any:
+        job = await svc.replay(str(job_id))
+        return JobState(job_id=job.id, status=job.status.value)
+
+    @app.delete("/dlq/{job_id}", status_code=204, dependencies=auth, summary="Purge a dead job",
+                response_class=Response)
+    async def purge_job(job_id: UUID, svc: Svc) -> Response:
+        await svc.purge(str(job_id))
+        return Response(status_code=204)
+
+    @app.get("/stats", response_model=Stats, dependencies=auth, summary="Queue statistics")
+    async def stats(svc: Svc) -> Any:
+        return await svc.stats()
+
+    @app.get("/health", response_model=Health, summary="Dependency health (no key needed)",
+             responses={503: {"model": Health, "description": "a dependency is down"}})
+    async def health() -> Any:
+        try:
+            svc = await state.service()
+        except Exception as exc:  # noqa: BLE001 - e.g. the secret could not be read
+            body = {"status": "degraded", "dependencies": {"config": f"down: {exc}"},
+                    "dlq_depth": None}
+            return JSONResponse(body, status_code=503)
+        report = await svc.health()
+        return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
+
+    return app
+
+
+def _key_matches(key: str, hashes: frozenset[str]) -> bool:
+    digest = hash_api_key(key)
+    matched = False
+    for known in hashes:  # compare against every hash: no early exit to time
+        matched |= hmac.compare_digest(digest, known)
+    return matched

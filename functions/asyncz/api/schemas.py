@@ -1,0 +1,150 @@
+"""Request and response models of the HTTP API (they generate the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from asyncz.jobs import PRIORITY_MAX, PRIORITY_MIN, Attempt, Job
+
+NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
+StatusName = Literal["queued", "processing", "completed", "dead", "cancelled"]
+
+
+class SubmitJob(BaseModel):
+    """A job to run. ``task`` may also be given as ``payload.task`` (the seed's shape)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str | None = Field(default=None, min_length=1, max_length=200,
+                             pattern=r"^[A-Za-z0-9_.:\-]+$")
+    payload: dict[str, Any] = Field(default_factory=dict)
+    queue: str = Field(default="default", pattern=NAME_PATTERN)
+    priority: int = Field(default=0, ge=PRIORITY_MIN, le=PRIORITY_MAX,
+                          description="higher runs first")
+    max_retries: int | None = Field(default=None, ge=0, le=20)
+    timeout_seconds: int | None = Field(default=None, ge=1, le=86_400)
+    delay_seconds: float | None = Field(default=None, ge=0, le=365 * 86_400)
+    run_at: datetime | None = Field(default=None, description="ISO 8601 with a time zone")
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> SubmitJob:
+        if self.delay_seconds is not None and self.run_at is not None:
+            raise ValueError("give delay_seconds or run_at, not both")
+        if self.run_at is not None and self.run_at.tzinfo is None:
+            raise ValueError("run_at needs a time zone (for example 2026-01-01T00:00:00Z)")
+        return self
+
+
+class Submitted(BaseModel):
+    job_id: str
+    status: StatusName
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(description="machine-readable code")
+    message: str = Field(description="for people")
+    details: list[dict[str, Any]] | None = None
+    job_id: str | None = None
+    status: str | None = None
+
+
+class JobOut(BaseModel):
+    job_id: str
+    task: str
+    queue: str
+    priority: int
+    status: StatusName
+    attempts: int
+    max_retries: int
+    timeout_seconds: int
+    payload: dict[str, Any]
+    result: Any = None
+    last_error: str | None
+    idempotency_key: str | None
+    cancel_requested: bool
+    worker_id: str | None
+    run_at: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    heartbeat_at: datetime | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        return cls(
+            job_id=job.id, task=job.task, queue=job.queue, priority=job.priority,
+            status=job.status.value, attempts=job.attempts, max_retries=job.max_retries,
+            timeout_seconds=job.timeout_seconds, payload=job.payload, result=job.result,
+            last_error=job.last_error, idempotency_key=job.idempotency_key,
+            cancel_requested=job.cancel_requested, worker_id=job.worker_id, run_at=job.run_at,
+            created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
+            updated_at=job.updated_at, heartbeat_at=job.heartbeat_at,
+        )
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    worker_id: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: Literal["completed", "failed", "timed_out", "lost", "cancelled"] | None
+    error: str | None
+    duration_ms: int | None
+
+    @classmethod
+    def of(cls, a: Attempt) -> AttemptOut:
+        return cls(attempt=a.attempt, worker_id=a.worker_id, started_at=a.started_at,
+                   finished_at=a.finished_at, outcome=a.outcome.value if a.outcome else None,
+                   error=a.error, duration_ms=a.duration_ms)
+
+
+class AttemptList(BaseModel):
+    job_id: str
+    items: list[AttemptOut]
+
+
+class JobState(BaseModel):
+    job_id: str
+    status: StatusName
+    cancel_requested: bool = False
+
+
+class BulkReplay(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    queue: str | None = Field(default=None, pattern=NAME_PATTERN)
+    task: str | None = Field(default=None, min_length=1, max_length=200)
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
+class BulkReplayed(BaseModel):
+    replayed: int
+    job_ids: list[str]
+
+
+class QueueStats(BaseModel):
+    counts: dict[str, int]
+    ready: int | None = None
+    delayed: int | None = None
+    oldest_queued_age_seconds: float
+
+
+class Stats(BaseModel):
+    queues: dict[str, QueueStats]
+    live_workers: int | None
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    dependencies: dict[str, str]
+    dlq_depth: int | None
