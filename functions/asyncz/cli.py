@@ -324,16 +324,27 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     stats = _client(args).request("GET", "/stats")
     queues = stats.get("queues") or {}
+    rows = [{"queue": name, **_flat(values)} for name, values in sorted(queues.items())]
     keys: list[str] = []
-    for values in queues.values():
-        keys += [k for k in values if k not in keys]
-    rows = [{"queue": name, **values} for name, values in sorted(queues.items())]
+    for row in rows:
+        keys += [k for k in row if k not in keys and k != "queue"]
     human = table(rows, [("queue", "QUEUE"), *((k, k.upper()) for k in keys)])
     extra = {k: v for k, v in stats.items() if k != "queues"}
     if extra:
         human += "\n\n" + "\n".join(f"{k}: {_cell(v)}" for k, v in extra.items())
     _emit(args, stats, human if rows else "no queues yet")
     return 0
+
+
+def _flat(values: Any) -> dict[str, Any]:
+    """One level of nesting flattened ({"counts": {"queued": 1}} -> {"queued": 1})."""
+    out: dict[str, Any] = {}
+    for key, value in (values or {}).items():
+        if isinstance(value, dict):
+            out.update(value)
+        else:
+            out[key] = value
+    return out
 
 
 def cmd_health(args: argparse.Namespace) -> int:
@@ -371,7 +382,6 @@ def cmd_dev(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         workers=args.workers,
         api_sandboxes=args.api_sandboxes,
-        api_mode=args.api_mode,
         pg_port=args.pg_port,
         redis_port=args.redis_port,
     )
@@ -428,12 +438,6 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="concurrent api sandboxes (env ASYNCZ_DEV_API_SANDBOXES; 4)",
-    )
-    p.add_argument(
-        "--api-mode",
-        choices=["process", "thread"],
-        default=None,
-        help="api sandboxes as processes (default) or threads",
     )
     p.add_argument("--pg-port", type=int, default=None, help="embedded Postgres port")
     p.add_argument("--redis-port", type=int, default=None, help="embedded Redis port")

@@ -14,7 +14,6 @@ import contextlib
 import importlib
 import json
 import os
-import queue
 import signal
 import sys
 import threading
@@ -23,8 +22,6 @@ import traceback
 import uuid
 import warnings
 from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
@@ -288,71 +285,3 @@ class SandboxProcess:
                 self.process.join(5)
         with contextlib.suppress(OSError):
             self._conn.close()
-
-
-class ThreadSandbox:
-    """An in-process sandbox: a thread with its own event loop (``--api-mode thread``).
-
-    Cheaper than a process but shares the interpreter (and the GIL) with the runner; the
-    handler's per-sandbox state must then be per event loop.
-    """
-
-    def __init__(self, spec: SandboxSpec) -> None:
-        self.spec = spec
-        self._inbox: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]]] | None] = (
-            queue.Queue()
-        )
-        self._handler = load_handler(spec.handler)
-        self._thread = threading.Thread(target=self._run, name=spec.name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(asyncio.new_event_loop())
-        while (item := self._inbox.get()) is not None:
-            msg, future = item
-            ctx = LambdaContext(
-                self.spec.function_name,
-                float(msg["timeout_s"]),
-                request_id=msg.get("request_id"),
-                log_stream_name=self.spec.name,
-            )
-            try:
-                future.set_result(
-                    {"type": "result", "ok": True, "result": self._handler(msg["event"], ctx)}
-                )
-            except Exception as exc:
-                future.set_result(
-                    {
-                        "type": "result",
-                        "ok": False,
-                        "error": f"{type(exc).__name__}: {exc}",
-                        "trace": traceback.format_exc(),
-                    }
-                )
-
-    def wait_ready(self, timeout: float = 60) -> float:
-        return 0.0
-
-    def invoke(
-        self,
-        event: dict[str, Any],
-        timeout_s: float,
-        *,
-        request_id: str | None = None,
-        wait_s: float | None = None,
-    ) -> dict[str, Any]:
-        future: Future[dict[str, Any]] = Future()
-        self._inbox.put(
-            ({"event": event, "timeout_s": timeout_s, "request_id": request_id}, future)
-        )
-        try:
-            return future.result(timeout=wait_s if wait_s is not None else timeout_s + 5)
-        except FutureTimeout as exc:
-            raise SandboxError(f"{self.spec.name} timed out") from exc
-
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        self._inbox.put(None)
-        self._thread.join(grace_s)

@@ -95,6 +95,7 @@ class State:
     def set_owner(self, name: str, port: int, *, owned: bool) -> None:
         entry = self.server(name)
         entry["port"] = port
+        entry.pop("stopping", None)
         if owned:
             entry["owner_pid"] = os.getpid()
             entry["owner_ticks"] = process_start_ticks(os.getpid())
@@ -102,6 +103,7 @@ class State:
     def release(self, name: str) -> None:
         entry = self.server(name)
         if entry.get("owner_pid") == os.getpid():
+            entry.pop("stopping", None)
             entry.pop("owner_pid", None)
             entry.pop("owner_ticks", None)
 
@@ -152,6 +154,7 @@ class LocalServers:
         database_url, redis_url = self.database_url, self.redis_url
         if database_url is None or redis_url is None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._wait_for_stopping_owners()
             with self.state.locked() as state:
                 if database_url is None:
                     database_url = self._start_postgres(state)
@@ -196,6 +199,26 @@ class LocalServers:
         self.owns_redis = True
         state.set_owner("redis", port, owned=True)
         return f"redis://{LOCALHOST}:{port}/0"
+
+    def _wait_for_stopping_owners(self, timeout: float = 60) -> None:
+        # An owner that is shutting down will stop its servers: let it finish, then start ours
+        # (reusing it would leave us with servers that vanish under us).
+        self.state.load()
+        for name in ("postgres", "redis"):
+            entry = self.state.data.get(name) or {}
+            if entry.get("stopping") and self.state.owner_alive(name):
+                pid = int(entry["owner_pid"])
+                log.info("waiting for pid %s to stop its embedded %s", pid, name)
+                wait_for(lambda pid=pid: not pid_alive(pid), timeout, interval=0.1)  # type: ignore[misc]
+
+    def begin_stop(self) -> None:
+        """Tell other runs that this one is about to stop the servers it owns."""
+        if not (self.owns_postgres or self.owns_redis):
+            return
+        with self.state.locked() as state:
+            for name, owned in (("postgres", self.owns_postgres), ("redis", self.owns_redis)):
+                if owned:
+                    state.server(name)["stopping"] = True
 
     def close(self) -> None:
         """Stop the embedded servers this object started or adopted (idempotent)."""

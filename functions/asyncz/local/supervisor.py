@@ -30,7 +30,6 @@ from asyncz.local.sandbox import (
     SandboxError,
     SandboxProcess,
     SandboxSpec,
-    ThreadSandbox,
     log_line,
 )
 from asyncz.local.servers import LocalServers
@@ -64,7 +63,6 @@ class DevOptions:
     data_dir: Path = field(default_factory=lambda: Path(".asyncz"))
     workers: int | None = None  # fixed worker sandboxes; None = the fleet controller decides
     api_sandboxes: int = 4
-    api_mode: str = "process"  # "process" | "thread"
     worker_timeout_s: float = 900.0  # Lambda's maximum
     fleet_interval_s: float = 60.0
     recovery_interval_s: float = 60.0
@@ -81,7 +79,6 @@ class DevOptions:
             data_dir=Path(os.environ.get("ASYNCZ_DEV_DATA_DIR") or ".asyncz"),
             workers=env_int("ASYNCZ_DEV_WORKERS", None),
             api_sandboxes=env_int("ASYNCZ_DEV_API_SANDBOXES", 4) or 4,
-            api_mode=os.environ.get("ASYNCZ_DEV_API_MODE") or "process",
             worker_timeout_s=env_float("ASYNCZ_DEV_WORKER_TIMEOUT_SECONDS", 900.0),
             fleet_interval_s=env_float("ASYNCZ_FLEET_INTERVAL_SECONDS", 60.0),
             recovery_interval_s=env_float("ASYNCZ_RECOVERY_INTERVAL_SECONDS", 60.0),
@@ -199,7 +196,8 @@ class WorkerFleet:
                 if not repeat:
                     break
         except SandboxError as exc:
-            log_line("sandbox", f"worker sandbox failed: {exc}", "ERROR")
+            if not self.stopping.is_set():  # during shutdown a killed sandbox is expected
+                log_line("sandbox", f"worker sandbox failed: {exc}", "ERROR")
             if sandbox is not None:
                 sandbox.stop(grace_s=0)
             if repeat and not self.stopping.wait(1.0):
@@ -228,13 +226,14 @@ class WorkerFleet:
         try:
             reply = sandbox.invoke({}, self.opts.worker_timeout_s, request_id=request_id)
         except SandboxError as exc:
-            log_line(
-                "sandbox",
-                f"worker invocation failed: {exc}",
-                "ERROR",
-                sandbox=sandbox.spec.name,
-                request_id=request_id,
-            )
+            if not self.stopping.is_set():  # during shutdown a killed sandbox is expected
+                log_line(
+                    "sandbox",
+                    f"worker invocation failed: {exc}",
+                    "ERROR",
+                    sandbox=sandbox.spec.name,
+                    request_id=request_id,
+                )
             return
         level = "INFO" if reply.get("ok") else "ERROR"
         log_line(
@@ -448,8 +447,10 @@ class DevRunner:
                 env={**env, "AWS_LAMBDA_FUNCTION_NAME": f"{FUNCTION_PREFIX}-api"},
             )
 
-        def make() -> Any:
-            return ThreadSandbox(spec()) if opts.api_mode == "thread" else SandboxProcess(spec())
+        def make() -> SandboxProcess:
+            # Processes, not threads: the api handler keeps one event loop per process (its
+            # pools are bound to it), exactly one Lambda sandbox per process.
+            return SandboxProcess(spec())
 
         started = time.monotonic()
         sandboxes = [make() for _ in range(max(1, opts.api_sandboxes))]
@@ -459,7 +460,6 @@ class DevRunner:
             "supervisor",
             "api sandboxes ready",
             count=len(sandboxes),
-            mode=opts.api_mode,
             ms=round((time.monotonic() - started) * 1000),
         )
 
@@ -507,6 +507,8 @@ class DevRunner:
 
     def _stop(self) -> None:
         self.stopping.set()
+        with contextlib.suppress(Exception):
+            self.servers.begin_stop()
         if self._gateway is not None:
             self._gateway.close()  # no new requests while the rest winds down
         for cleanup in reversed(self._cleanups):
