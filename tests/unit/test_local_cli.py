@@ -1,0 +1,213 @@
+"""The ``asyncz`` ops commands against a stand-in API (stdlib HTTP server, no database)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from asyncz import cli
+
+pytestmark = pytest.mark.unit
+
+JOB = {
+    "job_id": "5d1c2f7e-0b7a-4a43-9f5e-7d1f0c1e2a3b",
+    "task": "echo",
+    "queue": "default",
+    "status": "completed",
+    "attempts": 1,
+    "created_at": "2026-12-02T11:59:56.123456Z",
+    "finished_at": "2026-12-02T11:59:57.000000Z",
+    "result": {"hello": "world"},
+}
+
+
+class FakeApi:
+    """Records requests; answers from ``routes[(method, path)]`` (a list pops per call)."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.routes: dict[tuple[str, str], Any] = {}
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                path, _, query = self.path.partition("?")
+                api.requests.append(
+                    {
+                        "method": self.command,
+                        "path": path,
+                        "query": query,
+                        "body": body,
+                        "key": self.headers.get("x-api-key"),
+                    }
+                )
+                answer = api.routes.get(
+                    (self.command, path), (404, {"error": "not_found", "message": "no route"})
+                )
+                if isinstance(answer, list):
+                    answer = answer.pop(0) if len(answer) > 1 else answer[0]
+                status, payload = answer
+                raw = json.dumps(payload).encode() if payload is not None else b""
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            do_GET = do_POST = do_DELETE = _any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApi]:
+    fake = FakeApi()
+    monkeypatch.setenv("ASYNCZ_API_URL", fake.url)
+    monkeypatch.setenv("ASYNCZ_API_KEY", "k-123")
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+def test_submit_posts_the_job_with_the_key(
+    api: FakeApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.routes[("POST", "/jobs")] = (202, {"job_id": JOB["job_id"], "status": "queued"})
+    code = cli.main(
+        [
+            "submit",
+            "echo",
+            '{"a": 1}',
+            "--queue",
+            "q1",
+            "--max-retries",
+            "2",
+            "--idempotency-key",
+            "idem-1",
+        ]
+    )
+    assert code == 0
+    sent = api.requests[-1]
+    assert sent["key"] == "k-123"
+    assert sent["body"] == {
+        "task": "echo",
+        "payload": {"a": 1},
+        "queue": "q1",
+        "max_retries": 2,
+        "idempotency_key": "idem-1",
+    }
+    assert capsys.readouterr().out.split() == [JOB["job_id"], "queued"]
+
+
+def test_status_wait_polls_until_terminal(api: FakeApi, capsys: pytest.CaptureFixture[str]) -> None:
+    path = f"/jobs/{JOB['job_id']}"
+    api.routes[("GET", path)] = [
+        (200, {**JOB, "status": "queued", "attempts": 0}),
+        (200, {**JOB, "status": "processing"}),
+        (200, JOB),
+    ]
+    code = cli.main(["status", JOB["job_id"], "--wait", "--interval", "0.01"])
+    out = capsys.readouterr()
+    assert code == 0
+    assert [r["path"] for r in api.requests] == [path] * 3
+    assert "queued" in out.err and "processing" in out.err  # progress on stderr
+    assert "completed" in out.out and '{"hello":"world"}' in out.out
+
+
+def test_status_wait_exits_non_zero_for_dead_jobs(api: FakeApi) -> None:
+    api.routes[("GET", f"/jobs/{JOB['job_id']}")] = (200, {**JOB, "status": "dead"})
+    assert cli.main(["status", JOB["job_id"], "--wait", "--json"]) == 1
+
+
+def test_list_prints_a_table_and_follows_pages(
+    api: FakeApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    second = {**JOB, "job_id": "00000000-0000-0000-0000-000000000002", "status": "queued"}
+    api.routes[("GET", "/jobs")] = [
+        (200, {"items": [JOB], "next_cursor": "c2"}),
+        (200, {"items": [second], "next_cursor": None}),
+    ]
+    assert cli.main(["list", "--status", "completed", "--limit", "1", "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["JOB", "ID", "TASK", "QUEUE"]
+    assert JOB["job_id"] in lines[1] and "2026-12-02 11:59:56" in lines[1]
+    assert second["job_id"] in lines[2]
+    assert api.requests[0]["query"] == "status=completed&limit=1"
+    assert api.requests[1]["query"] == "status=completed&limit=1&cursor=c2"
+
+
+def test_json_output_is_the_api_payload(api: FakeApi, capsys: pytest.CaptureFixture[str]) -> None:
+    stats = {"queues": {"default": {"counts": {"queued": 2, "dead": 1}, "ready": 2}}}
+    api.routes[("GET", "/stats")] = (200, stats)
+    assert cli.main(["stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == stats
+    assert cli.main(["stats"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["QUEUE", "QUEUED", "DEAD", "READY"]
+    assert table[1].split() == ["default", "2", "1", "2"]
+
+
+def test_replay_cancel_and_purge_hit_their_endpoints(api: FakeApi) -> None:
+    jid = JOB["job_id"]
+    api.routes[("POST", f"/dlq/{jid}/replay")] = (200, {"job_id": jid, "status": "queued"})
+    api.routes[("POST", "/dlq/replay")] = (200, {"replayed": 3})
+    api.routes[("POST", f"/jobs/{jid}/cancel")] = (200, {"job_id": jid, "status": "cancelled"})
+    api.routes[("DELETE", f"/dlq/{jid}")] = (204, None)
+    assert cli.main(["replay", jid]) == 0
+    assert cli.main(["replay", "--all"]) == 0
+    assert cli.main(["cancel", jid]) == 0
+    assert cli.main(["purge", jid]) == 0
+    assert [(r["method"], r["path"]) for r in api.requests] == [
+        ("POST", f"/dlq/{jid}/replay"),
+        ("POST", "/dlq/replay"),
+        ("POST", f"/jobs/{jid}/cancel"),
+        ("DELETE", f"/dlq/{jid}"),
+    ]
+
+
+def test_api_errors_are_reported_with_their_code(
+    api: FakeApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.routes[("POST", "/jobs")] = (422, {"error": "unknown_task", "message": "no task 'nope'"})
+    assert cli.main(["submit", "nope"]) == 1
+    assert capsys.readouterr().err.strip() == "error: HTTP 422 unknown_task: no task 'nope'"
+
+
+def test_unreachable_api_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ASYNCZ_API_URL", "http://127.0.0.1:9")
+    assert cli.main(["stats"]) == 1
+    assert "is `asyncz dev` running?" in capsys.readouterr().err
+
+
+def test_bad_payload_is_a_usage_error(api: FakeApi, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["submit", "echo", "{not json"]) == 2
+    assert "PAYLOAD is not JSON" in capsys.readouterr().err
+    assert api.requests == []
+
+
+def test_migrate_applies_migrations_to_the_given_url(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[str] = []
+
+    def fake_apply(conninfo: str) -> list[str]:
+        seen.append(conninfo)
+        return ["0001_initial"]
+
+    monkeypatch.setattr("asyncz.store.migrations.apply_migrations", fake_apply)
+    assert cli.main(["migrate", "--database-url", "postgresql://x@h/db"]) == 0
+    assert seen == ["postgresql://x@h/db"]
+    assert capsys.readouterr().out.strip() == "applied: 0001_initial"
