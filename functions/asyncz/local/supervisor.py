@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import logging
 import os
 import secrets
 import signal
@@ -314,6 +315,14 @@ class Schedule:
         self.thread.join(grace_s + 5)
 
 
+class _StreamHandler(logging.Handler):
+    """Routes the runner's stdlib log records (server provisioning) into the JSON stream."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        component = record.name.rsplit(".", 1)[-1]
+        log_line(component, record.getMessage(), record.levelname)
+
+
 class DevRunner:
     """Owns every local component; :meth:`run` blocks until SIGINT/SIGTERM."""
 
@@ -352,6 +361,10 @@ class DevRunner:
         self.servers.close()
 
     def run(self) -> int:
+        local_log = logging.getLogger("asyncz.local")
+        local_log.setLevel(logging.INFO)
+        local_log.addHandler(_StreamHandler())
+        local_log.propagate = False
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._on_signal)
         try:
