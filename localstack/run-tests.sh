@@ -42,7 +42,9 @@ trap 'failed="${failed:-interrupted}"; exit 130' INT TERM
 
 # The project venv runs the CDK app (cdk.json) and pytest; the tier does not build it.
 check_project_venv() {
-    "$LS_REPO/.venv/bin/python" -c 'import aws_cdk, boto3, httpx, pytest' 2>/dev/null && return 0
+    "$LS_REPO/.venv/bin/python" -c 'import importlib.util as u, sys
+sys.exit(any(u.find_spec(m) is None for m in ("aws_cdk", "boto3", "httpx", "pytest")))' \
+        2>/dev/null && return 0
     echo "[localstack] the project venv .venv (Python 3.12, extras dev + infra) is missing:" >&2
     echo "    python3.12 -m venv .venv && .venv/bin/pip install -e '.[dev,infra]'" >&2
     return 1
