@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 import boto3
 import httpx
 import pytest
+from botocore.exceptions import ClientError
 
 REPO = Path(__file__).resolve().parents[2]
 WORK = Path(os.environ.get("ASYNCZ_LS_WORK", REPO / ".work" / "localstack"))
@@ -126,7 +127,16 @@ class Stack:
     def invoke(self, output_name: str, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Invoke one of the stack's functions synchronously; fail on a function error."""
         name = self.outputs[output_name]
-        resp = self.lambda_client.invoke(FunctionName=name, Payload=json.dumps(event or {}))
+        for attempt in range(10):
+            try:
+                resp = self.lambda_client.invoke(FunctionName=name, Payload=json.dumps(event or {}))
+                break
+            except ClientError as exc:
+                # fleet and recovery have a reserved concurrency of 1: the schedule's run
+                # of the same function may hold it for a moment.
+                if exc.response["Error"]["Code"] != "TooManyRequestsException" or attempt == 9:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
         body = resp["Payload"].read().decode()
         assert not resp.get("FunctionError"), f"{output_name} failed: {body}"
         return dict(json.loads(body)) if body and body != "null" else {}
