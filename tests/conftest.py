@@ -125,3 +125,16 @@ def run(coro: Any) -> Any:
 
 def new_key() -> str:
     return str(uuid.uuid4())
+
+
+_TIER_OF_FOLDER = {"unit": "unit", "integration": "integration", "infra": "infra",
+                   "localstack": "localstack", "chaos": "chaos"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test carries the marker of its tier folder, so `-m <tier>` selects by folder too."""
+    for item in items:
+        parts = item.path.parts
+        for folder, marker in _TIER_OF_FOLDER.items():
+            if folder in parts[parts.index("tests") + 1:parts.index("tests") + 2] if "tests" in parts else ():
+                item.add_marker(getattr(pytest.mark, marker))

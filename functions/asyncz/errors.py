@@ -58,6 +58,12 @@ class BrokerUnavailableError(AsyncZError):
     code = "queue_unavailable"
 
 
+class InvalidInputError(AsyncZError):
+    """A value the database cannot store (e.g. a NUL character in text or JSON)."""
+
+    code = "invalid_input"
+
+
 class InvalidCursorError(AsyncZError):
     code = "invalid_cursor"
 

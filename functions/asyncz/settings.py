@@ -79,7 +79,7 @@ class Settings(BaseSettings):
 
     # --- API.
     api_key_hashes: str = ""  # comma-separated SHA-256 hex digests of accepted API keys
-    api_keys_secret_arn: str | None = None  # secret holding the same, comma-separated
+    api_keys_secret_arn: str | None = None  # secret: {"api_key": "..."} (see connections.py)
     wake_worker: bool = True
 
     # --- Observability.

@@ -346,6 +346,12 @@ def test_bad_input_gets_clear_4xx_and_loses_nothing(api: Any, api_settings: Sett
     assert retries.status == 422 and "max_retries" in retries.json()["message"]
     not_object = api("POST", "/jobs", body={"task": "echo", "payload": [1, 2]})
     assert not_object.status == 422
+    nul = api("POST", "/jobs", body={"task": "echo", "payload": {"a": "x\u0000y"}})
+    assert nul.status == 422 and nul.json()["error"] == "invalid_input"
+    nul_key = api("POST", "/jobs", body={"task": "echo", "payload": {}, "idempotency_key": "a\x00"})
+    assert nul_key.status == 422
+    nul_query = api("GET", "/jobs?queue=a%00b")
+    assert nul_query.status == 422 and nul_query.json()["error"] == "invalid_input"
     assert rows(api_settings.database_url, "SELECT count(*) AS n FROM jobs") == [{"n": 0}]
 
 

@@ -13,6 +13,7 @@ from asyncz.store.migrations import apply_migrations
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     settings = get_settings().require_for("migrate")
-    applied = apply_migrations(database_conninfo(settings))
+    # Right after a fresh deploy the proxy's targets may still be registering.
+    applied = apply_migrations(database_conninfo(settings), wait_seconds=240)
     logger.info("migrations applied", extra={"applied": applied})
     return {"applied": applied}

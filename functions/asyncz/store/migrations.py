@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from importlib import resources
 from typing import LiteralString, cast
 
@@ -20,14 +21,28 @@ def available_migrations() -> list[tuple[str, str]]:
     return [(name.removesuffix(".sql"), folder.joinpath(name).read_text("utf-8")) for name in found]
 
 
-def apply_migrations(conninfo: str) -> list[str]:
+def _connect(conninfo: str, wait_seconds: float) -> psycopg.Connection[tuple[object, ...]]:
+    """Connect, retrying for up to ``wait_seconds`` (a fresh RDS Proxy may not answer yet)."""
+    deadline = time.monotonic() + wait_seconds
+    delay = 1.0
+    while True:
+        try:
+            return psycopg.connect(conninfo, autocommit=True)
+        except psycopg.OperationalError:
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 15.0)
+
+
+def apply_migrations(conninfo: str, *, wait_seconds: float = 0.0) -> list[str]:
     """Apply every migration not yet applied; return the versions applied by this call.
 
     Safe to run concurrently: the first caller takes the advisory lock, the others wait
     and then find nothing left to do.
     """
     applied: list[str] = []
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with _connect(conninfo, wait_seconds) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_ID,))
         try:
             conn.execute(

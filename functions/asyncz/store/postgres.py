@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from asyncz.errors import StoreUnavailableError
+from asyncz.errors import InvalidInputError, StoreUnavailableError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.queries import QUERIES
 
@@ -126,6 +126,8 @@ class PostgresStore:
                 return await cur.fetchall() if cur.description else []
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreUnavailableError(f"database unavailable: {exc}") from exc
+        except psycopg.DataError as exc:  # e.g. NUL in text, \u0000 in jsonb
+            raise InvalidInputError(f"value not storable: {exc}") from exc
 
     async def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = await self._rows(name, params)

@@ -1,0 +1,109 @@
+"""The worker, recovery, fleet and migrate Lambda handlers over real Postgres and Redis;
+AWS APIs (Lambda invoke, CloudWatch) served by moto."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from asyncz.fleet import handler as fleet_handler
+from asyncz.fleet import invoke as fleet_invoke
+from asyncz.jobs import NewJob
+from asyncz.recovery import handler as recovery_handler
+from asyncz.settings import Settings, get_settings
+from asyncz.worker import handler as worker_handler
+from tests.apigw import FakeContext
+from tests.conftest import open_service, run, settings_env
+from tests.integration.helpers import rows, status_counts
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def aws_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    for name, value in settings_env(settings.model_copy(update={
+            "fleet_jobs_per_worker": 100, "fleet_max_workers": 5, "publish_gauges": True,
+            "worker_idle_exit_seconds": 1.0})).items():
+        if name.startswith("ASYNCZ_"):
+            monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    get_settings.cache_clear()
+    fleet_invoke._client = None
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        yield get_settings()
+    fleet_invoke._client = None
+    get_settings.cache_clear()
+
+
+def submit(settings: Settings, n: int, task: str = "echo", **payload: Any) -> list[str]:
+    async def go() -> list[str]:
+        async with open_service(settings) as svc:
+            return [(await svc.submit(NewJob(task=task, payload=dict(payload)))).job_id
+                    for _ in range(n)]
+    return run(go())
+
+
+def test_fleet_async_invokes_the_shortfall_of_workers(aws_env: Settings) -> None:
+    iam = boto3.client("iam")
+    role = iam.create_role(RoleName="worker", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as z:
+        z.writestr("h.py", "def handler(e, c):\n    return {}\n")
+    boto3.client("lambda").create_function(
+        FunctionName=aws_env.worker_function_name, Runtime="python3.12", Role=role,
+        Handler="h.handler", Code={"ZipFile": code.getvalue()})
+    calls: list[dict[str, Any]] = []
+    fleet_invoke._client = boto3.client("lambda")
+    fleet_invoke._client.meta.events.register(
+        "before-call.lambda.Invoke", lambda params, **_: calls.append(params))
+    submit(aws_env, 250)
+    out = fleet_handler.handler({}, FakeContext(function_name="asyncz-fleet"))
+    assert out == {"backlog": 250, "live_workers": 0, "started": 3}
+    assert len(calls) == 3
+    assert all(c["headers"].get("X-Amz-Invocation-Type") == "Event" for c in calls)
+    assert {c["url_path"].split("/")[3] for c in calls} == {aws_env.worker_function_name}
+
+
+def test_worker_handler_works_until_idle_and_reports(aws_env: Settings) -> None:
+    submit(aws_env, 20)
+    ctx = FakeContext(function_name="asyncz-worker")
+    ctx.deadline += 900  # like a 15-minute Lambda
+    out = worker_handler.handler({}, ctx)
+    assert out["completed"] == 20 and out["stopped_because"] == "idle"
+    assert status_counts(aws_env.database_url or "") == {"completed": 20}
+
+
+def test_worker_handler_takes_no_job_that_would_outlive_the_lambda(aws_env: Settings) -> None:
+    submit(aws_env, 1)
+    ctx = FakeContext(function_name="asyncz-worker")  # 30 s left < the longest task timeout
+    out = worker_handler.handler({}, ctx)
+    assert out["claimed"] == 0 and out["stopped_because"] == "deadline"
+    assert status_counts(aws_env.database_url or "") == {"queued": 1}
+
+
+def test_recovery_handler_publishes_the_gauges(aws_env: Settings) -> None:
+    submit(aws_env, 2)
+    rows(aws_env.database_url, "UPDATE jobs SET status='dead', finished_at=now() WHERE id IN "
+         "(SELECT id FROM jobs LIMIT 1)")
+    out = recovery_handler.handler({}, FakeContext(function_name="asyncz-recovery"))
+    assert out["gauges"]["DLQDepth"] == 1.0 and out["gauges"]["QueueDepth"] == 1.0
+    cw = boto3.client("cloudwatch")
+    names = {m["MetricName"] for m in cw.list_metrics(Namespace="AsyncZ")["Metrics"]}
+    assert names == {"DLQDepth", "QueueDepth", "OldestQueuedAgeSeconds"}
+
+
+def test_migrate_handler_is_idempotent(aws_env: Settings) -> None:
+    from asyncz.migrate import handler as migrate_handler
+
+    out = migrate_handler.handler({}, FakeContext(function_name="asyncz-migrate"))
+    assert out == {"applied": []}  # the test database is migrated already
+    assert json.dumps(out)
