@@ -9,6 +9,7 @@ functions on their schedules. SIGINT/SIGTERM stop it in order: front, schedules,
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import itertools
 import logging
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asyncz.local.embedded import ServerUrls
+from asyncz.local.embedded import ServerError, ServerUrls
 from asyncz.local.gateway import Gateway, SandboxPool
 from asyncz.local.lambda_endpoint import LambdaEndpoint
 from asyncz.local.sandbox import (
@@ -61,7 +62,7 @@ class DevOptions:
 
     host: str = "127.0.0.1"
     port: int = 8000
-    data_dir: Path = field(default_factory=lambda: Path(".asyncz"))
+    data_dir: Path = field(default_factory=lambda: default_data_dir())
     workers: int | None = None  # fixed worker sandboxes; None = the fleet controller decides
     api_sandboxes: int = 4
     worker_timeout_s: float = 900.0  # Lambda's maximum
@@ -77,7 +78,7 @@ class DevOptions:
     def from_env(cls, **overrides: Any) -> DevOptions:
         opts = cls(
             port=env_int("ASYNCZ_DEV_PORT", 8000) or 8000,
-            data_dir=Path(os.environ.get("ASYNCZ_DEV_DATA_DIR") or ".asyncz"),
+            data_dir=Path(os.environ.get("ASYNCZ_DEV_DATA_DIR") or default_data_dir()),
             workers=env_int("ASYNCZ_DEV_WORKERS", None),
             api_sandboxes=env_int("ASYNCZ_DEV_API_SANDBOXES", 4) or 4,
             worker_timeout_s=env_float("ASYNCZ_DEV_WORKER_TIMEOUT_SECONDS", 900.0),
@@ -90,6 +91,16 @@ class DevOptions:
             if value is not None:
                 setattr(opts, key, value)
         return opts
+
+
+def default_data_dir(start: Path | None = None) -> Path:
+    """``.asyncz`` in the project root (the nearest folder up with a pyproject.toml or .git),
+    else in the current folder."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
+            return folder / ".asyncz"
+    return here / ".asyncz"
 
 
 def resolve_api_key(data_dir: Path) -> tuple[str, str]:
@@ -369,6 +380,18 @@ class DevRunner:
             signal.signal(signum, self._on_signal)
         try:
             self._start()
+        except (OSError, SandboxError, ServerError) as exc:
+            log_line("supervisor", f"could not start: {exc}", "ERROR")
+            self._stop()
+            if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+                print(
+                    f"error: {self.opts.host}:{self.opts.port} is in use (try --port)",
+                    file=sys.stderr,
+                )
+            else:
+                print(f"error: {exc}", file=sys.stderr)
+            return 1
+        try:
             self.stopping.wait()
         finally:
             self._stop()
