@@ -323,7 +323,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 "gateway", f"malformed Lambda proxy response: {exc}", "ERROR", request_id=request_id
             )
             status, headers, payload = gateway_error(502, "Internal server error")
-        except Exception as exc:  # a crashed sandbox: API Gateway says 502 too
+        except Exception as exc:  # noqa: BLE001 - a crashed sandbox: API Gateway says 502 too
             log_line("gateway", f"api sandbox failed: {exc}", "ERROR", request_id=request_id)
             status, headers, payload = gateway_error(502, "Internal server error")
         self.send_response(status)
@@ -363,7 +363,7 @@ class Gateway:
         self.server.stage = stage
         self.server.access_log = access_log
         self._thread = threading.Thread(
-            target=self.server.serve_forever, name="gateway", daemon=True
+            target=self.server.serve_forever, args=(0.1,), name="gateway", daemon=True
         )
 
     @property

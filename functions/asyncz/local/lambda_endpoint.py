@@ -79,7 +79,7 @@ class LambdaEndpoint:
         self.server = _Server(("127.0.0.1", port), _Handler)
         self.server.functions = functions
         self._thread = threading.Thread(
-            target=self.server.serve_forever, name="lambda-endpoint", daemon=True
+            target=self.server.serve_forever, args=(0.1,), name="lambda-endpoint", daemon=True
         )
 
     @property

@@ -137,7 +137,7 @@ def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
     started = time.monotonic()
     try:
         handler = load_handler(spec.handler)
-    except BaseException as exc:  # report any init failure, as Lambda's Runtime.ImportModuleError
+    except BaseException as exc:  # noqa: BLE001 - any init failure, as Runtime.ImportModuleError
         conn.send(
             {
                 "type": "init_error",
@@ -170,7 +170,7 @@ def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
             else:
                 result = handler(msg["event"], ctx)
             reply: dict[str, Any] = {"type": "result", "ok": True, "result": result}
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a handler error is the invocation's result
             reply = {
                 "type": "result",
                 "ok": False,

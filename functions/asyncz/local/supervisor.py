@@ -550,7 +550,7 @@ class DevRunner:
         for cleanup in reversed(self._cleanups):
             try:
                 cleanup()
-            except Exception as exc:  # keep stopping the rest
+            except Exception as exc:  # noqa: BLE001 - keep stopping the rest
                 log_line("supervisor", f"error while stopping: {exc}", "ERROR")
         self._cleanups.clear()
         log_line("supervisor", "stopped")
