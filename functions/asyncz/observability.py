@@ -1,17 +1,19 @@
 """Powertools singletons (Logger, Metrics, Tracer) shared by every handler.
 
-Decorator order on every handler: tracer.capture_lambda_handler (outermost),
-then metrics.log_metrics, then logger.inject_lambda_context.
+Every handler wears :func:`lambda_entry`: tracer (outermost), metrics, logger.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
+T = TypeVar("T")
 SERVICE = "asyncz"
 NAMESPACE = "AsyncZ"
 
@@ -27,6 +29,24 @@ warnings.filterwarnings("ignore", message="No application metrics to publish")
 logging.getLogger("asyncz").setLevel(logging.INFO)
 logging.getLogger("asyncz").addHandler(logger.registered_handler)
 logging.getLogger("asyncz").propagate = False
+
+
+def lambda_entry(
+    correlation_id_path: str | None = None,
+) -> Callable[[Callable[[dict[str, Any], Any], T]], Callable[[dict[str, Any], Any], T]]:
+    """The decorators every handler wears, in one fixed order: tracer (outermost, only when
+    tracing is on: a disabled tracer still builds a subsegment per call), metrics, logger."""
+
+    def wrap(fn: Callable[[dict[str, Any], Any], T]) -> Callable[[dict[str, Any], Any], T]:
+        wrapped = logger.inject_lambda_context(
+            correlation_id_path=correlation_id_path, clear_state=True
+        )(fn)
+        wrapped = metrics.log_metrics(wrapped)
+        if not tracer.disabled:
+            wrapped = tracer.capture_lambda_handler(capture_response=False)(wrapped)
+        return wrapped
+
+    return wrap
 
 
 class PowertoolsMetricsSink:

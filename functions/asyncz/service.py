@@ -59,10 +59,18 @@ class JobStore(Protocol):
     async def get_by_idempotency_key(self, key: str) -> Row | None: ...
     async def get_job(self, job_id: str) -> Job | None: ...
     async def list_attempts(self, job_id: str) -> list[Attempt]: ...
-    async def list_jobs(self, *, status: str | None, queue: str | None, task: str | None,
-                        limit: int, after: tuple[datetime, str] | None) -> list[Job]: ...
-    async def list_dead(self, *, queue: str | None, task: str | None, limit: int,
-                        after: tuple[datetime, str] | None) -> list[Job]: ...
+    async def list_jobs(
+        self,
+        *,
+        status: str | None,
+        queue: str | None,
+        task: str | None,
+        limit: int,
+        after: tuple[datetime, str] | None,
+    ) -> list[Job]: ...
+    async def list_dead(
+        self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
+    ) -> list[Job]: ...
     async def counts_by_status(self) -> list[Row]: ...
     async def oldest_queued_by_queue(self) -> dict[str, float]: ...
     async def gauges(self) -> Row: ...
@@ -72,12 +80,20 @@ class JobStore(Protocol):
     async def unclaimed(self, ids: Sequence[str]) -> list[Row]: ...
     async def heartbeat(self, leases: Sequence[Lease]) -> dict[str, bool]: ...
     async def complete(self, lease: Lease, result: Any) -> bool: ...
-    async def finish_failed(self, lease: Lease, *, status: JobStatus, outcome: AttemptOutcome,
-                            error: str, delay_seconds: float = 0.0) -> Row | None: ...
+    async def finish_failed(
+        self,
+        lease: Lease,
+        *,
+        status: JobStatus,
+        outcome: AttemptOutcome,
+        error: str,
+        delay_seconds: float = 0.0,
+    ) -> Row | None: ...
     async def cancel(self, job_id: str) -> Row | None: ...
     async def replay(self, job_id: str) -> Row | None: ...
-    async def replay_dead(self, *, queue: str | None, task: str | None,
-                          limit: int) -> list[Row]: ...
+    async def replay_dead(
+        self, *, queue: str | None, task: str | None, limit: int
+    ) -> list[Row]: ...
     async def purge_dead(self, job_id: str) -> bool: ...
     async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]: ...
     async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]: ...
@@ -86,7 +102,7 @@ class JobStore(Protocol):
 class JobBroker(Protocol):
     """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
 
-    async def enqueue(self, items: Sequence[Dispatch]) -> int: ...
+    async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int: ...
     async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int: ...
     async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]: ...
     async def known_queues(self) -> list[str]: ...
@@ -180,12 +196,19 @@ class JobService:
         s = self.settings
         max_retries = new.max_retries
         if max_retries is None:
-            max_retries = spec.max_retries if spec.max_retries is not None else s.default_max_retries
+            max_retries = (
+                spec.max_retries if spec.max_retries is not None else s.default_max_retries
+            )
         timeout = new.timeout_seconds or spec.timeout_seconds or s.default_timeout_seconds
         return NewJob(
-            task=new.task, payload=new.payload, queue=new.queue, priority=new.priority,
-            max_retries=max_retries, timeout_seconds=min(timeout, s.max_timeout_seconds),
-            delay_seconds=new.delay_seconds, run_at=new.run_at,
+            task=new.task,
+            payload=new.payload,
+            queue=new.queue,
+            priority=new.priority,
+            max_retries=max_retries,
+            timeout_seconds=min(timeout, s.max_timeout_seconds),
+            delay_seconds=new.delay_seconds,
+            run_at=new.run_at,
             idempotency_key=new.idempotency_key,
         )
 
@@ -228,8 +251,13 @@ class JobService:
         return await self.store.list_attempts(job_id)
 
     async def list_jobs(
-        self, *, status: str | None = None, queue: str | None = None, task: str | None = None,
-        limit: int = 50, cursor: str | None = None,
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
     ) -> Page:
         jobs = await self.store.list_jobs(
             status=status, queue=queue, task=task, limit=limit, after=decode_cursor(cursor)
@@ -238,23 +266,31 @@ class JobService:
         return Page(jobs, encode_cursor(last.created_at, last.id) if last else None)
 
     async def list_dead(
-        self, *, queue: str | None = None, task: str | None = None, limit: int = 50,
+        self,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
         jobs = await self.store.list_dead(
             queue=queue, task=task, limit=limit, after=decode_cursor(cursor)
         )
         last = jobs[-1] if len(jobs) == limit and jobs[-1].finished_at else None
-        return Page(jobs, encode_cursor(last.finished_at, last.id) if last and last.finished_at
-                    else None)
+        return Page(
+            jobs, encode_cursor(last.finished_at, last.id) if last and last.finished_at else None
+        )
 
     async def stats(self) -> dict[str, Any]:
         counts = await self.store.counts_by_status()
         oldest = await self.store.oldest_queued_by_queue()
         queues = sorted({r["queue"] for r in counts} | set(self.settings.queue_list))
         stats: dict[str, Any] = {
-            q: {"counts": {s.value: 0 for s in JobStatus}, "oldest_queued_age_seconds":
-                round(oldest.get(q, 0.0), 3)} for q in queues
+            q: {
+                "counts": {s.value: 0 for s in JobStatus},
+                "oldest_queued_age_seconds": round(oldest.get(q, 0.0), 3),
+            }
+            for q in queues
         }
         for r in counts:
             stats[r["queue"]]["counts"][r["status"]] = int(r["n"])
@@ -276,12 +312,12 @@ class JobService:
             await self.store.ping()
             dead = await self.store.count_dead()
             deps["postgres"] = "ok"
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - health reports every failure as "down"
             deps["postgres"] = f"down: {type(exc).__name__}"
         try:
             await self.broker.ping()
             deps["redis"] = "ok"
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             deps["redis"] = f"down: {type(exc).__name__}"
         ok = all(v == "ok" for v in deps.values())
         return {"status": "ok" if ok else "degraded", "dependencies": deps, "dlq_depth": dead}
@@ -327,7 +363,11 @@ class JobService:
     # --- worker side -------------------------------------------------------------------
 
     async def claim_next(
-        self, worker_id: str, queues: Sequence[str], max_items: int, wait_seconds: float,
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        max_items: int,
+        wait_seconds: float,
         max_timeout: int,
     ) -> list[Lease]:
         """Take up to ``max_items`` ids from Redis and claim them in one fenced statement.
@@ -380,8 +420,10 @@ class JobService:
         else:
             status = JobStatus.QUEUED
             delay = backoff_delay(
-                lease.tries_used, self.settings.backoff_base_seconds,
-                self.settings.backoff_max_seconds, self._rand,
+                lease.tries_used,
+                self.settings.backoff_base_seconds,
+                self.settings.backoff_max_seconds,
+                self._rand,
             )
         row = await self.store.finish_failed(
             lease, status=status, outcome=outcome, error=error, delay_seconds=delay
@@ -402,8 +444,9 @@ class JobService:
         s = self.settings
         report = RecoveryReport()
         for _ in range(s.recovery_max_batches):
-            rows = await self.store.recover_stale_leases(s.lease_timeout_seconds,
-                                                         s.recovery_batch_size)
+            rows = await self.store.recover_stale_leases(
+                s.lease_timeout_seconds, s.recovery_batch_size
+            )
             for r in rows:
                 (report.dead if r["status"] == "dead" else report.requeued).append(str(r["id"]))
             if len(rows) < s.recovery_batch_size:
@@ -414,14 +457,15 @@ class JobService:
         for _ in range(s.recovery_max_batches):
             rows = await self.store.scan_queued(after, s.recovery_batch_size)
             if rows:
-                await self.broker.enqueue([_dispatch(r) for r in rows])
+                await self.broker.enqueue([_dispatch(r) for r in rows], register=True)
                 report.reenqueued += sum(1 for r in rows if r["due"])
                 report.restored_delayed += sum(1 for r in rows if not r["due"])
             if len(rows) < s.recovery_batch_size:
                 break
             after = (rows[-1]["run_at"], str(rows[-1]["id"]))
-        await self.broker.promote_due(sorted(set(await self.broker.known_queues())
-                                             | set(s.queue_list)))
+        await self.broker.promote_due(
+            sorted(set(await self.broker.known_queues()) | set(s.queue_list))
+        )
         return report
 
     async def gauges(self) -> dict[str, float]:

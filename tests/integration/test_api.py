@@ -12,16 +12,15 @@ from typing import Any
 
 import pytest
 import redis
-from mangum import Mangum
-
 from asyncz.api import handler as api_handler
 from asyncz.api.app import create_app
 from asyncz.connections import hash_api_key
-from asyncz.jobs import NewJob
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
+from mangum import Mangum
+
 from tests.apigw import FakeContext, Reply, call, rest_event
-from tests.conftest import make_settings, open_service, run, settings_env
+from tests.conftest import make_settings, open_service, settings_env
 from tests.integration.helpers import rows, wait_until
 
 pytestmark = pytest.mark.integration
@@ -32,8 +31,13 @@ ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$")
 
 @pytest.fixture(scope="module")
 def api_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
-    settings = make_settings(pg_url, redis_server_url, api_key_hashes=hash_api_key(KEY),
-                             max_payload_bytes=64 * 1024, wake_worker=False)
+    settings = make_settings(
+        pg_url,
+        redis_server_url,
+        api_key_hashes=hash_api_key(KEY),
+        max_payload_bytes=64 * 1024,
+        wake_worker=False,
+    )
     with pytest.MonkeyPatch.context() as mp:
         for name, value in settings_env(settings).items():
             if name.startswith("ASYNCZ_"):
@@ -68,8 +72,9 @@ def drain(settings: Settings, until: Any, timeout: float = 30) -> None:
         async with open_service(settings) as svc:
             box["stop"], box["loop"] = asyncio.Event(), asyncio.get_running_loop()
             ready.set()
-            box["summary"] = await WorkerLoop(svc, remaining_seconds=lambda: 3600,
-                                              stop=box["stop"]).run()
+            box["summary"] = await WorkerLoop(
+                svc, remaining_seconds=lambda: 3600, stop=box["stop"]
+            ).run()
 
     thread = threading.Thread(target=lambda: asyncio.run(work()), daemon=True)
     thread.start()
@@ -83,7 +88,10 @@ def drain(settings: Settings, until: Any, timeout: float = 30) -> None:
 
 # --- submit ---------------------------------------------------------------------------------
 
-def test_submit_returns_202_with_id_and_location_and_enqueues(api: Any, api_settings: Settings) -> None:
+
+def test_submit_returns_202_with_id_and_location_and_enqueues(
+    api: Any, api_settings: Settings
+) -> None:
     r = api("POST", "/jobs", body={"task": "echo", "payload": {"a": 1}, "priority": 5})
     assert r.status == 202
     body = r.json()
@@ -92,7 +100,8 @@ def test_submit_returns_202_with_id_and_location_and_enqueues(api: Any, api_sett
     row = job_row(api_settings, body["job_id"])
     assert row["task"] == "echo" and row["payload"] == {"a": 1} and row["priority"] == 5
     ready = redis.Redis.from_url(api_settings.redis_url or "").zrange(
-        f"{api_settings.redis_prefix}:{{default}}:ready", 0, -1)
+        f"{api_settings.redis_prefix}:{{default}}:ready", 0, -1
+    )
     assert ready == [body["job_id"].encode()]
 
 
@@ -102,8 +111,11 @@ def test_seed_curl_bodies_work_verbatim(api: Any, api_settings: Settings) -> Non
     row = job_row(api_settings, r.json()["job_id"])
     assert row["task"] == "email_send" and row["payload"] == {"task": "email_send", "user_id": 42}
     key = str(uuid.uuid4())
-    seed = {"payload": {"task": "pdf_generate", "report_id": 7}, "max_retries": 3,
-            "idempotency_key": key}
+    seed = {
+        "payload": {"task": "pdf_generate", "report_id": 7},
+        "max_retries": 3,
+        "idempotency_key": key,
+    }
     first = api("POST", "/jobs", body=seed)
     assert first.status == 202
     assert job_row(api_settings, first.json()["job_id"])["max_retries"] == 3
@@ -113,9 +125,13 @@ def test_seed_curl_bodies_work_verbatim(api: Any, api_settings: Settings) -> Non
     assert again.json()["job_id"] == first.json()["job_id"]
     assert again.json()["status"] == "queued"
     # and the jobs do their real work
-    drain(api_settings, lambda: all(
-        r["status"] == "completed" for r in rows(api_settings.database_url,
-                                                 "SELECT status FROM jobs")))
+    drain(
+        api_settings,
+        lambda: all(
+            r["status"] == "completed"
+            for r in rows(api_settings.database_url, "SELECT status FROM jobs")
+        ),
+    )
     done = api("GET", f"/jobs/{first.json()['job_id']}").json()
     assert done["status"] == "completed" and done["result"]["pages"] == 1
     with open(done["result"]["document_path"], "rb") as f:
@@ -126,38 +142,68 @@ def test_seed_curl_bodies_work_verbatim(api: Any, api_settings: Settings) -> Non
 
 
 def test_idempotency_key_header_is_accepted(api: Any) -> None:
-    first = api("POST", "/jobs", body={"task": "echo", "payload": {}},
-                headers={"Idempotency-Key": "hdr-1"})
-    again = api("POST", "/jobs", body={"task": "echo", "payload": {}},
-                headers={"Idempotency-Key": "hdr-1"})
+    first = api(
+        "POST", "/jobs", body={"task": "echo", "payload": {}}, headers={"Idempotency-Key": "hdr-1"}
+    )
+    again = api(
+        "POST", "/jobs", body={"task": "echo", "payload": {}}, headers={"Idempotency-Key": "hdr-1"}
+    )
     assert first.status == 202 and again.status == 409
     assert again.json()["job_id"] == first.json()["job_id"]
 
 
 def test_scheduling_fields(api: Any, api_settings: Settings) -> None:
-    r = api("POST", "/jobs", body={"task": "echo", "payload": {}, "delay_seconds": 60,
-                                   "queue": "reports", "max_retries": 0, "timeout_seconds": 5})
+    r = api(
+        "POST",
+        "/jobs",
+        body={
+            "task": "echo",
+            "payload": {},
+            "delay_seconds": 60,
+            "queue": "reports",
+            "max_retries": 0,
+            "timeout_seconds": 5,
+        },
+    )
     row = job_row(api_settings, r.json()["job_id"])
     assert (row["run_at"] - row["created_at"]).total_seconds() >= 59
     assert row["queue"] == "reports" and row["timeout_seconds"] == 5 and row["max_retries"] == 0
-    at = api("POST", "/jobs", body={"task": "echo", "payload": {},
-                                    "run_at": "2030-01-01T00:00:00Z"})
+    at = api(
+        "POST", "/jobs", body={"task": "echo", "payload": {}, "run_at": "2030-01-01T00:00:00Z"}
+    )
     assert job_row(api_settings, at.json()["job_id"])["run_at"].year == 2030
-    both = api("POST", "/jobs", body={"task": "echo", "payload": {}, "delay_seconds": 1,
-                                      "run_at": "2030-01-01T00:00:00Z"})
+    both = api(
+        "POST",
+        "/jobs",
+        body={"task": "echo", "payload": {}, "delay_seconds": 1, "run_at": "2030-01-01T00:00:00Z"},
+    )
     assert both.status == 422 and both.json()["error"] == "validation_error"
-    naive = api("POST", "/jobs", body={"task": "echo", "payload": {},
-                                       "run_at": "2030-01-01T00:00:00"})
+    naive = api(
+        "POST", "/jobs", body={"task": "echo", "payload": {}, "run_at": "2030-01-01T00:00:00"}
+    )
     assert naive.status == 422
 
 
 # --- read -----------------------------------------------------------------------------------
 
+
 def test_get_job_fields_unknown_and_malformed(api: Any) -> None:
     job_id = api("POST", "/jobs", body={"task": "echo", "payload": {"x": 1}}).json()["job_id"]
     body = api("GET", f"/jobs/{job_id}").json()
-    for field in ("status", "task", "queue", "attempts", "max_retries", "payload", "result",
-                  "last_error", "created_at", "started_at", "finished_at", "worker_id"):
+    for field in (
+        "status",
+        "task",
+        "queue",
+        "attempts",
+        "max_retries",
+        "payload",
+        "result",
+        "last_error",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "worker_id",
+    ):
         assert field in body
     assert ISO_UTC.match(body["created_at"]) and ISO_UTC.match(body["run_at"])
     missing = api("GET", f"/jobs/{uuid.uuid4()}")
@@ -168,8 +214,10 @@ def test_get_job_fields_unknown_and_malformed(api: Any) -> None:
 
 
 def test_list_jobs_filters_and_keyset_pages_newest_first(api: Any) -> None:
-    ids = [api("POST", "/jobs", body={"task": "echo", "payload": {"i": i}}).json()["job_id"]
-           for i in range(7)]
+    ids = [
+        api("POST", "/jobs", body={"task": "echo", "payload": {"i": i}}).json()["job_id"]
+        for i in range(7)
+    ]
     api("POST", "/jobs", body={"task": "sleep", "payload": {}, "queue": "other"})
     seen: list[str] = []
     cursor = None
@@ -192,8 +240,9 @@ def test_list_jobs_filters_and_keyset_pages_newest_first(api: Any) -> None:
 
 
 def test_attempts_log(api: Any, api_settings: Settings) -> None:
-    job_id = api("POST", "/jobs", body={"task": "flaky", "payload": {"failures": 1},
-                                        "max_retries": 2}).json()["job_id"]
+    job_id = api(
+        "POST", "/jobs", body={"task": "flaky", "payload": {"failures": 1}, "max_retries": 2}
+    ).json()["job_id"]
     drain(api_settings, lambda: job_row(api_settings, job_id)["status"] == "completed")
     log = api("GET", f"/jobs/{job_id}/attempts").json()
     assert log["job_id"] == job_id
@@ -204,8 +253,10 @@ def test_attempts_log(api: Any, api_settings: Settings) -> None:
 
 # --- cancel ---------------------------------------------------------------------------------
 
-def test_cancel_queued_now_running_at_next_heartbeat_terminal_409(api: Any,
-                                                                   api_settings: Settings) -> None:
+
+def test_cancel_queued_now_running_at_next_heartbeat_terminal_409(
+    api: Any, api_settings: Settings
+) -> None:
     queued = api("POST", "/jobs", body={"task": "echo", "payload": {}, "delay_seconds": 300})
     r = api("POST", f"/jobs/{queued.json()['job_id']}/cancel")
     assert r.status == 200 and r.json()["status"] == "cancelled"
@@ -220,8 +271,11 @@ def test_cancel_queued_now_running_at_next_heartbeat_terminal_409(api: Any,
         status = job_row(api_settings, job_id)["status"]
         if status == "processing" and not getattr(cancel_when_running, "sent", False):
             reply = api("POST", f"/jobs/{job_id}/cancel")
-            assert reply.json() == {"job_id": job_id, "status": "processing",
-                                    "cancel_requested": True}
+            assert reply.json() == {
+                "job_id": job_id,
+                "status": "processing",
+                "cancel_requested": True,
+            }
             cancel_when_running.sent = True  # type: ignore[attr-defined]
         return status == "cancelled"
 
@@ -234,9 +288,14 @@ def test_cancel_queued_now_running_at_next_heartbeat_terminal_409(api: Any,
 
 # --- DLQ ------------------------------------------------------------------------------------
 
+
 def make_dead(api: Any, settings: Settings, n: int, task: str = "fail") -> list[str]:
-    ids = [api("POST", "/jobs", body={"task": task, "payload": {"message": f"m{i}"},
-                                      "max_retries": 0}).json()["job_id"] for i in range(n)]
+    ids = [
+        api(
+            "POST", "/jobs", body={"task": task, "payload": {"message": f"m{i}"}, "max_retries": 0}
+        ).json()["job_id"]
+        for i in range(n)
+    ]
     drain(settings, lambda: all(job_row(settings, i)["status"] == "dead" for i in ids))
     return ids
 
@@ -268,14 +327,19 @@ def test_dlq_list_replay_purge(api: Any, api_settings: Settings) -> None:
 
 # --- health, stats --------------------------------------------------------------------------
 
+
 def test_health_ok_without_key_and_503_when_redis_is_down(api: Any, api_settings: Settings) -> None:
     make_dead(api, api_settings, 1)
     ok = api("GET", "/health", key=None)
     assert ok.status == 200
-    assert ok.json() == {"status": "ok", "dependencies": {"postgres": "ok", "redis": "ok"},
-                         "dlq_depth": 1}
-    broken = make_settings(api_settings.database_url or "", "redis://127.0.0.1:1/0",
-                           redis_socket_timeout_seconds=0.5)
+    assert ok.json() == {
+        "status": "ok",
+        "dependencies": {"postgres": "ok", "redis": "ok"},
+        "dlq_depth": 1,
+    }
+    broken = make_settings(
+        api_settings.database_url or "", "redis://127.0.0.1:1/0", redis_socket_timeout_seconds=0.5
+    )
     adapter = Mangum(create_app(broken), lifespan="off")
     down = call(adapter, "GET", "/health")
     assert down.status == 503
@@ -298,10 +362,16 @@ def test_stats_per_queue(api: Any, api_settings: Settings) -> None:
 # --- auth and bad input ---------------------------------------------------------------------
 
 ENDPOINTS = [
-    ("POST", "/jobs"), ("GET", "/jobs"), ("GET", f"/jobs/{uuid.uuid4()}"),
-    ("GET", f"/jobs/{uuid.uuid4()}/attempts"), ("POST", f"/jobs/{uuid.uuid4()}/cancel"),
-    ("GET", "/dlq"), ("POST", f"/dlq/{uuid.uuid4()}/replay"), ("POST", "/dlq/replay"),
-    ("DELETE", f"/dlq/{uuid.uuid4()}"), ("GET", "/stats"),
+    ("POST", "/jobs"),
+    ("GET", "/jobs"),
+    ("GET", f"/jobs/{uuid.uuid4()}"),
+    ("GET", f"/jobs/{uuid.uuid4()}/attempts"),
+    ("POST", f"/jobs/{uuid.uuid4()}/cancel"),
+    ("GET", "/dlq"),
+    ("POST", f"/dlq/{uuid.uuid4()}/replay"),
+    ("POST", "/dlq/replay"),
+    ("DELETE", f"/dlq/{uuid.uuid4()}"),
+    ("GET", "/stats"),
 ]
 
 
@@ -328,17 +398,30 @@ def test_bad_input_gets_clear_4xx_and_loses_nothing(api: Any, api_settings: Sett
     assert big.status == 413 and big.json()["error"] == "payload_too_large"
     text = api("POST", "/jobs", raw_body=b"task=echo", headers={"Content-Type": "text/plain"})
     assert text.status == 415 and text.json()["error"] == "unsupported_media_type"
-    broken = api("POST", "/jobs", raw_body=b'{"task": "echo", ',
-                 headers={"Content-Type": "application/json"})
+    broken = api(
+        "POST", "/jobs", raw_body=b'{"task": "echo", ', headers={"Content-Type": "application/json"}
+    )
     assert broken.status == 422 and broken.json()["error"] == "invalid_json"
-    latin = api("POST", "/jobs", raw_body=b'{"task": "echo", "payload": {"a": "\xff\xfe"}}',
-                headers={"Content-Type": "application/json"})
+    latin = api(
+        "POST",
+        "/jobs",
+        raw_body=b'{"task": "echo", "payload": {"a": "\xff\xfe"}}',
+        headers={"Content-Type": "application/json"},
+    )
     assert latin.status == 422
-    deep = api("POST", "/jobs", raw_body=b'{"task":"echo","payload":' + b'{"a":' * 100_000
-               + b"1" + b"}" * 100_001, headers={"Content-Type": "application/json"})
+    deep = api(
+        "POST",
+        "/jobs",
+        raw_body=b'{"task":"echo","payload":' + b'{"a":' * 100_000 + b"1" + b"}" * 100_001,
+        headers={"Content-Type": "application/json"},
+    )
     assert deep.status in (413, 422)
-    nested = api("POST", "/jobs", raw_body=b'{"task":"echo","payload":' + b'{"a":' * 70
-                 + b"1" + b"}" * 71, headers={"Content-Type": "application/json"})
+    nested = api(
+        "POST",
+        "/jobs",
+        raw_body=b'{"task":"echo","payload":' + b'{"a":' * 70 + b"1" + b"}" * 71,
+        headers={"Content-Type": "application/json"},
+    )
     assert nested.status == 422 and nested.json()["error"] == "json_too_deep"
     extra = api("POST", "/jobs", body={"task": "echo", "payload": {}, "surprise": 1})
     assert extra.status == 422 and extra.json()["details"][0]["field"] == "body.surprise"
@@ -357,18 +440,31 @@ def test_bad_input_gets_clear_4xx_and_loses_nothing(api: Any, api_settings: Sett
 
 def test_sql_looking_strings_are_stored_verbatim(api: Any, api_settings: Settings) -> None:
     evil = "'; DROP TABLE jobs; -- \" OR 1=1 /* %s %(id)s $1"
-    r = api("POST", "/jobs", body={"task": "echo", "payload": {"q": evil, evil: evil},
-                                   "queue": "q'1", "idempotency_key": evil})
+    r = api(
+        "POST",
+        "/jobs",
+        body={
+            "task": "echo",
+            "payload": {"q": evil, evil: evil},
+            "queue": "q'1",
+            "idempotency_key": evil,
+        },
+    )
     assert r.status == 422  # the queue name is restricted; nothing else is
-    r = api("POST", "/jobs", body={"task": "echo", "payload": {"q": evil, evil: evil},
-                                   "idempotency_key": evil})
+    r = api(
+        "POST",
+        "/jobs",
+        body={"task": "echo", "payload": {"q": evil, evil: evil}, "idempotency_key": evil},
+    )
     assert r.status == 202
     got = api("GET", f"/jobs/{r.json()['job_id']}").json()
     assert got["payload"] == {"q": evil, evil: evil} and got["idempotency_key"] == evil
     assert api("GET", "/jobs?task=" + "%27%20OR%201%3D1--").json()["items"] == []
 
 
-def test_wake_worker_once_for_a_burst_when_none_is_alive(api_settings: Settings, clean: None) -> None:
+def test_wake_worker_once_for_a_burst_when_none_is_alive(
+    api_settings: Settings, clean: None
+) -> None:
     woken: list[int] = []
 
     async def waker() -> None:
@@ -376,16 +472,23 @@ def test_wake_worker_once_for_a_burst_when_none_is_alive(api_settings: Settings,
 
     adapter = Mangum(create_app(api_settings, waker=waker), lifespan="off")
     for _ in range(5):
-        assert call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}},
-                    api_key=KEY).status == 202
+        assert (
+            call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY).status
+            == 202
+        )
     assert woken == [1]
 
 
 def test_handler_event_shape_and_base64_body(api_settings: Settings, clean: None) -> None:
-    event = rest_event("POST", "/jobs", raw_body=json.dumps(
-        {"task": "echo", "payload": {"é": "ü"}}).encode(), api_key=KEY,
-        headers={"Content-Type": "application/json; charset=utf-8"})
+    event = rest_event(
+        "POST",
+        "/jobs",
+        raw_body=json.dumps({"task": "echo", "payload": {"é": "ü"}}).encode(),
+        api_key=KEY,
+        headers={"Content-Type": "application/json; charset=utf-8"},
+    )
     import base64
+
     event["body"] = base64.b64encode(event["body"].encode()).decode()
     event["isBase64Encoded"] = True
     out = api_handler.handler(event, FakeContext())
@@ -394,9 +497,12 @@ def test_handler_event_shape_and_base64_body(api_settings: Settings, clean: None
 
 
 def test_submit_survives_redis_outage_with_202(api_settings: Settings, clean: None) -> None:
-    broken = make_settings(api_settings.database_url or "", "redis://127.0.0.1:1/0",
-                           redis_socket_timeout_seconds=0.5,
-                           api_key_hashes=hash_api_key(KEY))
+    broken = make_settings(
+        api_settings.database_url or "",
+        "redis://127.0.0.1:1/0",
+        redis_socket_timeout_seconds=0.5,
+        api_key_hashes=hash_api_key(KEY),
+    )
     adapter = Mangum(create_app(broken), lifespan="off")
     r = call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY)
     assert r.status == 202
@@ -404,8 +510,12 @@ def test_submit_survives_redis_outage_with_202(api_settings: Settings, clean: No
 
 
 def test_postgres_down_gives_503_with_a_clear_error(api_settings: Settings, clean: None) -> None:
-    broken = make_settings("postgresql://postgres@127.0.0.1:1/none", api_settings.redis_url or "",
-                           db_connect_timeout_seconds=1, api_key_hashes=hash_api_key(KEY))
+    broken = make_settings(
+        "postgresql://postgres@127.0.0.1:1/none",
+        api_settings.redis_url or "",
+        db_connect_timeout_seconds=1,
+        api_key_hashes=hash_api_key(KEY),
+    )
     adapter = Mangum(create_app(broken), lifespan="off")
     r = call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY)
     assert r.status == 503 and r.json()["error"] == "database_unavailable"

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import schemathesis
+from asyncz.api.app import create_app
+from asyncz.connections import hash_api_key
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from schemathesis.checks import not_a_server_error
@@ -18,8 +20,6 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from asyncz.api.app import create_app
-from asyncz.connections import hash_api_key
 from tests.conftest import make_settings
 
 pytestmark = pytest.mark.integration
@@ -39,18 +39,23 @@ def test_importing_the_api_handler_does_no_network_io() -> None:
         import asyncz.recovery.handler, asyncz.migrate.handler
         print("ok")
     """)
-    env = {"PATH": "/usr/bin:/bin", "ASYNCZ_DATABASE_URL": "postgresql://db.invalid/x",
-           "ASYNCZ_REDIS_URL": "redis://redis.invalid:6379/0"}
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         env=env, timeout=120)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "ASYNCZ_DATABASE_URL": "postgresql://db.invalid/x",
+        "ASYNCZ_REDIS_URL": "redis://redis.invalid:6379/0",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 
 
 @pytest.fixture(scope="module")
 def schema(pg_url: str, redis_server_url: str) -> Any:
-    settings = make_settings(pg_url, redis_server_url, api_key_hashes=hash_api_key(KEY),
-                             redis_prefix="schemathesis")
+    settings = make_settings(
+        pg_url, redis_server_url, api_key_hashes=hash_api_key(KEY), redis_prefix="schemathesis"
+    )
     app = create_app(settings)
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 
@@ -64,13 +69,19 @@ def test_api_schema_no_5xx_no_schema_violation(schema: Any) -> None:
         operations += 1
 
         @given(case=operation.as_strategy())
-        @hsettings(max_examples=20, deadline=None, database=None,
-                   suppress_health_check=list(HealthCheck))
+        @hsettings(
+            max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         def check(case: Any) -> None:
             case.headers = {**(case.headers or {}), "x-api-key": KEY}
-            case.call_and_validate(checks=[not_a_server_error, status_code_conformance,
-                                           content_type_conformance,
-                                           response_schema_conformance])
+            case.call_and_validate(
+                checks=[
+                    not_a_server_error,
+                    status_code_conformance,
+                    content_type_conformance,
+                    response_schema_conformance,
+                ]
+            )
 
         try:
             check()

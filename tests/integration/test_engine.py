@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 import redis
-
 from asyncz.errors import DuplicateJobError
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.settings import Settings
 from asyncz.worker.loop import WorkerLoop
+
 from tests.conftest import make_settings, open_service, run
 from tests.integration.helpers import (
     rows,
@@ -30,7 +30,8 @@ pytestmark = pytest.mark.integration
 def redis_ids(settings: Settings) -> int:
     r = redis.Redis.from_url(settings.redis_url or "")
     return sum(r.zcard(k) for k in r.keys(f"{settings.redis_prefix}:*:ready")) + sum(
-        r.zcard(k) for k in r.keys(f"{settings.redis_prefix}:*:delayed"))
+        r.zcard(k) for k in r.keys(f"{settings.redis_prefix}:*:delayed")
+    )
 
 
 async def submit_many(settings: Settings, n: int, task: str = "echo", **kw: object) -> list[str]:
@@ -42,15 +43,20 @@ async def submit_many(settings: Settings, n: int, task: str = "echo", **kw: obje
         return out
 
 
-async def work_until(settings: Settings, done: object, *, timeout: float = 60,
-                     concurrency: int = 10, rand: object = None) -> dict[str, object]:
+async def work_until(
+    settings: Settings,
+    done: object,
+    *,
+    timeout: float = 60,
+    concurrency: int = 10,
+    rand: object = None,
+) -> dict[str, object]:
     """Run one in-process worker loop until ``done()`` is true."""
     async with open_service(settings) as svc:
         if rand is not None:
             svc._rand = rand  # type: ignore[assignment]
         stop = asyncio.Event()
-        loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop,
-                          concurrency=concurrency)
+        loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=concurrency)
         runner = asyncio.create_task(loop.run())
         deadline = time.monotonic() + timeout
         while not done() and time.monotonic() < deadline:  # type: ignore[operator]
@@ -59,19 +65,28 @@ async def work_until(settings: Settings, done: object, *, timeout: float = 60,
         return await runner
 
 
-def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(settings: Settings) -> None:
+def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
+    settings: Settings,
+) -> None:
     ids = run(submit_many(settings, 1000))
     workers = [start_worker_process(settings, idle_exit=3) for _ in range(4)]
     try:
-        wait_until(lambda: status_counts(settings.database_url or "").get("completed") == 1000,
-                   timeout=180, interval=0.5, what="1,000 completed jobs")
+        wait_until(
+            lambda: status_counts(settings.database_url or "").get("completed") == 1000,
+            timeout=180,
+            interval=0.5,
+            what="1,000 completed jobs",
+        )
     finally:
         outputs = [stop_process(w) for w in workers]
-    per_job = rows(settings.database_url, """
+    per_job = rows(
+        settings.database_url,
+        """
         SELECT j.id, j.status, j.attempts,
                count(a.*) FILTER (WHERE a.outcome = 'completed') AS completed_rows,
                count(a.*) AS attempt_rows
-          FROM jobs j LEFT JOIN job_attempts a ON a.job_id = j.id GROUP BY j.id""")
+          FROM jobs j LEFT JOIN job_attempts a ON a.job_id = j.id GROUP BY j.id""",
+    )
     assert len(per_job) == len(ids) == 1000
     assert all(r["status"] == "completed" for r in per_job)
     assert all(r["completed_rows"] == 1 and r["attempt_rows"] == 1 for r in per_job)
@@ -105,7 +120,9 @@ def test_same_id_pushed_five_times_runs_once(settings: Settings) -> None:
         return after is not None and time.monotonic() - after > 2.0
 
     summary = run(work_until(settings, done))
-    attempts = rows(settings.database_url, "SELECT * FROM job_attempts WHERE job_id = %s", (job_id,))
+    attempts = rows(
+        settings.database_url, "SELECT * FROM job_attempts WHERE job_id = %s", (job_id,)
+    )
     job = rows(settings.database_url, "SELECT * FROM jobs WHERE id = %s", (job_id,))[0]
     assert job["status"] == "completed" and job["attempts"] == 1
     assert [a["outcome"] for a in attempts] == ["completed"]
@@ -117,16 +134,25 @@ def test_sigkilled_worker_job_is_recovered_and_completed(settings: Settings) -> 
     [job_id] = run(submit_many(settings, 1, task="sleep", seconds=30))
     victim = start_worker_process(settings)
     try:
-        wait_until(lambda: rows(settings.database_url,
-                                "SELECT 1 FROM jobs WHERE id=%s AND status='processing'",
-                                (job_id,)), timeout=30, what="the job to start")
+        wait_until(
+            lambda: rows(
+                settings.database_url,
+                "SELECT 1 FROM jobs WHERE id=%s AND status='processing'",
+                (job_id,),
+            ),
+            timeout=30,
+            what="the job to start",
+        )
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
     finally:
         stop_process(victim)
     # Nobody heartbeats now. Make the job short so the second worker finishes quickly.
-    rows(settings.database_url, "UPDATE jobs SET payload = '{\"seconds\": 0.2}' WHERE id=%s",
-         (job_id,))
+    rows(
+        settings.database_url,
+        "UPDATE jobs SET payload = '{\"seconds\": 0.2}' WHERE id=%s",
+        (job_id,),
+    )
 
     async def recover_after_lease_timeout() -> object:
         async with open_service(settings) as svc:
@@ -138,21 +164,27 @@ def test_sigkilled_worker_job_is_recovered_and_completed(settings: Settings) -> 
     report = run(recover_after_lease_timeout())
     assert report.requeued == [job_id]
     run(work_until(settings, lambda: status_counts(settings.database_url or "").get("completed")))
-    outcomes = rows(settings.database_url,
-                    "SELECT outcome, worker_id FROM job_attempts WHERE job_id=%s ORDER BY attempt",
-                    (job_id,))
+    outcomes = rows(
+        settings.database_url,
+        "SELECT outcome, worker_id FROM job_attempts WHERE job_id=%s ORDER BY attempt",
+        (job_id,),
+    )
     assert [o["outcome"] for o in outcomes] == ["lost", "completed"]
     assert outcomes[0]["worker_id"] != outcomes[1]["worker_id"]
 
 
-def test_a_worker_whose_lease_was_taken_cannot_heartbeat_complete_or_fail(settings: Settings) -> None:
+def test_a_worker_whose_lease_was_taken_cannot_heartbeat_complete_or_fail(
+    settings: Settings,
+) -> None:
     async def scenario() -> None:
         async with open_service(settings) as svc:
             sub = await svc.submit(NewJob(task="echo", payload={}))
             [old] = await svc.claim_next("w-old", ["default"], 1, 1, 3600)
-            rows(settings.database_url,
-                 "UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id=%s",
-                 (sub.job_id,))
+            rows(
+                settings.database_url,
+                "UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id=%s",
+                (sub.job_id,),
+            )
             assert (await svc.recover()).requeued == [sub.job_id]
             [new] = await svc.claim_next("w-new", ["default"], 1, 1, 3600)
             assert new.token != old.token and new.attempt == 2
@@ -187,15 +219,23 @@ def test_flushall_with_500_queued_and_delayed_jobs_loses_nothing(settings: Setti
 
     report = run(recover())
     assert report.reenqueued + report.restored_delayed == 500
-    run(work_until(settings,
-                   lambda: status_counts(settings.database_url or "").get("completed") == 500))
+    run(
+        work_until(
+            settings, lambda: status_counts(settings.database_url or "").get("completed") == 500
+        )
+    )
     assert status_counts(settings.database_url or "") == {"completed": 500}
 
 
 def test_redis_down_during_submit_the_job_is_accepted_and_later_completes(
-        settings: Settings, pg_url: str) -> None:
-    down = make_settings(pg_url, "redis://127.0.0.1:1/0", redis_socket_timeout_seconds=0.5,
-                         artifact_dir=settings.artifact_dir)
+    settings: Settings, pg_url: str
+) -> None:
+    down = make_settings(
+        pg_url,
+        "redis://127.0.0.1:1/0",
+        redis_socket_timeout_seconds=0.5,
+        artifact_dir=settings.artifact_dir,
+    )
 
     async def submit() -> object:
         async with open_service(down) as svc:
@@ -215,7 +255,12 @@ def test_redis_down_during_submit_the_job_is_accepted_and_later_completes(
     assert job == [{"status": "completed", "result": {"durable": True}}]
 
 
-def test_flaky_completes_on_attempt_three_after_growing_scheduled_delays(settings: Settings) -> None:
+def test_flaky_completes_on_attempt_three_after_growing_scheduled_delays(
+    settings: Settings,
+) -> None:
+    # delays of 1 s and 2 s: long enough to watch the job wait, scheduled, held by nobody
+    settings = settings.model_copy(update={"backoff_base_seconds": 1.0})
+
     async def scenario() -> list[dict[str, object]]:
         async with open_service(settings) as svc:
             sub = await svc.submit(NewJob(task="flaky", payload={"failures": 2}, max_retries=3))
@@ -226,42 +271,54 @@ def test_flaky_completes_on_attempt_three_after_growing_scheduled_delays(setting
     seen: list[dict[str, object]] = []
 
     def done() -> bool:
-        r = rows(settings.database_url,
-                 "SELECT status, run_at, now() AS now, attempts FROM jobs WHERE id=%s", (job_id,))[0]
+        r = rows(
+            settings.database_url,
+            "SELECT status, run_at, now() AS now, attempts FROM jobs WHERE id=%s",
+            (job_id,),
+        )[0]
         if r["status"] == "queued" and r["run_at"] > r["now"]:
             seen.append(r)  # scheduled in the future: nobody holds it while it waits
         return r["status"] == "completed"
 
     # rand() = 1 makes the full-jitter delay its ceiling: base, 2 x base.
     run(work_until(settings, done, rand=lambda: 1.0))
-    attempts = rows(settings.database_url,
-                    "SELECT * FROM job_attempts WHERE job_id=%s ORDER BY attempt", (job_id,))
+    attempts = rows(
+        settings.database_url,
+        "SELECT * FROM job_attempts WHERE job_id=%s ORDER BY attempt",
+        (job_id,),
+    )
     assert [a["outcome"] for a in attempts] == ["failed", "failed", "completed"]
-    gaps = [(attempts[i + 1]["started_at"] - attempts[i]["finished_at"]).total_seconds()
-            for i in range(2)]
+    gaps = [
+        (attempts[i + 1]["started_at"] - attempts[i]["finished_at"]).total_seconds()
+        for i in range(2)
+    ]
     base = settings.backoff_base_seconds
     assert gaps[0] >= base * 0.95 and gaps[1] >= 2 * base * 0.95
     assert gaps[1] > gaps[0]
     assert seen, "the retry was never visible as a scheduled (not slept) job"
-    job_row = rows(settings.database_url, "SELECT attempts, result FROM jobs WHERE id=%s",
-                   (job_id,))[0]
+    job_row = rows(
+        settings.database_url, "SELECT attempts, result FROM jobs WHERE id=%s", (job_id,)
+    )[0]
     assert job_row == {"attempts": 3, "result": {"succeeded_on_attempt": 3}}
 
 
 def test_fail_ends_dead_after_three_attempts_and_replay_sends_it_back(settings: Settings) -> None:
     async def submit() -> str:
         async with open_service(settings) as svc:
-            return (await svc.submit(NewJob(task="fail", payload={"message": "boom"},
-                                            max_retries=2))).job_id
+            return (
+                await svc.submit(NewJob(task="fail", payload={"message": "boom"}, max_retries=2))
+            ).job_id
 
     job_id = run(submit())
     run(work_until(settings, lambda: status_counts(settings.database_url or "").get("dead")))
     job = rows(settings.database_url, "SELECT * FROM jobs WHERE id=%s", (job_id,))[0]
     assert job["status"] == "dead" and job["attempts"] == 3
     assert job["last_error"] == "TaskFailedError: boom"
-    outcomes = rows(settings.database_url,
-                    "SELECT outcome, error FROM job_attempts WHERE job_id=%s ORDER BY attempt",
-                    (job_id,))
+    outcomes = rows(
+        settings.database_url,
+        "SELECT outcome, error FROM job_attempts WHERE job_id=%s ORDER BY attempt",
+        (job_id,),
+    )
     assert [o["outcome"] for o in outcomes] == ["failed"] * 3
 
     async def replay() -> object:
@@ -272,11 +329,20 @@ def test_fail_ends_dead_after_three_attempts_and_replay_sends_it_back(settings: 
     assert replayed.status is JobStatus.QUEUED
     assert redis_ids(settings) == 1
     # it runs again with a fresh retry budget: three more attempts, then dead again
-    run(work_until(settings, lambda: rows(
-        settings.database_url, "SELECT 1 FROM jobs WHERE id=%s AND status='dead' AND attempts=6",
-        (job_id,))))
-    assert len(rows(settings.database_url, "SELECT 1 FROM job_attempts WHERE job_id=%s",
-                    (job_id,))) == 6
+    run(
+        work_until(
+            settings,
+            lambda: rows(
+                settings.database_url,
+                "SELECT 1 FROM jobs WHERE id=%s AND status='dead' AND attempts=6",
+                (job_id,),
+            ),
+        )
+    )
+    assert (
+        len(rows(settings.database_url, "SELECT 1 FROM job_attempts WHERE job_id=%s", (job_id,)))
+        == 6
+    )
 
 
 def test_two_concurrent_submits_with_one_idempotency_key_create_one_row(settings: Settings) -> None:
@@ -295,8 +361,9 @@ def test_two_concurrent_submits_with_one_idempotency_key_create_one_row(settings
 
 def test_all_timestamps_are_timezone_aware_utc_from_postgres(settings: Settings) -> None:
     # Even a session in another time zone yields UTC datetimes.
-    tokyo = psycopg.conninfo.make_conninfo(settings.database_url or "",
-                                           options="-c timezone=Asia/Tokyo")
+    tokyo = psycopg.conninfo.make_conninfo(
+        settings.database_url or "", options="-c timezone=Asia/Tokyo"
+    )
     local = settings.model_copy(update={"database_url": tokyo})
 
     async def scenario() -> object:
@@ -307,8 +374,15 @@ def test_all_timestamps_are_timezone_aware_utc_from_postgres(settings: Settings)
             return await svc.get(sub.job_id), await svc.attempts(sub.job_id)
 
     job, attempts = run(scenario())
-    stamps = [job.created_at, job.run_at, job.started_at, job.finished_at, job.updated_at,
-              attempts[0].started_at, attempts[0].finished_at]
+    stamps = [
+        job.created_at,
+        job.run_at,
+        job.started_at,
+        job.finished_at,
+        job.updated_at,
+        attempts[0].started_at,
+        attempts[0].finished_at,
+    ]
     for stamp in stamps:
         assert isinstance(stamp, datetime) and stamp.tzinfo is not None
         assert stamp.utcoffset() == timedelta(0) and stamp.tzinfo is UTC

@@ -11,14 +11,14 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
-
 from asyncz.fleet import handler as fleet_handler
 from asyncz.fleet import invoke as fleet_invoke
 from asyncz.jobs import NewJob
 from asyncz.recovery import handler as recovery_handler
 from asyncz.settings import Settings, get_settings
 from asyncz.worker import handler as worker_handler
+from moto import mock_aws
+
 from tests.apigw import FakeContext
 from tests.conftest import open_service, run, settings_env
 from tests.integration.helpers import rows, status_counts
@@ -28,9 +28,16 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def aws_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
-    for name, value in settings_env(settings.model_copy(update={
-            "fleet_jobs_per_worker": 100, "fleet_max_workers": 5, "publish_gauges": True,
-            "worker_idle_exit_seconds": 1.0})).items():
+    for name, value in settings_env(
+        settings.model_copy(
+            update={
+                "fleet_jobs_per_worker": 100,
+                "fleet_max_workers": 5,
+                "publish_gauges": True,
+                "worker_idle_exit_seconds": 1.0,
+            }
+        )
+    ).items():
         if name.startswith("ASYNCZ_"):
             monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
@@ -47,8 +54,11 @@ def aws_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Set
 def submit(settings: Settings, n: int, task: str = "echo", **payload: Any) -> list[str]:
     async def go() -> list[str]:
         async with open_service(settings) as svc:
-            return [(await svc.submit(NewJob(task=task, payload=dict(payload)))).job_id
-                    for _ in range(n)]
+            return [
+                (await svc.submit(NewJob(task=task, payload=dict(payload)))).job_id
+                for _ in range(n)
+            ]
+
     return run(go())
 
 
@@ -59,12 +69,17 @@ def test_fleet_async_invokes_the_shortfall_of_workers(aws_env: Settings) -> None
     with zipfile.ZipFile(code, "w") as z:
         z.writestr("h.py", "def handler(e, c):\n    return {}\n")
     boto3.client("lambda").create_function(
-        FunctionName=aws_env.worker_function_name, Runtime="python3.12", Role=role,
-        Handler="h.handler", Code={"ZipFile": code.getvalue()})
+        FunctionName=aws_env.worker_function_name,
+        Runtime="python3.12",
+        Role=role,
+        Handler="h.handler",
+        Code={"ZipFile": code.getvalue()},
+    )
     calls: list[dict[str, Any]] = []
     fleet_invoke._client = boto3.client("lambda")
     fleet_invoke._client.meta.events.register(
-        "before-call.lambda.Invoke", lambda params, **_: calls.append(params))
+        "before-call.lambda.Invoke", lambda params, **_: calls.append(params)
+    )
     submit(aws_env, 250)
     out = fleet_handler.handler({}, FakeContext(function_name="asyncz-fleet"))
     assert out == {"backlog": 250, "live_workers": 0, "started": 3}
@@ -92,8 +107,11 @@ def test_worker_handler_takes_no_job_that_would_outlive_the_lambda(aws_env: Sett
 
 def test_recovery_handler_publishes_the_gauges(aws_env: Settings) -> None:
     submit(aws_env, 2)
-    rows(aws_env.database_url, "UPDATE jobs SET status='dead', finished_at=now() WHERE id IN "
-         "(SELECT id FROM jobs LIMIT 1)")
+    rows(
+        aws_env.database_url,
+        "UPDATE jobs SET status='dead', finished_at=now() WHERE id IN "
+        "(SELECT id FROM jobs LIMIT 1)",
+    )
     out = recovery_handler.handler({}, FakeContext(function_name="asyncz-recovery"))
     assert out["gauges"]["DLQDepth"] == 1.0 and out["gauges"]["QueueDepth"] == 1.0
     cw = boto3.client("cloudwatch")

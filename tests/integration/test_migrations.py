@@ -6,28 +6,47 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
+from asyncz.store.migrations import apply_migrations
 from psycopg import sql
 
-from asyncz.store.migrations import apply_migrations
 from tests.conftest import database_url
 from tests.integration.helpers import rows
 
 pytestmark = pytest.mark.integration
 
 EXPECTED_JOBS = {
-    "id": "uuid", "task": "text", "payload": "jsonb", "queue": "text", "priority": "smallint",
-    "status": "text", "attempts": "integer", "attempt_base": "integer", "max_retries": "integer",
-    "timeout_seconds": "integer", "idempotency_key": "text",
-    "run_at": "timestamp with time zone", "lease_token": "uuid", "worker_id": "text",
-    "heartbeat_at": "timestamp with time zone", "cancel_requested": "boolean",
-    "result": "jsonb", "last_error": "text", "created_at": "timestamp with time zone",
-    "started_at": "timestamp with time zone", "finished_at": "timestamp with time zone",
+    "id": "uuid",
+    "task": "text",
+    "payload": "jsonb",
+    "queue": "text",
+    "priority": "smallint",
+    "status": "text",
+    "attempts": "integer",
+    "attempt_base": "integer",
+    "max_retries": "integer",
+    "timeout_seconds": "integer",
+    "idempotency_key": "text",
+    "run_at": "timestamp with time zone",
+    "lease_token": "uuid",
+    "worker_id": "text",
+    "heartbeat_at": "timestamp with time zone",
+    "cancel_requested": "boolean",
+    "result": "jsonb",
+    "last_error": "text",
+    "created_at": "timestamp with time zone",
+    "started_at": "timestamp with time zone",
+    "finished_at": "timestamp with time zone",
     "updated_at": "timestamp with time zone",
 }
 EXPECTED_ATTEMPTS = {
-    "job_id": "uuid", "attempt": "integer", "worker_id": "text",
-    "started_at": "timestamp with time zone", "finished_at": "timestamp with time zone",
-    "outcome": "text", "error": "text", "duration_ms": "integer",
+    "job_id": "uuid",
+    "attempt": "integer",
+    "worker_id": "text",
+    "started_at": "timestamp with time zone",
+    "finished_at": "timestamp with time zone",
+    "outcome": "text",
+    "error": "text",
+    "duration_ms": "integer",
 }
 
 
@@ -37,15 +56,22 @@ def fresh_db() -> str:
     name = "asyncz_migrate_test"
     admin = psycopg.conninfo.make_conninfo(base, dbname="postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return psycopg.conninfo.make_conninfo(base, dbname=name)
 
 
 def columns(url: str, table: str) -> dict[str, str]:
-    return {r["column_name"]: r["data_type"] for r in rows(
-        url, "SELECT column_name, data_type FROM information_schema.columns "
-             "WHERE table_name = %s", (table,))}
+    return {
+        r["column_name"]: r["data_type"]
+        for r in rows(
+            url,
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = %s",
+            (table,),
+        )
+    }
 
 
 def test_concurrent_migrations_apply_once_and_rerun_is_a_no_op(fresh_db: str) -> None:
@@ -60,15 +86,22 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     apply_migrations(fresh_db)
     assert columns(fresh_db, "jobs") == EXPECTED_JOBS
     assert columns(fresh_db, "job_attempts") == EXPECTED_ATTEMPTS
-    indexes = {r["indexname"]: r["indexdef"] for r in rows(
-        fresh_db, "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'jobs'")}
+    indexes = {
+        r["indexname"]: r["indexdef"]
+        for r in rows(
+            fresh_db, "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'jobs'"
+        )
+    }
     assert "WHERE (status = 'queued'::text)" in indexes["jobs_queued_run_at_idx"]
     assert "WHERE (status = 'processing'::text)" in indexes["jobs_processing_heartbeat_idx"]
     assert "WHERE (status = 'dead'::text)" in indexes["jobs_dead_finished_idx"]
     assert any("idempotency_key" in d and "UNIQUE" in d for d in indexes.values())
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
-            conn.execute("INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'weird')")
+            conn.execute(
+                "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'weird')"
+            )
         with pytest.raises(psycopg.errors.CheckViolation):  # processing needs a lease
-            conn.execute("INSERT INTO jobs (id, task, status) "
-                         "VALUES (gen_random_uuid(), 'x', 'processing')")
+            conn.execute(
+                "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'processing')"
+            )

@@ -6,7 +6,6 @@ import statistics
 from datetime import UTC, datetime
 
 import pytest
-
 from asyncz.errors import InvalidCursorError
 from asyncz.jobs import TERMINAL, TRANSITIONS, JobStatus, Lease, can_transition, out_of_retries
 from asyncz.retry import backoff_ceiling, backoff_delay
@@ -26,7 +25,7 @@ def test_lifecycle_transitions_match_the_design() -> None:
     assert not can_transition(JobStatus.DEAD, JobStatus.PROCESSING)
     for terminal in (JobStatus.COMPLETED, JobStatus.CANCELLED):
         assert TRANSITIONS[terminal] == frozenset()
-    assert TERMINAL == {JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED}
+    assert {JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED} == TERMINAL
     assert all(s.terminal == (s in TERMINAL) for s in JobStatus)
 
 
@@ -38,8 +37,18 @@ def test_retry_budget_counts_the_first_run_plus_max_retries() -> None:
 
 
 def test_replay_gives_a_fresh_budget_through_attempt_base() -> None:
-    lease = Lease("j", "t", "echo", {}, "default", 0, attempt=5, attempt_base=3, max_retries=2,
-                  timeout_seconds=1)
+    lease = Lease(
+        "j",
+        "t",
+        "echo",
+        {},
+        "default",
+        0,
+        attempt=5,
+        attempt_base=3,
+        max_retries=2,
+        timeout_seconds=1,
+    )
     assert lease.tries_used == 2 and not out_of_retries(lease.tries_used, lease.max_retries)
 
 
@@ -55,7 +64,7 @@ def test_full_jitter_stays_within_zero_and_the_ceiling() -> None:
     assert backoff_delay(3, 1.0, 30.0, rand=lambda: 1.0) == 4.0
     assert backoff_delay(3, 1.0, 30.0, rand=lambda: 0.5) == 2.0
     samples = [backoff_delay(4, 1.0, 30.0) for _ in range(2000)]
-    assert 0.0 <= min(samples) and max(samples) <= 8.0
+    assert min(samples) >= 0.0 and max(samples) <= 8.0
     # the jitter is spread over the whole range, and mean delays grow with the attempt
     assert 3.0 < statistics.mean(samples) < 5.0
     means = [statistics.mean(backoff_delay(n, 1.0, 30.0) for _ in range(2000)) for n in (1, 2, 3)]
@@ -75,10 +84,13 @@ def test_full_jitter_stays_within_zero_and_the_ceiling() -> None:
         (0, 3, 2, 10, 100, 0),
     ],
 )
-def test_fleet_starts_the_shortfall(backlog: int, live: int, lo: int, hi: int, per: int,
-                                    expected: int) -> None:
-    assert workers_to_start(backlog, live, min_workers=lo, max_workers=hi,
-                            jobs_per_worker=per) == expected
+def test_fleet_starts_the_shortfall(
+    backlog: int, live: int, lo: int, hi: int, per: int, expected: int
+) -> None:
+    assert (
+        workers_to_start(backlog, live, min_workers=lo, max_workers=hi, jobs_per_worker=per)
+        == expected
+    )
 
 
 def test_cursor_round_trip_and_forgeries_are_rejected() -> None:
@@ -86,8 +98,13 @@ def test_cursor_round_trip_and_forgeries_are_rejected() -> None:
     job_id = "0b3c1d9e-7a55-4d7e-9a0e-2b1c3d4e5f60"
     assert decode_cursor(encode_cursor(when, job_id)) == (when, job_id)
     assert decode_cursor(None) is None
-    for forged in ["not base64 !!", "eyJ0Ijoibm9wZSJ9", "e30", "W10",
-                   encode_cursor(datetime(2026, 1, 1), job_id),  # naive time
-                   encode_cursor(when, "'; DROP TABLE jobs; --")]:
+    for forged in [
+        "not base64 !!",
+        "eyJ0Ijoibm9wZSJ9",
+        "e30",
+        "W10",
+        encode_cursor(datetime(2026, 1, 1), job_id),  # naive time
+        encode_cursor(when, "'; DROP TABLE jobs; --"),
+    ]:
         with pytest.raises(InvalidCursorError):
             decode_cursor(forged)

@@ -16,11 +16,12 @@ import pytest
 from asyncz.local.gateway import (
     BadResponseError,
     Gateway,
+    SandboxPool,
     build_event,
     encode_body,
     parse_result,
 )
-from asyncz.local.sandbox import LambdaContext
+from asyncz.local.sandbox import LambdaContext, SandboxTimeoutError
 from fastapi import FastAPI, Request, Response
 from mangum import Mangum
 
@@ -359,3 +360,42 @@ def test_lambda_context_counts_down_and_expires() -> None:
     assert ctx.get_remaining_time_in_millis() < 900_000
     ctx.expire()
     assert ctx.get_remaining_time_in_millis() == 0
+
+
+class _FakeSandbox:
+    """Stands in for a SandboxProcess: answers, or times out (and is then broken)."""
+
+    def __init__(self, name: str, behaviour: str = "ok") -> None:
+        self.name = name
+        self.behaviour = behaviour
+        self.broken = False
+        self.stopped = False
+
+    def invoke(self, event: dict[str, Any], timeout_s: float, **_: Any) -> dict[str, Any]:
+        if self.behaviour == "timeout":
+            self.broken = True
+            raise SandboxTimeoutError(f"{self.name} timed out")
+        return {"ok": True, "result": {"statusCode": 200, "body": self.name}}
+
+    def alive(self) -> bool:
+        return not self.broken
+
+    def stop(self, grace_s: float = 0) -> None:
+        self.stopped = True
+
+
+def test_pool_maps_a_sandbox_timeout_to_504_and_replaces_the_sandbox() -> None:
+    fresh = _FakeSandbox("fresh")
+    slow = _FakeSandbox("slow", "timeout")
+    pool = SandboxPool([slow], respawn=lambda dead: fresh)
+    gateway = Gateway(pool, port=0, access_log=False)
+    gateway.start()
+    try:
+        assert _request(f"{gateway.url}/x")[0] == 504
+        status, _, body = _request(f"{gateway.url}/x")
+        assert (status, body) == (200, b"fresh")
+        assert pool.size == 1
+    finally:
+        gateway.close()
+        pool.close()
+    assert fresh.stopped

@@ -7,8 +7,6 @@ import threading
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
-
 from asyncz.api.guards import json_depth_exceeds
 from asyncz.errors import UnknownTaskError
 from asyncz.settings import Settings, SettingsError
@@ -16,6 +14,7 @@ from asyncz.store.migrations import available_migrations
 from asyncz.store.queries import QUERIES
 from asyncz.tasks.documents import render_email, render_pdf
 from asyncz.tasks.registry import TaskContext, TaskRegistry, load_task_modules, task
+from pydantic import ValidationError
 
 pytestmark = pytest.mark.unit
 
@@ -37,7 +36,7 @@ def test_settings_reject_inconsistent_values() -> None:
 
 
 def test_require_for_names_what_each_function_lacks() -> None:
-    with pytest.raises(SettingsError, match="ASYNCZ_DATABASE_URL.*ASYNCZ_REDIS_URL"):
+    with pytest.raises(SettingsError, match=r"ASYNCZ_DATABASE_URL.*ASYNCZ_REDIS_URL"):
         Settings().require_for("worker")
     base = Settings(database_url="postgresql://x/y", redis_url="redis://z")
     base.require_for("worker")
@@ -96,14 +95,22 @@ def test_rendered_email_and_pdf_are_well_formed() -> None:
     pdf, pages = render_pdf("Title (x)", [f"line {i}" for i in range(100)])
     assert pdf.startswith(b"%PDF-1.4") and pdf.rstrip().endswith(b"%%EOF") and pages == 3
     xref = int(pdf.rsplit(b"startxref\n", 1)[1].split(b"\n")[0])
-    assert pdf[xref:xref + 4] == b"xref"
+    assert pdf[xref : xref + 4] == b"xref"
     assert b"Title \\(x\\)" in pdf
 
 
 def test_named_queries_and_migrations_load_without_a_server() -> None:
-    for name in ("insert_job", "claim_jobs", "heartbeat_jobs", "complete_job",
-                 "finish_failed_job", "recover_stale_leases", "scan_queued", "replay_job"):
-        assert name in QUERIES and "%(" in QUERIES[name] or name == "scan_queued"
+    for name in (
+        "insert_job",
+        "claim_jobs",
+        "heartbeat_jobs",
+        "complete_job",
+        "finish_failed_job",
+        "recover_stale_leases",
+        "scan_queued",
+        "replay_job",
+    ):
+        assert (name in QUERIES and "%(" in QUERIES[name]) or name == "scan_queued"
     assert all("{" not in q for q in QUERIES.values())  # no str.format placeholders in SQL
     versions = [v for v, _ in available_migrations()]
     assert versions == sorted(versions) and versions[0] == "0001_initial"

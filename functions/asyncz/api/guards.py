@@ -1,15 +1,18 @@
-"""Input guards that run before FastAPI parses anything: body size, media type, nesting.
+"""Guards that run before FastAPI parses anything: API key, body size, media type, nesting.
 
-A pure ASGI middleware (cheap per request): it buffers the body once, rejects what must
-never reach the JSON parser, then replays the body downstream.
+A pure ASGI middleware (cheap per request): it checks the key, buffers the body once,
+rejects what must never reach the JSON parser, then replays the body downstream.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_JSON_DEPTH = 64
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 
 
 def json_depth_exceeds(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -37,26 +40,43 @@ def json_depth_exceeds(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 
 async def _reply(send: Send, status: int, code: str, message: str) -> None:
     body = json.dumps({"error": code, "message": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 class InputGuard:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, key_ok: Callable[[str], bool]) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.key_ok = key_ok
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if scope["path"] not in PUBLIC_PATHS:
+            key = headers.get("x-api-key")
+            if not key or not self.key_ok(key):
+                await _reply(send, 401, "unauthorized", "missing or invalid API key (x-api-key)")
+                return
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
-            await _reply(send, 413, "payload_too_large",
-                         f"the body exceeds {self.max_body_bytes} bytes")
+            await _reply(
+                send, 413, "payload_too_large", f"the body exceeds {self.max_body_bytes} bytes"
+            )
             return
         chunks: list[bytes] = []
         size = 0
@@ -66,8 +86,9 @@ class InputGuard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                await _reply(send, 413, "payload_too_large",
-                             f"the body exceeds {self.max_body_bytes} bytes")
+                await _reply(
+                    send, 413, "payload_too_large", f"the body exceeds {self.max_body_bytes} bytes"
+                )
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
@@ -75,8 +96,9 @@ class InputGuard:
         if body.strip():
             media = headers.get("content-type", "").split(";")[0].strip().lower()
             if media != "application/json" and not media.endswith("+json"):
-                await _reply(send, 415, "unsupported_media_type",
-                             "send the body as application/json")
+                await _reply(
+                    send, 415, "unsupported_media_type", "send the body as application/json"
+                )
                 return
             try:
                 body.decode("utf-8")
@@ -84,8 +106,9 @@ class InputGuard:
                 await _reply(send, 422, "invalid_utf8", "the body is not valid UTF-8")
                 return
             if json_depth_exceeds(body):
-                await _reply(send, 422, "json_too_deep",
-                             f"JSON nests deeper than {MAX_JSON_DEPTH} levels")
+                await _reply(
+                    send, 422, "json_too_deep", f"JSON nests deeper than {MAX_JSON_DEPTH} levels"
+                )
                 return
         sent = False
 

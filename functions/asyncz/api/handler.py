@@ -14,7 +14,7 @@ from mangum import Mangum
 
 from asyncz import runtime
 from asyncz.api.app import Waker, create_app
-from asyncz.observability import PowertoolsMetricsSink, logger, metrics, tracer
+from asyncz.observability import PowertoolsMetricsSink, lambda_entry
 from asyncz.settings import Settings, get_settings
 
 _adapter: Mangum | None = None
@@ -41,10 +41,7 @@ def build_adapter(settings: Settings) -> Mangum:
     return Mangum(app, lifespan="off")
 
 
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST,
-                              clear_state=True)
+@lambda_entry(correlation_paths.API_GATEWAY_REST)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _adapter
     if _adapter is None:

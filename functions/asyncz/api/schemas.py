@@ -18,12 +18,14 @@ class SubmitJob(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task: str | None = Field(default=None, min_length=1, max_length=200,
-                             pattern=r"^[A-Za-z0-9_.:\-]+$")
+    task: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$"
+    )
     payload: dict[str, Any] = Field(default_factory=dict)
     queue: str = Field(default="default", pattern=NAME_PATTERN)
-    priority: int = Field(default=0, ge=PRIORITY_MIN, le=PRIORITY_MAX,
-                          description="higher runs first")
+    priority: int = Field(
+        default=0, ge=PRIORITY_MIN, le=PRIORITY_MAX, description="higher runs first"
+    )
     max_retries: int | None = Field(default=None, ge=0, le=20)
     timeout_seconds: int | None = Field(default=None, ge=1, le=86_400)
     delay_seconds: float | None = Field(default=None, ge=0, le=365 * 86_400)
@@ -77,13 +79,26 @@ class JobOut(BaseModel):
     @classmethod
     def of(cls, job: Job) -> JobOut:
         return cls(
-            job_id=job.id, task=job.task, queue=job.queue, priority=job.priority,
-            status=job.status.value, attempts=job.attempts, max_retries=job.max_retries,
-            timeout_seconds=job.timeout_seconds, payload=job.payload, result=job.result,
-            last_error=job.last_error, idempotency_key=job.idempotency_key,
-            cancel_requested=job.cancel_requested, worker_id=job.worker_id, run_at=job.run_at,
-            created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
-            updated_at=job.updated_at, heartbeat_at=job.heartbeat_at,
+            job_id=job.id,
+            task=job.task,
+            queue=job.queue,
+            priority=job.priority,
+            status=job.status.value,
+            attempts=job.attempts,
+            max_retries=job.max_retries,
+            timeout_seconds=job.timeout_seconds,
+            payload=job.payload,
+            result=job.result,
+            last_error=job.last_error,
+            idempotency_key=job.idempotency_key,
+            cancel_requested=job.cancel_requested,
+            worker_id=job.worker_id,
+            run_at=job.run_at,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            updated_at=job.updated_at,
+            heartbeat_at=job.heartbeat_at,
         )
 
 
@@ -103,9 +118,15 @@ class AttemptOut(BaseModel):
 
     @classmethod
     def of(cls, a: Attempt) -> AttemptOut:
-        return cls(attempt=a.attempt, worker_id=a.worker_id, started_at=a.started_at,
-                   finished_at=a.finished_at, outcome=a.outcome.value if a.outcome else None,
-                   error=a.error, duration_ms=a.duration_ms)
+        return cls(
+            attempt=a.attempt,
+            worker_id=a.worker_id,
+            started_at=a.started_at,
+            finished_at=a.finished_at,
+            outcome=a.outcome.value if a.outcome else None,
+            error=a.error,
+            duration_ms=a.duration_ms,
+        )
 
 
 class AttemptList(BaseModel):

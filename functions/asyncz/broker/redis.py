@@ -9,9 +9,10 @@ Keys (``{prefix}`` defaults to ``asyncz``; the hash tag keeps a queue's two sets
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -48,10 +49,12 @@ class RedisBroker:
         self._prefix = prefix
         source = resources.files("asyncz.broker").joinpath("promote.lua").read_text("utf-8")
         self._promote = client.register_script(source)
+        self._known: set[str] = set()  # queue names already in the queues set
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: str, password: str | None = None,
-                 socket_timeout: float = 5.0) -> RedisBroker:
+    def from_url(
+        cls, url: str, *, prefix: str, password: str | None = None, socket_timeout: float = 5.0
+    ) -> RedisBroker:
         """Build the broker; redis-py connects lazily at the first command."""
         client = aioredis.Redis.from_url(
             url,
@@ -82,33 +85,54 @@ class RedisBroker:
     def _workers_key(self) -> str:
         return f"{self._prefix}:workers"
 
-    async def enqueue(self, items: Iterable[Dispatch]) -> int:
-        """``ZADD NX`` every item (idempotent); returns how many were new."""
-        items = list(items)
+    def _add(self, target: Any, it: Dispatch) -> Any:
+        if it.due:
+            return target.zadd(
+                self.ready_key(it.queue),
+                {it.job_id: ready_score(it.priority, it.run_at_ms)},
+                nx=True,
+            )
+        return target.zadd(
+            self.delayed_key(it.queue), {f"{it.priority}|{it.job_id}": it.run_at_ms}, nx=True
+        )
+
+    async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
+        """``ZADD NX`` every item (idempotent); returns how many were new.
+
+        Queue names go to the ``queues`` set the first time this broker sees them (or always
+        with ``register``, which recovery uses: a FLUSHALL empties that set too). One item
+        to a known queue is one round trip with no pipeline: the submit hot path.
+        """
         if not items:
             return 0
+        fresh = (
+            {it.queue for it in items}
+            if register
+            else {it.queue for it in items if it.queue not in self._known}
+        )
         with _guard():
+            if len(items) == 1 and not fresh:
+                return int(await self._add(self._r, items[0]))
             async with self._r.pipeline(transaction=False) as pipe:
                 for it in items:
-                    if it.due:
-                        pipe.zadd(self.ready_key(it.queue),
-                                  {it.job_id: ready_score(it.priority, it.run_at_ms)}, nx=True)
-                    else:
-                        pipe.zadd(self.delayed_key(it.queue),
-                                  {f"{it.priority}|{it.job_id}": it.run_at_ms}, nx=True)
-                pipe.sadd(self._queues_key, *{it.queue for it in items})
+                    self._add(pipe, it)
+                if fresh:
+                    pipe.sadd(self._queues_key, *fresh)
                 results = await pipe.execute()
-        return sum(int(r) for r in results[:-1])
+        self._known |= fresh
+        return sum(int(r) for r in results[: len(items)])
 
     async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int:
         """Move due delayed ids to ready (Lua, atomic per queue); returns how many moved."""
         moved = 0
         with _guard():
             for q in queues:
-                moved += int(await self._promote(
-                    keys=[self.delayed_key(q), self.ready_key(q)],
-                    args=[limit, PRIORITY_MAX, SCORE_SCALE],
-                ))
+                moved += int(
+                    await self._promote(
+                        keys=[self.delayed_key(q), self.ready_key(q)],
+                        args=[limit, PRIORITY_MAX, SCORE_SCALE],
+                    )
+                )
         return moved
 
     async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]:
@@ -119,16 +143,16 @@ class RedisBroker:
             first = await self._r.bzpopmin(keys, timeout=max(timeout, 0.01))
             if first is None:
                 return []
-            key, member, _ = first
+            key, member = str(first[0]), str(first[1])
             ids = [member]
             if max_items > 1:
                 more = await self._r.zpopmin(key, max_items - 1)
-                ids.extend(m for m, _ in more)
+                ids.extend(str(pair[0]) for pair in more)
         return ids
 
     async def known_queues(self) -> list[str]:
         with _guard():
-            return sorted(await self._r.smembers(self._queues_key))
+            return sorted(str(q) for q in await self._r.smembers(self._queues_key))
 
     async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]:
         """``{queue: (ready, delayed)}``."""
@@ -160,8 +184,11 @@ class RedisBroker:
     async def try_lock(self, name: str, ttl_seconds: float) -> bool:
         """A best-effort, expiring mutex (``SET NX PX``), e.g. so a burst wakes one worker."""
         with _guard():
-            return bool(await self._r.set(f"{self._prefix}:lock:{name}", "1", nx=True,
-                                          px=int(ttl_seconds * 1000)))
+            return bool(
+                await self._r.set(
+                    f"{self._prefix}:lock:{name}", "1", nx=True, px=int(ttl_seconds * 1000)
+                )
+            )
 
     async def ping(self) -> None:
         with _guard():

@@ -7,9 +7,10 @@ from typing import Any
 
 from asyncz import runtime
 from asyncz.fleet.invoke import invoke_worker
-from asyncz.observability import logger, metrics, tracer
+from asyncz.observability import lambda_entry, logger, metrics
 from asyncz.scaling import workers_to_start
 from asyncz.settings import get_settings
+
 
 async def _plan() -> tuple[int, int, int]:
     settings = get_settings()
@@ -34,9 +35,7 @@ def scale(invoke: Callable[[], None]) -> dict[str, int]:
     return {"backlog": backlog, "live_workers": live, "started": start}
 
 
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
-@logger.inject_lambda_context(clear_state=True)
+@lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     settings = get_settings().require_for("fleet")
     name = settings.worker_function_name

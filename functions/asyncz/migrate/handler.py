@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from asyncz.connections import database_conninfo
-from asyncz.observability import logger
+from asyncz.observability import lambda_entry, logger
 from asyncz.settings import get_settings
 from asyncz.store.migrations import apply_migrations
 
 
-@logger.inject_lambda_context
+@lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     settings = get_settings().require_for("migrate")
     # Right after a fresh deploy the proxy's targets may still be registering.

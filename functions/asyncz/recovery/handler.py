@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from asyncz import runtime
-from asyncz.observability import PowertoolsMetricsSink, logger, metrics, tracer
+from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger
 from asyncz.settings import Settings, get_settings
 
 
@@ -38,9 +38,7 @@ async def _recover() -> dict[str, Any]:
     }
 
 
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
-@logger.inject_lambda_context(clear_state=True)
+@lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     summary = runtime.run(_recover())
     logger.info("recovery finished", extra=summary)

@@ -233,7 +233,10 @@ class PostgresStore:
         """Renew leases; returns ``{job_id: cancel_requested}`` for those still held."""
         rows = await self._rows(
             "heartbeat_jobs",
-            {"ids": [lease.job_id for lease in leases], "tokens": [lease.token for lease in leases]},
+            {
+                "ids": [lease.job_id for lease in leases],
+                "tokens": [lease.token for lease in leases],
+            },
         )
         return {str(r["id"]): r["cancel_requested"] for r in rows}
 

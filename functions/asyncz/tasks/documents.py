@@ -45,7 +45,7 @@ def render_pdf(title: str, lines: list[str], lines_per_page: int = 48) -> tuple[
     kids = " ".join(f"{p} 0 R" for p in page_ids)
     objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(page_ids)} >>".encode())
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    for pid, (cid, stream) in zip(page_ids, content, strict=True):
+    for cid, stream in content:
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents {cid} 0 R "
             f"/Resources << /Font << /F1 {font_id} 0 R >> >> >>".encode()
@@ -59,5 +59,8 @@ def render_pdf(title: str, lines: list[str], lines_per_page: int = 48) -> tuple[
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
     return bytes(out), len(pages)

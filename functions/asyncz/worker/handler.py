@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from asyncz import runtime
-from asyncz.observability import PowertoolsMetricsSink, logger, metrics, tracer
+from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger, metrics
 from asyncz.settings import get_settings
 from asyncz.worker.loop import WorkerLoop, new_worker_id
 
@@ -27,9 +27,7 @@ async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return await loop.run()
 
 
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
-@logger.inject_lambda_context(clear_state=True)
+@lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     summary = runtime.run(_work(event or {}, context))
     logger.info("worker finished", extra=summary)

@@ -156,7 +156,8 @@ class WorkerLoop:
                 free = self.concurrency - len(self.running)
                 if free <= 0:
                     await asyncio.wait(
-                        [r.task for r in self.running.values() if r.task], timeout=1.0,
+                        [r.task for r in self.running.values() if r.task],
+                        timeout=1.0,
                         return_when=asyncio.FIRST_COMPLETED,
                     )
                     continue
@@ -183,7 +184,10 @@ class WorkerLoop:
                         self._start(lease)
                 elif self.running:
                     idle_since = time.monotonic()
-                elif self.idle_exit_seconds and time.monotonic() - idle_since >= self.idle_exit_seconds:
+                elif (
+                    self.idle_exit_seconds
+                    and time.monotonic() - idle_since >= self.idle_exit_seconds
+                ):
                     reason = "idle"
                     break
             self.stats.stopped_because = reason

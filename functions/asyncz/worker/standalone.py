@@ -18,7 +18,9 @@ from asyncz.settings import get_settings
 from asyncz.worker.loop import WorkerLoop, new_worker_id
 
 
-async def work(seconds: float, idle_exit: float | None, concurrency: int | None) -> dict[str, object]:
+async def work(
+    seconds: float, idle_exit: float | None, concurrency: int | None
+) -> dict[str, object]:
     settings = get_settings().require_for("worker")
     service = await runtime.build_service(settings, pool_max=max(settings.db_pool_max, 3))
     stop = asyncio.Event()
@@ -43,12 +45,19 @@ async def work(seconds: float, idle_exit: float | None, concurrency: int | None)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="asyncz-worker", description=__doc__)
     parser.add_argument("--seconds", type=float, default=3600.0, help="run at most this long")
-    parser.add_argument("--idle-exit", type=float, default=None,
-                        help="leave after this many seconds with no job (0 = never)")
+    parser.add_argument(
+        "--idle-exit",
+        type=float,
+        default=None,
+        help="leave after this many seconds with no job (0 = never)",
+    )
     parser.add_argument("--concurrency", type=int, default=None)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
     summary = asyncio.run(work(args.seconds, args.idle_exit, args.concurrency))
     print(json.dumps(summary), flush=True)
     return 0
