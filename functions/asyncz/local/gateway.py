@@ -207,14 +207,29 @@ class ApiBackend(Protocol):
 
 
 class SandboxPool:
-    """N api sandboxes; each takes one request at a time, like Lambda execution environments."""
+    """Api sandboxes; each takes one request at a time, like Lambda execution environments."""
 
     def __init__(self, sandboxes: list[Any], respawn: Callable[[Any], Any]) -> None:
         self._idle: queue.Queue[Any] = queue.Queue()
         self._respawn = respawn
-        self.size = len(sandboxes)
+        self._lock = threading.Lock()
+        self._all: list[Any] = []
+        self._closed = False
         for sandbox in sandboxes:
-            self._idle.put(sandbox)
+            self.add(sandbox)
+
+    @property
+    def size(self) -> int:
+        return len(self._all)
+
+    def add(self, sandbox: Any) -> None:
+        """Make one more (initialised) sandbox available."""
+        with self._lock:
+            if self._closed:
+                sandbox.stop(grace_s=0)
+                return
+            self._all.append(sandbox)
+        self._idle.put(sandbox)
 
     def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         started = time.monotonic()
@@ -229,16 +244,19 @@ class SandboxPool:
             )
             return reply
         finally:
-            if not sandbox.alive():
-                sandbox = self._respawn(sandbox)
-            self._idle.put(sandbox)
+            if not sandbox.alive():  # crashed or timed out: a fresh one takes its place
+                with self._lock:
+                    self._all.remove(sandbox)
+                self.add(self._respawn(sandbox))
+            else:
+                self._idle.put(sandbox)
 
     def close(self) -> None:
-        while True:
-            try:
-                self._idle.get_nowait().stop(grace_s=2)
-            except queue.Empty:
-                return
+        with self._lock:
+            self._closed = True
+            sandboxes, self._all = self._all, []
+        for sandbox in sandboxes:
+            sandbox.stop(grace_s=2)
 
 
 # --------------------------------------------------------------------------- HTTP server

@@ -193,6 +193,10 @@ class SandboxError(RuntimeError):
     """A sandbox failed to start, crashed, or timed out."""
 
 
+class SandboxTimeoutError(SandboxError, TimeoutError):
+    """An invocation outlived the time the caller would wait for it."""
+
+
 class SandboxProcess:
     """Parent-side handle of one sandbox process; :meth:`invoke` runs one invocation in it."""
 
@@ -214,6 +218,7 @@ class SandboxProcess:
         self.invocations = 0
         self.last_used = time.monotonic()
         self.broken = False
+        self.ready = False
         self.process.start()
         child.close()
 
@@ -225,12 +230,13 @@ class SandboxProcess:
             raise SandboxError(
                 f"{self.spec.name} failed to initialise: {msg.get('error')}\n{msg.get('trace', '')}"
             )
+        self.ready = True
         return float(msg.get("init_ms", 0.0))
 
     def _recv(self, timeout: float) -> dict[str, Any]:
         if not self._conn.poll(timeout):
             self.broken = True
-            raise SandboxError(f"{self.spec.name} timed out after {timeout:.0f}s")
+            raise SandboxTimeoutError(f"{self.spec.name} timed out after {timeout:.0f}s")
         try:
             msg: dict[str, Any] = self._conn.recv()
         except (EOFError, OSError) as exc:

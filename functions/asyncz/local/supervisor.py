@@ -191,13 +191,11 @@ class WorkerFleet:
         try:
             if sandbox is None:
                 sandbox = self._spawn()
-                with self._lock:
-                    self._busy.add(sandbox)
+            with self._lock:
+                self._busy.add(sandbox)
+            if not sandbox.ready:
                 init_ms = sandbox.wait_ready()
                 log_line("sandbox", "INIT", sandbox=sandbox.spec.name, init_ms=init_ms)
-            else:
-                with self._lock:
-                    self._busy.add(sandbox)
             while not self.stopping.is_set():
                 self._invoke_once(sandbox)
                 if not sandbox.alive():
@@ -212,6 +210,8 @@ class WorkerFleet:
                 log_line("sandbox", f"worker sandbox failed: {exc}", "ERROR")
             if sandbox is not None:
                 sandbox.stop(grace_s=0)
+                with self._lock:
+                    self._busy.discard(sandbox)
             if repeat and not self.stopping.wait(1.0):
                 self.invoke(repeat=True)  # keep the fixed count
             sandbox = None
@@ -221,6 +221,14 @@ class WorkerFleet:
                     self._busy.discard(sandbox)
                     if sandbox.alive() and not self.stopping.is_set():
                         self._idle.append(sandbox)  # warm for the next invocation
+
+    def prewarm(self) -> None:
+        """Start one worker sandbox's init before the first invocation (a dev convenience);
+        the invocation that takes it waits for the rest of its init."""
+        with self._lock:
+            if self.stopping.is_set() or self._idle or self._busy:
+                return
+            self._idle.append(self._spawn())
 
     def _replace(self, dead: SandboxProcess) -> SandboxProcess:
         with self._lock:
@@ -317,7 +325,8 @@ class Schedule:
                     trace=reply.get("trace"),
                 )
             except SandboxError as exc:
-                log_line(self.name, f"invocation failed: {exc}", "ERROR")
+                if not self.stopping.is_set():
+                    log_line(self.name, f"invocation failed: {exc}", "ERROR")
             self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     def stop(self, grace_s: float) -> None:
@@ -435,6 +444,8 @@ class DevRunner:
         if opts.workers:
             for _ in range(opts.workers):
                 fleet.invoke(repeat=True)
+        else:
+            threading.Thread(target=fleet.prewarm, name="prewarm", daemon=True).start()
         self._cleanups.append(lambda: fleet.stop(opts.shutdown_grace_s))
 
         def sandbox(name: str, handler: str, kind: str = "plain") -> Callable[[], SandboxProcess]:
@@ -489,15 +500,10 @@ class DevRunner:
             return SandboxProcess(spec())
 
         started = time.monotonic()
-        sandboxes = [make() for _ in range(max(1, opts.api_sandboxes))]
-        for sb in sandboxes:
-            sb.wait_ready()
-        log_line(
-            "supervisor",
-            "api sandboxes ready",
-            count=len(sandboxes),
-            ms=round((time.monotonic() - started) * 1000),
-        )
+        # Serve as soon as one sandbox is initialised (cold imports take ~2 s of CPU each; on
+        # a small machine starting them together delays the first); the rest join later.
+        first = make()
+        first.wait_ready()
 
         def respawn(dead: Any) -> Any:
             log_line("gateway", f"api sandbox {dead.spec.name} died: starting another", "WARNING")
@@ -506,7 +512,27 @@ class DevRunner:
             fresh.wait_ready()
             return fresh
 
-        pool = SandboxPool(sandboxes, respawn)
+        pool = SandboxPool([first], respawn)
+
+        def join_rest() -> None:
+            for _ in range(max(1, opts.api_sandboxes) - 1):
+                if self.stopping.is_set():
+                    return
+                sb = make()
+                try:
+                    sb.wait_ready()
+                    pool.add(sb)
+                except SandboxError as exc:
+                    log_line("supervisor", f"api sandbox failed: {exc}", "ERROR")
+                    sb.stop(grace_s=0)
+            log_line(
+                "supervisor",
+                "api sandboxes ready",
+                count=pool.size,
+                ms=round((time.monotonic() - started) * 1000),
+            )
+
+        threading.Thread(target=join_rest, name="api-sandboxes", daemon=True).start()
         self._cleanups.append(pool.close)
         return pool
 
@@ -553,6 +579,11 @@ class DevRunner:
             except Exception as exc:  # noqa: BLE001 - keep stopping the rest
                 log_line("supervisor", f"error while stopping: {exc}", "ERROR")
         self._cleanups.clear()
+        import multiprocessing
+
+        for child in multiprocessing.active_children():  # a sandbox still initialising
+            child.kill()
+            child.join(2)
         log_line("supervisor", "stopped")
 
 
