@@ -45,10 +45,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def _reply(self, status: int, body: dict[str, Any] | None = None) -> None:
+    def _reply(self, status: int, body: dict[str, Any] | None = None, error: str = "") -> None:
         payload = json.dumps(body).encode() if body is not None else b""
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        if error:  # how botocore learns the exception class
+            self.send_header("X-Amzn-ErrorType", error)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -60,12 +62,12 @@ class _Handler(BaseHTTPRequestHandler):
         name = function_name_of(self.path)
         start = self.server.functions.get(name or "")
         if start is None:
-            self._reply(404, {"Type": "User", "message": f"Function not found: {name}"})
+            message = f"Function not found: {name}"
+            self._reply(404, {"Type": "User", "message": message}, "ResourceNotFoundException")
             return
         if (self.headers.get("X-Amz-Invocation-Type") or "RequestResponse") != "Event":
-            self._reply(
-                400, {"Type": "User", "message": "only InvocationType=Event is supported locally"}
-            )
+            message = "only InvocationType=Event is supported locally"
+            self._reply(400, {"Type": "User", "message": message}, "InvalidParameterValueException")
             return
         log_line("lambda", "async invoke", function=name)
         start()

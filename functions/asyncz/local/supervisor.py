@@ -176,7 +176,7 @@ class WorkerFleet:
         with self._lock:
             if self.stopping.is_set():
                 return False
-            if len(self._busy) >= self.opts.max_worker_sandboxes:
+            if len(self._busy) >= max(self.opts.max_worker_sandboxes, self.opts.workers or 0):
                 log_line("fleet", "worker invocation throttled: all sandboxes busy", "WARNING")
                 return False
             sandbox = self._idle.pop() if self._idle else None
@@ -436,8 +436,6 @@ class DevRunner:
         self._cleanups.append(endpoint.close)
         env = sandbox_env(urls, api_key, endpoint.url)
         fleet.env = env
-        # Settings are read from os.environ in thread mode (handlers run in this process).
-        os.environ.update(env)
 
         backend = self._api_backend(env)
         gateway.server.backend = backend

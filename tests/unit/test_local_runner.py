@@ -1,0 +1,197 @@
+"""Pieces of ``asyncz dev`` without servers: sandbox processes, the local Lambda Invoke
+endpoint (driven by real boto3), the API key and the sandbox environment."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from asyncz.local.embedded import ServerUrls
+from asyncz.local.lambda_endpoint import LambdaEndpoint, function_name_of
+from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec
+from asyncz.local.supervisor import default_data_dir, resolve_api_key, sandbox_env
+from botocore.config import Config
+
+pytestmark = pytest.mark.unit
+
+HERE = "tests.unit.test_local_runner"
+
+
+# Handlers the sandbox processes import by dotted path.
+def echo_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return {
+        "event": event,
+        "request_id": context.aws_request_id,
+        "function_name": context.function_name,
+        "remaining_ms": context.get_remaining_time_in_millis(),
+        "env": os.environ.get("LOCAL_RUNNER_TEST"),
+        "pid": os.getpid(),
+    }
+
+
+def until_deadline_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    while context.get_remaining_time_in_millis() > 0:
+        time.sleep(0.01)
+    return {"stopped": True}
+
+
+def crash_handler(event: dict[str, Any], context: Any) -> None:
+    os._exit(3)
+
+
+def scale(invoke: Callable[[], None]) -> dict[str, int]:
+    invoke()
+    invoke()
+    return {"started": 2}
+
+
+def _sandbox(handler: str, kind: str = "plain", **kw: Any) -> SandboxProcess:
+    spec = SandboxSpec(
+        name="t-1",
+        function_name="asyncz-local-test",
+        handler=f"{HERE}.{handler}",
+        kind=kind,
+        env={"LOCAL_RUNNER_TEST": "yes"},
+    )
+    sandbox = SandboxProcess(spec, **kw)
+    sandbox.wait_ready(60)
+    return sandbox
+
+
+def test_sandbox_runs_invocations_warm_with_a_lambda_context() -> None:
+    sandbox = _sandbox("echo_handler")
+    try:
+        first = sandbox.invoke({"a": 1}, 900, request_id="req-1")
+        second = sandbox.invoke({"a": 2}, 30)
+    finally:
+        sandbox.stop(grace_s=2)
+    assert first["ok"] and second["ok"]
+    assert first["result"]["event"] == {"a": 1}
+    assert first["result"]["request_id"] == "req-1"
+    assert first["result"]["function_name"] == "asyncz-local-test"
+    assert 899_000 < first["result"]["remaining_ms"] <= 900_000
+    assert second["result"]["remaining_ms"] <= 30_000
+    assert first["result"]["env"] == "yes"
+    assert first["result"]["pid"] == second["result"]["pid"] != os.getpid()  # same warm sandbox
+
+
+def test_sigterm_brings_the_deadline_forward_so_the_handler_returns() -> None:
+    sandbox = _sandbox("until_deadline_handler")
+    import threading
+
+    replies: list[dict[str, Any]] = []
+    worker = threading.Thread(target=lambda: replies.append(sandbox.invoke({}, 900)))
+    worker.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    sandbox.stop(grace_s=10)
+    worker.join(10)
+    assert time.monotonic() - started < 5
+    assert replies == [{"type": "result", "ok": True, "result": {"stopped": True}}]
+    assert sandbox.process.exitcode == 0
+
+
+def test_a_crashed_sandbox_is_reported_and_marked_dead() -> None:
+    sandbox = _sandbox("crash_handler")
+    with pytest.raises(SandboxError, match="died"):
+        sandbox.invoke({}, 30)
+    assert not sandbox.alive()
+    sandbox.stop(grace_s=0)
+
+
+def test_an_init_failure_is_reported() -> None:
+    spec = SandboxSpec(name="t-2", function_name="f", handler=f"{HERE}.no_such_handler")
+    sandbox = SandboxProcess(spec)
+    with pytest.raises(SandboxError, match="failed to initialise"):
+        sandbox.wait_ready(60)
+    sandbox.stop(grace_s=0)
+
+
+def test_fleet_sandbox_asks_the_runner_for_each_worker_invocation() -> None:
+    asked: list[int] = []
+    sandbox = _sandbox("scale", kind="fleet", on_invoke_worker=lambda: asked.append(1))
+    try:
+        reply = sandbox.invoke({}, 60)
+    finally:
+        sandbox.stop(grace_s=2)
+    assert reply["result"] == {"started": 2}
+    assert asked == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/2015-03-31/functions/asyncz-local-worker/invocations", "asyncz-local-worker"),
+        ("/2015-03-31/functions/asyncz-local-worker:live/invocations", "asyncz-local-worker"),
+        (
+            "/2015-03-31/functions/arn%3Aaws%3Alambda%3Aus-east-1%3A000000000000%3Afunction"
+            "%3Aasyncz-local-worker/invocations",
+            "asyncz-local-worker",
+        ),
+        ("/2015-03-31/functions/x/configuration", None),
+        ("/jobs", None),
+    ],
+)
+def test_function_name_of(path: str, name: str | None) -> None:
+    assert function_name_of(path) == name
+
+
+def test_boto3_async_invoke_reaches_the_local_endpoint() -> None:
+    started: list[int] = []
+    endpoint = LambdaEndpoint({"asyncz-local-worker": lambda: started.append(1)})
+    endpoint.start()
+    try:
+        client = boto3.client(
+            "lambda",
+            endpoint_url=endpoint.url,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+            config=Config(retries={"max_attempts": 1}),
+        )
+        resp = client.invoke(
+            FunctionName="asyncz-local-worker", InvocationType="Event", Payload=b"{}"
+        )
+        assert resp["StatusCode"] == 202
+        assert started == [1]
+        with pytest.raises(client.exceptions.ResourceNotFoundException):
+            client.invoke(FunctionName="nope", InvocationType="Event", Payload=b"{}")
+    finally:
+        endpoint.close()
+
+
+def test_api_key_comes_from_env_or_is_generated_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASYNCZ_DEV_API_KEY", "given")
+    assert resolve_api_key(tmp_path) == ("given", "ASYNCZ_DEV_API_KEY")
+    assert not (tmp_path / "api-key").exists()
+    monkeypatch.delenv("ASYNCZ_DEV_API_KEY")
+    key, source = resolve_api_key(tmp_path)
+    assert source.endswith("(generated)") and len(key) > 30
+    assert stat.S_IMODE((tmp_path / "api-key").stat().st_mode) == 0o600
+    assert resolve_api_key(tmp_path) == (key, str(tmp_path / "api-key"))
+
+
+def test_sandbox_env_accepts_the_key_and_keeps_aws_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASYNCZ_PUBLISH_GAUGES", raising=False)
+    urls = ServerUrls("postgresql://p@h/db", "redis://h:1/0", True, True)
+    env = sandbox_env(urls, "k", "http://127.0.0.1:9")
+    assert env["ASYNCZ_API_KEY_HASHES"] == hashlib.sha256(b"k").hexdigest()
+    assert env["ASYNCZ_DATABASE_URL"] == "postgresql://p@h/db"
+    assert env["ASYNCZ_PUBLISH_GAUGES"] == "false"
+    assert env["AWS_ENDPOINT_URL_LAMBDA"] == "http://127.0.0.1:9"
+    assert env["ASYNCZ_WORKER_FUNCTION_NAME"] == "asyncz-local-worker"
+
+
+def test_default_data_dir_is_in_the_project_root(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert default_data_dir(tmp_path / "a" / "b") == tmp_path.resolve() / ".asyncz"
