@@ -19,18 +19,44 @@ for arg in "$@"; do
 done
 
 STACK="${ASYNCZ_LS_STACK:-AsyncZ-local-Service}"
-export PGOPTIONS="-c client_min_messages=warning"
-PG_ADMIN_URL="${ASYNCZ_LS_PG_ADMIN_URL:-postgresql://postgres@127.0.0.1:5432/postgres}"
 DB_NAME="${ASYNCZ_LS_DB_NAME:-asyncz_localstack}"
 REDIS_DB="${ASYNCZ_LS_REDIS_DB:-2}"
+export PGOPTIONS="-c client_min_messages=warning"
 
 ls_healthy || ls_die "LocalStack does not answer at $LS_URL: run localstack/start.sh first"
 mode="$(cat "$LS_MODEFILE" 2>/dev/null || echo host)"
-# Host processes reach the host's services on 127.0.0.1; Docker Lambda containers cannot.
-svc_host=127.0.0.1
+
+# Postgres and Redis: the servers scripts/test found (ASYNCZ_TEST_DATABASE_URL /
+# ASYNCZ_TEST_REDIS_URL, maybe embedded ones), else the system servers on 127.0.0.1.
+# Host processes reach them on their own address; Docker Lambda containers cannot, and
+# use host.docker.internal instead.
+svc_host=""
 [[ "$mode" == docker ]] && svc_host="${ASYNCZ_LS_SERVICES_HOST:-host.docker.internal}"
-DATABASE_URL="postgresql://postgres@$svc_host:5432/$DB_NAME"
-REDIS_URL="redis://$svc_host:6379/$REDIS_DB"
+eval "$("$LS_REPO/.venv/bin/python" - "$DB_NAME" "$REDIS_DB" "$svc_host" <<'PY'
+import os, shlex, sys
+from urllib.parse import urlsplit, urlunsplit
+
+db_name, redis_db, svc_host = sys.argv[1:]
+pg = urlsplit(os.environ.get("ASYNCZ_TEST_DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres")
+rd = urlsplit(os.environ.get("ASYNCZ_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0")
+
+def with_host(parts, host):
+    if not host:
+        return parts
+    netloc = parts.netloc.rsplit("@", 1)
+    hostport = netloc[-1].replace(parts.hostname, host, 1)
+    return parts._replace(netloc="@".join([*netloc[:-1], hostport]))
+
+values = {
+    "PG_ADMIN_URL": os.environ.get("ASYNCZ_LS_PG_ADMIN_URL") or urlunsplit(pg._replace(path="/postgres")),
+    "DATABASE_URL": urlunsplit(with_host(pg._replace(path=f"/{db_name}"), svc_host)),
+    "REDIS_ADMIN_URL": urlunsplit(rd._replace(path=f"/{redis_db}")),
+    "REDIS_URL": urlunsplit(with_host(rd._replace(path=f"/{redis_db}"), svc_host)),
+}
+for key, value in values.items():
+    print(f"{key}={shlex.quote(value)}")
+PY
+)"
 
 t0=$SECONDS
 phase() { ls_log "$1 ($((SECONDS - t0)) s)"; }
@@ -46,7 +72,7 @@ if [[ "$(psql -d "$PG_ADMIN_URL" -tAc "SELECT 1 FROM pg_database WHERE datname =
 fi
 if (( fresh )); then
     command -v redis-cli >/dev/null || ls_die "redis-cli not found"
-    [[ "$(redis-cli -h 127.0.0.1 -n "$REDIS_DB" FLUSHDB)" == OK ]] || ls_die "Redis does not answer at 127.0.0.1:6379"
+    [[ "$(redis-cli -u "$REDIS_ADMIN_URL" FLUSHDB)" == OK ]] || ls_die "Redis does not answer at $REDIS_ADMIN_URL"
 fi
 phase "database $DB_NAME ready$( ((fresh)) && echo ' (fresh)')"
 

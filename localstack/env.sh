@@ -27,6 +27,12 @@ export AWS_PAGER=""
 ls_log() { printf '[localstack %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 ls_die() { printf '\n[localstack] ERROR: %s\n' "$*" >&2; exit 1; }
 
+# A process that exists and is not a zombie (exited, waiting for init to reap it).
+ls_alive() {
+    local stat; stat="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
+    [[ -n "$stat" && "$stat" != Z* ]]
+}
+
 ls_healthy() {
     curl -fsS --max-time 2 "$LS_URL/_localstack/health" >/dev/null 2>&1
 }

@@ -6,26 +6,26 @@ source "$(dirname "$0")/env.sh"
 
 mode="$(cat "$LS_MODEFILE" 2>/dev/null || echo none)"
 
-session_pids() {  # every process in LocalStack's session (setsid made its pid the session id)
-    ps -eo pid=,sid= | awk -v s="$1" '$2 == s && $1 != s {print $1}'
+session_pids() {  # every live process in LocalStack's session (setsid made its pid the sid)
+    ps -eo pid=,sid=,stat= | awk -v s="$1" '$2 == s && $1 != s && $3 !~ /^Z/ {print $1}'
 }
 
 stop_host() {
     local pid; pid="$(cat "$LS_PIDFILE" 2>/dev/null || true)"
     [[ -n "$pid" ]] || { ls_log "no LocalStack pid file; nothing to stop"; return 0; }
-    if kill -0 "$pid" 2>/dev/null; then
+    if ls_alive "$pid"; then
         ls_log "stopping LocalStack (pid $pid)"
         kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+        for _ in $(seq 1 60); do ls_alive "$pid" || break; sleep 0.25; done
     fi
-    local left; left="$( (kill -0 "$pid" 2>/dev/null && echo "$pid"); session_pids "$pid")"
+    local left; left="$( (ls_alive "$pid" && echo "$pid"); session_pids "$pid")"
     if [[ -n "$left" ]]; then
         ls_log "killing what is left: $(echo $left)"
         # shellcheck disable=SC2086
         kill -KILL $left 2>/dev/null || true
         sleep 0.5
     fi
-    left="$( (kill -0 "$pid" 2>/dev/null && echo "$pid"); session_pids "$pid")"
+    left="$( (ls_alive "$pid" && echo "$pid"); session_pids "$pid")"
     if [[ -n "$left" ]]; then
         ps -o pid,args -p "$(echo $left | tr ' ' ,)" >&2
         ls_die "processes survived the stop: $(echo $left)"
