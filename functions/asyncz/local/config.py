@@ -1,0 +1,124 @@
+"""Configuration of ``asyncz dev``: options, the API key, and the sandboxes' environment."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asyncz.local.embedded import ServerUrls
+
+# Overridable for tests that run the runner around stand-in handlers.
+API_HANDLER = os.environ.get("ASYNCZ_DEV_API_HANDLER") or "asyncz.api.handler.handler"
+WORKER_HANDLER = os.environ.get("ASYNCZ_DEV_WORKER_HANDLER") or "asyncz.worker.handler.handler"
+RECOVERY_HANDLER = (
+    os.environ.get("ASYNCZ_DEV_RECOVERY_HANDLER") or "asyncz.recovery.handler.handler"
+)
+FLEET_SCALE = os.environ.get("ASYNCZ_DEV_FLEET_SCALE") or "asyncz.fleet.handler.scale"
+FUNCTION_PREFIX = "asyncz-local"
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    return float(raw) if raw else default
+
+
+def env_int(name: str, default: int | None) -> int | None:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw else default
+
+
+@dataclass
+class DevOptions:
+    """Everything ``asyncz dev`` can be told (flags override ``ASYNCZ_DEV_*`` variables)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    data_dir: Path = field(default_factory=lambda: default_data_dir())
+    workers: int | None = None  # fixed worker sandboxes; None = the fleet controller decides
+    api_sandboxes: int = 4
+    worker_timeout_s: float = 900.0  # Lambda's maximum
+    fleet_interval_s: float = 60.0
+    recovery_interval_s: float = 60.0
+    shutdown_grace_s: float = 10.0
+    max_worker_sandboxes: int = 10
+    pg_port: int | None = None
+    redis_port: int | None = None
+    access_log: bool = True
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> DevOptions:
+        opts = cls(
+            port=env_int("ASYNCZ_DEV_PORT", 8000) or 8000,
+            data_dir=Path(os.environ.get("ASYNCZ_DEV_DATA_DIR") or default_data_dir()),
+            workers=env_int("ASYNCZ_DEV_WORKERS", None),
+            api_sandboxes=env_int("ASYNCZ_DEV_API_SANDBOXES", 4) or 4,
+            worker_timeout_s=env_float("ASYNCZ_DEV_WORKER_TIMEOUT_SECONDS", 900.0),
+            fleet_interval_s=env_float("ASYNCZ_FLEET_INTERVAL_SECONDS", 60.0),
+            recovery_interval_s=env_float("ASYNCZ_RECOVERY_INTERVAL_SECONDS", 60.0),
+            shutdown_grace_s=env_float("ASYNCZ_DEV_SHUTDOWN_GRACE_SECONDS", 10.0),
+            max_worker_sandboxes=env_int("ASYNCZ_FLEET_MAX_WORKERS", 10) or 10,
+        )
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(opts, key, value)
+        return opts
+
+
+def default_data_dir(start: Path | None = None) -> Path:
+    """``.asyncz`` in the project root (the nearest folder up with a pyproject.toml or .git),
+    else in the current folder."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
+            return folder / ".asyncz"
+    return here / ".asyncz"
+
+
+def resolve_api_key(data_dir: Path) -> tuple[str, str]:
+    """The key the local stack accepts: ``ASYNCZ_DEV_API_KEY``, else one kept in the data dir."""
+    given = os.environ.get("ASYNCZ_DEV_API_KEY", "").strip()
+    if given:
+        return given, "ASYNCZ_DEV_API_KEY"
+    path = data_dir / "api-key"
+    with contextlib.suppress(OSError):
+        kept = path.read_text().strip()
+        if kept:
+            return kept, str(path)
+    key = "az_" + secrets.token_urlsafe(24)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key, f"{path} (generated)"
+
+
+def sandbox_env(urls: ServerUrls, api_key: str, lambda_url: str) -> dict[str, str]:
+    """What every local sandbox sees: ``ASYNCZ_*`` settings plus a Lambda-ish AWS environment."""
+    env = {
+        "ASYNCZ_DATABASE_URL": urls.database_url,
+        "ASYNCZ_REDIS_URL": urls.redis_url,
+        "ASYNCZ_API_KEY_HASHES": hashlib.sha256(api_key.encode()).hexdigest(),
+        "ASYNCZ_WORKER_FUNCTION_NAME": f"{FUNCTION_PREFIX}-worker",
+        # Lambda invokes (the api waking a worker, the real fleet handler) come back to us.
+        "AWS_ENDPOINT_URL_LAMBDA": lambda_url,
+    }
+    defaults = {
+        "ASYNCZ_STAGE": "local",
+        "ASYNCZ_PUBLISH_GAUGES": "false",  # no CloudWatch without a cloud
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_DEV": "false",
+    }
+    for key, value in defaults.items():
+        env[key] = os.environ.get(key, value)
+    return env

@@ -1,0 +1,200 @@
+"""Who invokes functions locally: the worker fleet (async invocations in worker sandboxes)
+and EventBridge-like rate rules for the fleet and recovery functions."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from asyncz.local.config import FUNCTION_PREFIX, WORKER_HANDLER, DevOptions
+from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec, log_line
+
+
+class WorkerFleet:
+    """Worker sandboxes (processes); each :meth:`invoke` runs one worker invocation in one."""
+
+    def __init__(self, env: dict[str, str], opts: DevOptions, stopping: threading.Event) -> None:
+        self.env = env
+        self.opts = opts
+        self.stopping = stopping
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._idle: list[SandboxProcess] = []
+        self._busy: set[SandboxProcess] = set()
+        self._threads: list[threading.Thread] = []
+
+    def _spawn(self) -> SandboxProcess:
+        name = f"worker-{next(self._ids)}"
+        spec = SandboxSpec(
+            name=name,
+            function_name=f"{FUNCTION_PREFIX}-worker",
+            handler=WORKER_HANDLER,
+            env={**self.env, "AWS_LAMBDA_FUNCTION_NAME": f"{FUNCTION_PREFIX}-worker"},
+        )
+        return SandboxProcess(spec)
+
+    def invoke(self, *, repeat: bool = False) -> bool:
+        """Start one worker invocation (async, like ``InvocationType=Event``); False if at cap."""
+        with self._lock:
+            if self.stopping.is_set():
+                return False
+            if len(self._busy) >= max(self.opts.max_worker_sandboxes, self.opts.workers or 0):
+                log_line("fleet", "worker invocation throttled: all sandboxes busy", "WARNING")
+                return False
+            sandbox = self._idle.pop() if self._idle else None
+            thread = threading.Thread(
+                target=self._run, args=(sandbox, repeat), name="worker-invoker", daemon=True
+            )
+            self._threads.append(thread)
+        thread.start()
+        return True
+
+    def _run(self, sandbox: SandboxProcess | None, repeat: bool) -> None:
+        try:
+            if sandbox is None:
+                sandbox = self._spawn()
+            with self._lock:
+                self._busy.add(sandbox)
+            if not sandbox.ready:
+                init_ms = sandbox.wait_ready()
+                log_line("sandbox", "INIT", sandbox=sandbox.spec.name, init_ms=init_ms)
+            while not self.stopping.is_set():
+                self._invoke_once(sandbox)
+                if not sandbox.alive():
+                    sandbox.stop(grace_s=0)
+                    if not repeat or self.stopping.is_set():
+                        return
+                    sandbox = self._replace(sandbox)
+                if not repeat:
+                    break
+        except SandboxError as exc:
+            if not self.stopping.is_set():  # during shutdown a killed sandbox is expected
+                log_line("sandbox", f"worker sandbox failed: {exc}", "ERROR")
+            if sandbox is not None:
+                sandbox.stop(grace_s=0)
+                with self._lock:
+                    self._busy.discard(sandbox)
+            if repeat and not self.stopping.wait(1.0):
+                self.invoke(repeat=True)  # keep the fixed count
+            sandbox = None
+        finally:
+            with self._lock:
+                if sandbox is not None:
+                    self._busy.discard(sandbox)
+                    if sandbox.alive() and not self.stopping.is_set():
+                        self._idle.append(sandbox)  # warm for the next invocation
+
+    def prewarm(self) -> None:
+        """Start one worker sandbox's init before the first invocation (a dev convenience);
+        the invocation that takes it waits for the rest of its init."""
+        with self._lock:
+            if self.stopping.is_set() or self._idle or self._busy:
+                return
+            self._idle.append(self._spawn())
+
+    def _replace(self, dead: SandboxProcess) -> SandboxProcess:
+        with self._lock:
+            self._busy.discard(dead)
+        sandbox = self._spawn()
+        with self._lock:
+            self._busy.add(sandbox)
+        sandbox.wait_ready()
+        return sandbox
+
+    def _invoke_once(self, sandbox: SandboxProcess) -> None:
+        request_id = str(uuid.uuid4())
+        started = time.monotonic()
+        log_line("sandbox", "START", sandbox=sandbox.spec.name, request_id=request_id)
+        try:
+            reply = sandbox.invoke({}, self.opts.worker_timeout_s, request_id=request_id)
+        except SandboxError as exc:
+            if not self.stopping.is_set():  # during shutdown a killed sandbox is expected
+                log_line(
+                    "sandbox",
+                    f"worker invocation failed: {exc}",
+                    "ERROR",
+                    sandbox=sandbox.spec.name,
+                    request_id=request_id,
+                )
+            return
+        level = "INFO" if reply.get("ok") else "ERROR"
+        log_line(
+            "sandbox",
+            "REPORT",
+            level,
+            sandbox=sandbox.spec.name,
+            request_id=request_id,
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+            result=reply.get("result"),
+            error=reply.get("error"),
+        )
+
+    def stop(self, grace_s: float) -> None:
+        with self._lock:
+            sandboxes = [*self._busy, *self._idle]
+            self._idle.clear()
+        stoppers = [
+            threading.Thread(target=s.stop, args=(grace_s,), daemon=True) for s in sandboxes
+        ]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join(grace_s + 10)
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return len(self._busy), len(self._idle)
+
+
+class Schedule:
+    """An EventBridge-like rate rule: invokes a function sandbox now, then every interval."""
+
+    def __init__(
+        self,
+        name: str,
+        interval_s: float,
+        make_sandbox: Callable[[], SandboxProcess],
+        stopping: threading.Event,
+    ) -> None:
+        self.name = name
+        self.interval_s = interval_s
+        self.make_sandbox = make_sandbox
+        self.stopping = stopping
+        self.sandbox: SandboxProcess | None = None
+        self.thread = threading.Thread(target=self._loop, name=f"schedule-{name}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            try:
+                if self.sandbox is None or not self.sandbox.alive():
+                    if self.sandbox is not None:
+                        self.sandbox.stop(grace_s=0)
+                    self.sandbox = self.make_sandbox()
+                    self.sandbox.wait_ready()
+                reply = self.sandbox.invoke({}, 900.0)
+                log_line(
+                    self.name,
+                    "REPORT",
+                    "INFO" if reply.get("ok") else "ERROR",
+                    duration_ms=round((time.monotonic() - started) * 1000, 1),
+                    result=reply.get("result"),
+                    error=reply.get("error"),
+                    trace=reply.get("trace"),
+                )
+            except SandboxError as exc:
+                if not self.stopping.is_set():
+                    log_line(self.name, f"invocation failed: {exc}", "ERROR")
+            self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def stop(self, grace_s: float) -> None:
+        if self.sandbox is not None:
+            self.sandbox.stop(grace_s)
+        self.thread.join(grace_s + 5)
