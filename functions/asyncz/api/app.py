@@ -8,7 +8,7 @@ request). Every error leaves through :func:`_error` with one shape:
 import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -16,7 +16,9 @@ from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from asyncz import runtime
 from asyncz.api.guards import PUBLIC_PATHS, InputGuard
@@ -157,21 +159,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
-        details = [
-            {
-                "field": ".".join(str(p) for p in e.get("loc", ())),
-                "problem": e.get("msg", ""),
-                "type": e.get("type", ""),
-            }
-            for e in exc.errors()
-        ]
-        code = (
-            "invalid_json"
-            if any(d["type"] == "json_invalid" for d in details)
-            else ("validation_error")
-        )
-        fields = ", ".join(d["field"] for d in details) or "body"
-        return _error(422, code, f"invalid input: {fields}", details=details)
+        return _validation_error(exc.errors())
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -183,27 +171,14 @@ def create_app(
         log.exception("unhandled error")
         return _error(500, "internal_error", "unexpected error; it has been logged")
 
-    # The hot path avoids FastAPI dependencies (each costs a resolution per request): the key
-    # is checked by the InputGuard middleware, the header read from the request directly,
-    # and the 202 built without response-model validation.
-    @app.post(
-        "/jobs",
-        status_code=202,
-        response_model=Submitted,
-        summary="Submit a job",
-        openapi_extra={
-            "parameters": [
-                {
-                    "name": "Idempotency-Key",
-                    "in": "header",
-                    "required": False,
-                    "schema": {"type": "string", "minLength": 1, "maxLength": 200},
-                    "description": "same as the body's idempotency_key",
-                }
-            ]
-        },
-    )
-    async def submit_job(body: SubmitJob, request: Request) -> Any:
+    # POST /jobs is the hot path: a plain Starlette route (FastAPI's per-request dependency
+    # and response-model machinery cost more than the INSERT); the key is checked by the
+    # InputGuard; its OpenAPI operation is generated from the same models (_openapi_with_key).
+    async def submit_job(request: Request) -> Response:
+        try:
+            body = SubmitJob.model_validate_json(await request.body())
+        except ValidationError as exc:
+            return _validation_error(exc.errors(include_url=False), prefix=("body",))
         task = body.task or body.payload.get("task")
         if not isinstance(task, str) or not task:
             return _error(422, "missing_task", "give `task` (or `payload.task`)")
@@ -211,7 +186,7 @@ def create_app(
         if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
             return _error(422, "validation_error", "Idempotency-Key is 1 to 200 characters")
         svc = await state.service()
-        sub = await (await state.service()).submit(
+        sub = await svc.submit(
             NewJob(
                 task=task,
                 payload=body.payload,
@@ -230,6 +205,8 @@ def create_app(
             status_code=202,
             headers={"Location": f"/jobs/{sub.job_id}"},
         )
+
+    app.router.routes.append(Route("/jobs", submit_job, methods=["POST"], name="submit_job"))
 
     @app.get("/jobs", response_model=JobPage, summary="List jobs")
     async def list_jobs(
@@ -316,15 +293,82 @@ def create_app(
     return app
 
 
+def _validation_error(errors: Sequence[Any], prefix: tuple[str, ...] = ()) -> JSONResponse:
+    details = [
+        {
+            "field": ".".join(str(p) for p in (*prefix, *e.get("loc", ()))),
+            "problem": e.get("msg", ""),
+            "type": e.get("type", ""),
+        }
+        for e in errors
+    ]
+    code = (
+        "invalid_json"
+        if any(d["type"] == "json_invalid" for d in details)
+        else ("validation_error")
+    )
+    fields = ", ".join(d["field"] for d in details) or "body"
+    return _error(422, code, f"invalid input: {fields}", details=details)
+
+
+def _submit_operation(components: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI operation of POST /jobs (a Starlette route, so FastAPI does not see it)."""
+    ref = "#/components/schemas/{model}"
+    for model in (SubmitJob, Submitted, ErrorOut):
+        schema = model.model_json_schema(ref_template=ref)
+        components.update(schema.pop("$defs", {}))
+        components[model.__name__] = schema
+
+    def error(text: str) -> dict[str, Any]:
+        return {
+            "description": text,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+        }
+
+    return {
+        "summary": "Submit a job",
+        "operationId": "submit_job_jobs_post",
+        "parameters": [
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                "description": "same as the body's idempotency_key",
+            }
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SubmitJob"}}},
+        },
+        "responses": {
+            "202": {
+                "description": "accepted",
+                "headers": {
+                    "Location": {"schema": {"type": "string"}, "description": "the job's URL"}
+                },
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/Submitted"}}
+                },
+            },
+            **{str(code): error(spec["description"]) for code, spec in _ERRORS.items()},
+        },
+    }
+
+
 def _openapi_with_key(app: FastAPI) -> dict[str, Any]:
     """The generated schema, plus the API key scheme on every operation but /health."""
     if app.openapi_schema is None:
         schema = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
-        schema.setdefault("components", {})["securitySchemes"] = {
+        components = schema.setdefault("components", {})
+        components["securitySchemes"] = {
             "ApiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}
         }
+        schema["paths"].setdefault("/jobs", {})["post"] = _submit_operation(
+            components.setdefault("schemas", {})
+        )
         for path, ops in schema["paths"].items():
             for op in ops.values():
                 op["security"] = [] if path in PUBLIC_PATHS else [{"ApiKey": []}]

@@ -138,7 +138,7 @@ class PostgresStore:
     async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
         """Insert; ``None`` when the idempotency key exists already."""
         return await self._one(
-            "insert_job",
+            "insert_job_idempotent" if new.idempotency_key is not None else "insert_job",
             {
                 "id": job_id,
                 "task": new.task,

@@ -2,6 +2,14 @@
 -- (%(name)s); nothing is ever formatted into this text.
 
 -- name: insert_job
+-- No idempotency key: a plain INSERT (no speculative insertion to pay for).
+INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds, run_at)
+VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
+        %(timeout_seconds)s,
+        coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)))
+RETURNING id, status, queue, priority, run_at, run_at <= now() AS due;
+
+-- name: insert_job_idempotent
 -- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
 -- the existing job. The UNIQUE constraint, not a pre-check, decides.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
