@@ -15,6 +15,11 @@ stop_host() {
     [[ -n "$pid" ]] || { ls_log "no LocalStack pid file; nothing to stop"; return 0; }
     if ls_alive "$pid"; then
         ls_log "stopping LocalStack (pid $pid)"
+        # Lambda sandboxes first (they are disposable): LocalStack's shutdown otherwise
+        # waits on the invocations still running in them (a worker polls for ~1 min).
+        local sandboxes; sandboxes="$(session_pids "$pid")"
+        # shellcheck disable=SC2086
+        [[ -z "$sandboxes" ]] || kill -KILL $sandboxes 2>/dev/null || true
         kill -TERM "$pid" 2>/dev/null || true
         for _ in $(seq 1 60); do ls_alive "$pid" || break; sleep 0.25; done
     fi
