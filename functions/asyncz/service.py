@@ -25,6 +25,7 @@ from asyncz.errors import (
     InvalidTransitionError,
     JobNotFoundError,
 )
+from asyncz.faults import crash_point
 from asyncz.jobs import (
     Attempt,
     AttemptOutcome,
@@ -224,6 +225,7 @@ class JobService:
                 raise DuplicateJobError("unknown", "purged")
             raise DuplicateJobError(str(existing["id"]), existing["status"])
         self.metrics.add_metric("JobsSubmitted", "Count", 1)
+        crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
         enqueued = await self._enqueue_quietly([row])
         return Submitted(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
 
