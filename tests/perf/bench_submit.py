@@ -36,8 +36,10 @@ def _raw_client(seconds: float, out: Any) -> None:
     while time.monotonic() < end:
         t = time.perf_counter()
         job_id = str(uuid.uuid4())
-        conn.execute("INSERT INTO jobs (id, task, payload) VALUES (%s, %s, %s)",
-                     (job_id, "echo", Jsonb({"user_id": 42, "note": "benchmark"})))
+        conn.execute(
+            "INSERT INTO jobs (id, task, payload) VALUES (%s, %s, %s)",
+            (job_id, "echo", Jsonb({"user_id": 42, "note": "benchmark"})),
+        )
         r.zadd("bench:{default}:ready", {job_id: time.time() * 1000})
         lat.append((time.perf_counter() - t) * 1000)
     out.put(lat)
@@ -45,10 +47,16 @@ def _raw_client(seconds: float, out: Any) -> None:
 
 def _handler_client(seconds: float, out: Any) -> None:
     from asyncz.api import handler as api
+
     from tests.apigw import FakeContext, rest_event
 
-    event = rest_event("POST", "/jobs", raw_body=BODY.encode(), api_key=API_KEY,
-                       headers={"Content-Type": "application/json"})
+    event = rest_event(
+        "POST",
+        "/jobs",
+        raw_body=BODY.encode(),
+        api_key=API_KEY,
+        headers={"Content-Type": "application/json"},
+    )
     lat: list[float] = []
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink):  # EMF/log lines would dominate a terminal
@@ -87,13 +95,19 @@ def main() -> None:
     args = ap.parse_args()
     from asyncz.connections import hash_api_key
 
-    os.environ.update({
-        "ASYNCZ_DATABASE_URL": DB, "ASYNCZ_REDIS_URL": REDIS, "ASYNCZ_REDIS_PREFIX": "bench",
-        "ASYNCZ_API_KEY_HASHES": hash_api_key(API_KEY), "ASYNCZ_WAKE_WORKER": "false",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-    })
+    os.environ.update(
+        {
+            "ASYNCZ_DATABASE_URL": DB,
+            "ASYNCZ_REDIS_URL": REDIS,
+            "ASYNCZ_REDIS_PREFIX": "bench",
+            "ASYNCZ_API_KEY_HASHES": hash_api_key(API_KEY),
+            "ASYNCZ_WAKE_WORKER": "false",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        }
+    )
     print(f"# submit benchmark — {machine()}")
-    print(f"# command: {' '.join([os.path.basename(sys.executable), '-m', 'tests.perf.bench_submit', *sys.argv[1:]])}")
+    command = [os.path.basename(sys.executable), "-m", "tests.perf.bench_submit", *sys.argv[1:]]
+    print(f"# command: {' '.join(command)}")
     print("| path | clients | req/s | p50 ms | p95 ms | p99 ms | ratio to raw |")
     print("|---|---|---|---|---|---|---|")
     for c in args.concurrency:
@@ -102,8 +116,11 @@ def main() -> None:
         prepare()
         api = run("handler", c, args.seconds)
         for name, s in (("raw INSERT + ZADD", raw), ("api handler (Mangum+FastAPI)", api)):
-            print(f"| {name} | {c} | {s['rps']:.0f} | {s['p50']:.2f} | {s['p95']:.2f} | "
-                  f"{s['p99']:.2f} | {s['rps'] / raw['rps']:.2f} |", flush=True)
+            print(
+                f"| {name} | {c} | {s['rps']:.0f} | {s['p50']:.2f} | {s['p95']:.2f} | "
+                f"{s['p99']:.2f} | {s['rps'] / raw['rps']:.2f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
