@@ -63,3 +63,68 @@ def machine() -> str:
     pg = subprocess.run(["psql", "--version"], capture_output=True, text=True).stdout.strip()
     return (f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
             f"{pg or 'PostgreSQL ?'}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+
+
+# --- shared by the processing, latency, memory and HTTP benchmarks -------------------------
+
+PREFIX = "bench"  # Redis key prefix of every benchmark (db 4)
+
+
+def bench_env(**extra: str) -> dict[str, str]:
+    """The environment a benchmark's worker/api process runs with (quiet, no AWS calls)."""
+    from asyncz.connections import hash_api_key
+
+    env = dict(os.environ)
+    env.update({
+        "ASYNCZ_DATABASE_URL": DB, "ASYNCZ_REDIS_URL": REDIS, "ASYNCZ_REDIS_PREFIX": PREFIX,
+        "ASYNCZ_API_KEY_HASHES": hash_api_key(API_KEY), "ASYNCZ_WAKE_WORKER": "false",
+        "ASYNCZ_PUBLISH_GAUGES": "false", "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true", "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+    })
+    env.update(extra)
+    return env
+
+
+def ready_key(queue: str = "default") -> str:
+    return f"{PREFIX}:{{{queue}}}:ready"
+
+
+def load_backlog(n: int, task: str = "echo", payload: str = '{"n": 1}') -> float:
+    """Insert ``n`` queued jobs with ONE multi-row INSERT and enqueue their ids with pipelined
+    ZADDs (not through the API); returns the seconds it took."""
+    import time
+    import uuid
+
+    from asyncz.broker.redis import ready_score
+
+    t = time.perf_counter()
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    with psycopg.connect(DB, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO jobs (id, task, payload) SELECT i, %s, %s::jsonb FROM unnest(%s::uuid[]) AS i",
+            (task, payload, ids),
+        )
+        conn.execute("ANALYZE jobs")
+    r = redis.Redis.from_url(REDIS)
+    ms = int(time.time() * 1000)
+    with r.pipeline(transaction=False) as pipe:
+        for k in range(0, n, 1000):
+            pipe.zadd(ready_key(), {i: ready_score(0, ms + k) for i in ids[k:k + 1000]})
+        pipe.sadd(f"{PREFIX}:queues", "default")
+        pipe.execute()
+    return time.perf_counter() - t
+
+
+def command(module: str, argv: list[str]) -> str:
+    """The exact command line that reproduces a run (printed beside its figures)."""
+    return " ".join([".venv/bin/python", "-m", module, *argv])
+
+
+def load_line() -> str:
+    """Load averages at the moment of measuring: the machine is shared, say how busy it was."""
+    try:
+        one, five, fifteen = open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        return "load average ?"
+    return f"load average {one}/{five}/{fifteen} (1/5/15 min) on {os.cpu_count()} cores"

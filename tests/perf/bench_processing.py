@@ -1,0 +1,164 @@
+"""Processing benchmark: no-op (``echo``) jobs/s drained from a backlog by real worker
+processes, beside a raw claim baseline measured in the same run.
+
+- **worker**: ``python -m asyncz.worker.standalone`` (the real WorkerLoop: promote, BZPOPMIN +
+  ZPOPMIN, one claim statement per batch, a thread per sync task, one complete statement
+  per job), 1, 2 and 4 OS processes.
+- **raw**: a bare loop in each process of the same Redis and SQL calls, nothing else:
+  BZPOPMIN (+ ZPOPMIN for a batch), the ``claim_jobs`` statement (UPDATE … RETURNING + the
+  attempt INSERT), then the ``complete_job`` statement for each claimed id. ``--raw-batch 1``
+  pops and claims one id at a time; the default mirrors the worker's batch (its concurrency).
+
+The backlog (default 20,000 jobs) is inserted with one multi-row INSERT and pipelined ZADDs.
+The rate is read from Postgres afterwards: completed jobs / (last ``finished_at`` − first
+``started_at``), so process start-up (imports) is not counted for either side.
+
+    .venv/bin/python -m tests.perf.bench_processing --jobs 20000 --processes 1 2 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import psycopg
+
+from tests.perf.common import (
+    DB,
+    REDIS,
+    bench_env,
+    command,
+    load_backlog,
+    load_line,
+    machine,
+    prepare,
+    ready_key,
+)
+
+
+def _raw_client(batch: int, out: Any) -> None:
+    """One process: pop → claim → complete, the worker's SQL and Redis calls and no more."""
+    import redis
+    from psycopg.rows import dict_row
+    from psycopg.types.json import Jsonb
+
+    from asyncz.store.queries import QUERIES
+
+    claim_sql, complete_sql = QUERIES["claim_jobs"], QUERIES["complete_job"]
+    conn = psycopg.connect(DB, autocommit=True, row_factory=dict_row)
+    r = redis.Redis.from_url(REDIS, decode_responses=True)
+    key = ready_key()
+    worker_id = f"raw:{os.getpid()}"
+    done = 0
+    while True:
+        first = r.bzpopmin([key], timeout=1)
+        if first is None:
+            break
+        ids = [first[1]]
+        if batch > 1:
+            ids.extend(m for m, _ in r.zpopmin(key, batch - 1))
+        leases = conn.execute(
+            claim_sql, {"ids": ids, "worker_id": worker_id, "max_timeout": 900}
+        ).fetchall()
+        for lease in leases:
+            result = lease["payload"]  # the echo task
+            row = conn.execute(
+                complete_sql, {"id": lease["id"], "token": lease["lease_token"],
+                               "result": Jsonb(result)}
+            ).fetchone()
+            done += row is not None
+    out.put(done)
+
+
+def run_raw(processes: int, batch: int) -> None:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_raw_client, args=(batch, q)) for _ in range(processes)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        q.get(timeout=900)
+    for p in procs:
+        p.join(30)
+
+
+def run_workers(processes: int, concurrency: int, log_dir: str, extra_env: dict[str, str]) -> None:
+    env = bench_env(ASYNCZ_WORKER_CONCURRENCY=str(concurrency), **extra_env)
+    procs = []
+    for n in range(processes):
+        log = open(os.path.join(log_dir, f"worker-{processes}-{n}.log"), "w")  # noqa: SIM115
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "asyncz.worker.standalone", "--seconds", "900",
+             "--idle-exit", "2", "--concurrency", str(concurrency)],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        ))
+    for p in procs:
+        if p.wait(timeout=900) != 0:
+            raise SystemExit(f"worker exited with {p.returncode}; see {log_dir}")
+
+
+def measured(jobs: int) -> dict[str, float]:
+    """Rate from the ledger: completed / (last finished_at − first started_at)."""
+    with psycopg.connect(DB) as conn:
+        n, span, attempts = conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'completed'),"
+            " extract(epoch FROM max(finished_at) - min(started_at))::float8,"
+            " (SELECT count(*) FROM job_attempts) FROM jobs"
+        ).fetchone()
+    if n != jobs:
+        print(f"# WARNING: {n} of {jobs} jobs completed", file=sys.stderr)
+    return {"n": n, "seconds": span or float("nan"), "rps": n / span if span else 0.0,
+            "attempts": attempts}
+
+
+def one(kind: str, processes: int, args: argparse.Namespace, log_dir: str) -> dict[str, float]:
+    prepare()
+    load_backlog(args.jobs)
+    if kind == "raw":
+        run_raw(processes, args.raw_batch or args.concurrency)
+    elif kind == "raw1":
+        run_raw(processes, 1)
+    else:
+        run_workers(processes, args.concurrency, log_dir, {})
+    return measured(args.jobs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=20000)
+    ap.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--concurrency", type=int, default=10, help="worker jobs at once (batch)")
+    ap.add_argument("--raw-batch", type=int, default=0, help="raw ids per claim (0 = concurrency)")
+    ap.add_argument("--no-raw1", action="store_true", help="skip the one-id-at-a-time raw loop")
+    args = ap.parse_args()
+    os.environ.update(bench_env())
+    log_dir = tempfile.mkdtemp(prefix="asyncz-bench-processing-")
+    print(f"# processing benchmark — {machine()}")
+    print(f"# {load_line()} (shared machine: other test suites may be running)")
+    print(f"# command: {command('tests.perf.bench_processing', sys.argv[1:])}")
+    print(f"# backlog {args.jobs} echo jobs per run; worker concurrency {args.concurrency}; "
+          f"Postgres {DB.rsplit('/', 1)[-1]}, Redis {REDIS}")
+    batch = args.raw_batch or args.concurrency
+    print("| path | processes | jobs | seconds | jobs/s | ratio to raw |")
+    print("|---|---|---|---|---|---|")
+    for procs in args.processes:
+        raw = one("raw", procs, args, log_dir)
+        rows = [(f"raw claim loop (batch {batch})", raw)]
+        if not args.no_raw1 and batch != 1:
+            rows.append(("raw claim loop (batch 1)", one("raw1", procs, args, log_dir)))
+        rows.append((f"worker (standalone, concurrency {args.concurrency})",
+                     one("worker", procs, args, log_dir)))
+        for name, s in rows:
+            print(f"| {name} | {procs} | {s['n']} | {s['seconds']:.2f} | {s['rps']:.0f} | "
+                  f"{s['rps'] / raw['rps']:.2f} |", flush=True)
+    print(f"# {load_line()} at the end")
+
+
+if __name__ == "__main__":
+    main()
