@@ -24,7 +24,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Any
 
 import psycopg
@@ -45,10 +44,9 @@ from tests.perf.common import (
 def _raw_client(batch: int, out: Any) -> None:
     """One process: pop → claim → complete, the worker's SQL and Redis calls and no more."""
     import redis
+    from asyncz.store.queries import QUERIES
     from psycopg.rows import dict_row
     from psycopg.types.json import Jsonb
-
-    from asyncz.store.queries import QUERIES
 
     claim_sql, complete_sql = QUERIES["claim_jobs"], QUERIES["complete_job"]
     conn = psycopg.connect(DB, autocommit=True, row_factory=dict_row)

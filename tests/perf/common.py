@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 import psycopg
 import redis
-
 from asyncz.store.migrations import apply_migrations
 
 DB = os.environ.get("ASYNCZ_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/asyncz_bench")
@@ -24,7 +23,8 @@ def prepare() -> None:
     name = psycopg.conninfo.conninfo_to_dict(DB)["dbname"]
     with psycopg.connect(admin, autocommit=True) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname=%s", (name,)).fetchone():
-            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(str(name))))
+            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(
+                psycopg.sql.Identifier(str(name))))
     apply_migrations(DB)
     with psycopg.connect(DB, autocommit=True) as conn:
         conn.execute("TRUNCATE jobs, job_attempts")
@@ -54,10 +54,11 @@ def summary(latencies_ms: list[float], seconds: float) -> dict[str, float]:
 def machine() -> str:
     cpu = "?"
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
     except OSError:
         pass
     pg = subprocess.run(["psql", "--version"], capture_output=True, text=True).stdout.strip()
@@ -102,7 +103,8 @@ def load_backlog(n: int, task: str = "echo", payload: str = '{"n": 1}') -> float
     ids = [str(uuid.uuid4()) for _ in range(n)]
     with psycopg.connect(DB, autocommit=True) as conn:
         conn.execute(
-            "INSERT INTO jobs (id, task, payload) SELECT i, %s, %s::jsonb FROM unnest(%s::uuid[]) AS i",
+            "INSERT INTO jobs (id, task, payload)"
+            " SELECT i, %s, %s::jsonb FROM unnest(%s::uuid[]) AS i",
             (task, payload, ids),
         )
         conn.execute("ANALYZE jobs")
@@ -124,7 +126,8 @@ def command(module: str, argv: list[str]) -> str:
 def load_line() -> str:
     """Load averages at the moment of measuring: the machine is shared, say how busy it was."""
     try:
-        one, five, fifteen = open("/proc/loadavg").read().split()[:3]
+        with open("/proc/loadavg") as avg:
+            one, five, fifteen = avg.read().split()[:3]
     except OSError:
         return "load average ?"
     return f"load average {one}/{five}/{fifteen} (1/5/15 min) on {os.cpu_count()} cores"

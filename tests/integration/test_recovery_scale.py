@@ -1,0 +1,252 @@
+"""Recovery at scale: on a 1,000,000-row ``jobs`` table the recovery (and DLQ and claim)
+queries use their indexes — no sequential scan of ``jobs`` — and one sweep finishes.
+
+The table lives in a dedicated database (``asyncz_scale_test`` beside the test database),
+generated once with one ``INSERT … SELECT generate_series`` and reused by later runs while
+its row count and shape are right. Each run resets the handful of rows a sweep changes.
+The time bound on the sweep guards against a hang; it is not a benchmark (see
+``tests/perf/`` and BENCHMARKS.md for figures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+import redis
+from asyncz.store.queries import QUERIES
+from psycopg.types.json import Jsonb
+
+from tests.conftest import database_url, make_settings, open_service
+from tests.conftest import redis_url as conftest_redis_url
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROWS = 1_000_000
+SCALE_DB = "asyncz_scale_test"
+SWEEP_BOUND_S = 60.0
+
+# Shape of the table, by i = 1..ROWS (everything else is completed):
+#   i % 1000 = 1   → processing with a stale heartbeat (task 'scale_stale'), 1,000 rows,
+#                    of which i % 4000 = 1 have no retry left (→ dead on recovery)
+#   i % 1000 = 2   → processing with a fresh heartbeat (task 'scale_fresh'), untouched
+#   i % 1000 = 3   → dead (the DLQ), 1,000 rows
+#   i % 500  = 4   → queued (2,000 rows): half due now, half due in a day
+STALE = ROWS // 1000
+STALE_EXHAUSTED = ROWS // 4000
+DEAD = ROWS // 1000
+QUEUED = ROWS // 500
+QUEUED_DUE = QUEUED // 2
+
+GENERATE = """
+INSERT INTO jobs (id, task, payload, status, attempts, max_retries, lease_token, worker_id,
+                  heartbeat_at, run_at, result, last_error, created_at, started_at,
+                  finished_at, updated_at)
+SELECT gen_random_uuid(),
+       CASE WHEN i %% 1000 = 1 THEN 'scale_stale' WHEN i %% 1000 = 2 THEN 'scale_fresh'
+            ELSE 'echo' END,
+       '{"n": 1}'::jsonb,
+       CASE WHEN i %% 1000 IN (1, 2) THEN 'processing' WHEN i %% 1000 = 3 THEN 'dead'
+            WHEN i %% 500 = 4 THEN 'queued' ELSE 'completed' END,
+       CASE WHEN i %% 500 = 4 THEN 0 WHEN i %% 4000 = 1 THEN 4 ELSE 1 END,
+       3,
+       CASE WHEN i %% 1000 IN (1, 2) THEN gen_random_uuid() END,
+       CASE WHEN i %% 500 = 4 THEN NULL ELSE 'scale-worker' END,
+       CASE WHEN i %% 1000 = 1 THEN now() - interval '1 hour'
+            WHEN i %% 1000 = 2 THEN now() + interval '100 years' END,
+       CASE WHEN i %% 500 = 4 AND (i / 500) %% 2 = 0 THEN now() + interval '1 day'
+            ELSE now() - make_interval(secs => i) END,
+       CASE WHEN i %% 1000 > 3 AND i %% 500 <> 4 THEN '{"n": 1}'::jsonb END,
+       CASE WHEN i %% 1000 = 3 THEN 'boom' END,
+       now() - make_interval(secs => i), now() - make_interval(secs => i),
+       CASE WHEN i %% 1000 IN (1, 2) OR i %% 500 = 4 THEN NULL
+            ELSE now() - make_interval(secs => i) END,
+       now()
+  FROM generate_series(1, %(rows)s) AS i
+ ORDER BY 1
+"""
+
+# Before each run: the stale rows a previous sweep moved go back to processing/stale.
+RESET = """
+UPDATE jobs
+   SET status = 'processing', lease_token = gen_random_uuid(), worker_id = 'scale-worker',
+       heartbeat_at = now() - interval '1 hour', finished_at = NULL, last_error = NULL,
+       attempts = CASE WHEN attempt_base = 0 AND max_retries = 3 AND attempts >= 4
+                       THEN 4 ELSE attempts END
+ WHERE task = 'scale_stale' AND status <> 'processing'
+"""
+
+SHAPE = """
+SELECT count(*) AS total,
+       count(*) FILTER (WHERE task = 'scale_stale') AS stale,
+       count(*) FILTER (WHERE task = 'scale_stale' AND attempts >= 4) AS exhausted,
+       count(*) FILTER (WHERE status = 'dead' AND task = 'echo') AS dead,
+       count(*) FILTER (WHERE status = 'queued' AND task = 'echo') AS queued,
+       count(*) FILTER (WHERE status = 'queued' AND task = 'echo' AND run_at <= now()) AS due
+  FROM jobs
+"""
+
+
+def _scale_url() -> str:
+    return psycopg.conninfo.make_conninfo(database_url(), dbname=SCALE_DB)
+
+
+def _shape_ok(conn: psycopg.Connection[Any]) -> bool:
+    shape = conn.execute(SHAPE).fetchone()
+    return shape == (ROWS, STALE, STALE_EXHAUSTED, DEAD, QUEUED, QUEUED_DUE)
+
+
+@pytest.fixture(scope="module")
+def scale_db() -> Iterator[str]:
+    from asyncz.store.migrations import apply_migrations
+
+    url = _scale_url()
+    admin = psycopg.conninfo.make_conninfo(database_url(), dbname="postgres")
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                (SCALE_DB,)).fetchone():
+                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(
+                    psycopg.sql.Identifier(SCALE_DB)))
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is not reachable at {admin}: {exc}", pytrace=False)
+    apply_migrations(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(RESET)
+        if not _shape_ok(conn):
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = off")
+                conn.execute("TRUNCATE jobs, job_attempts")
+                conn.execute(GENERATE, {"rows": ROWS})
+            assert _shape_ok(conn), "generated table has the wrong shape"
+            conn.execute("VACUUM ANALYZE jobs")
+        else:
+            conn.execute("ANALYZE jobs")
+    yield url
+
+
+# --- EXPLAIN ------------------------------------------------------------------------------
+
+_PARAM = re.compile(r"%\((\w+)\)s")
+
+
+def _plan(conn: psycopg.Connection[Any], name: str, params: dict[str, Any], mode: str) -> Any:
+    """EXPLAIN the named query as a prepared statement, the way a warm worker runs it, under
+    ``plan_cache_mode`` ``mode`` (custom = planned for these values; generic = for any)."""
+    names: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    sql = _PARAM.sub(number, QUERIES[name])
+    stmt = f"scale_{name}"
+    conn.execute(f"SET plan_cache_mode = {mode}")
+    conn.execute(f"PREPARE {stmt} AS {sql}")
+    try:
+        cur = psycopg.ClientCursor(conn)
+        args = f"({', '.join(['%s'] * len(names))})" if names else ""
+        cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {stmt}{args}", [params[n] for n in names])
+        return cur.fetchone()[0][0]["Plan"]  # type: ignore[index]
+    finally:
+        conn.execute(f"DEALLOCATE {stmt}")
+        conn.execute("RESET plan_cache_mode")
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _ids(conn: psycopg.Connection[Any], where: str, n: int = 10) -> list[uuid.UUID]:
+    return [r[0] for r in conn.execute(f"SELECT id FROM jobs WHERE {where} LIMIT {n}")]
+
+
+def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set[str]]]:
+    """(query, parameters, indexes it must use)."""
+    queued = _ids(conn, "status = 'queued'")
+    dead_after = (datetime.now(UTC), uuid.uuid4())
+    some = _ids(conn, "status = 'processing'", 3)
+    tokens = [uuid.uuid4() for _ in some]
+    return [
+        ("recover_stale_leases", {"lease_timeout": 60.0, "limit": 500},
+         {"jobs_processing_heartbeat_idx"}),
+        ("scan_queued", {"after_run_at": None, "after_id": None, "limit": 500},
+         {"jobs_queued_run_at_idx"}),
+        ("scan_queued", {"after_run_at": datetime.now(UTC), "after_id": uuid.uuid4(),
+                         "limit": 500}, {"jobs_queued_run_at_idx"}),
+        ("count_dead", {}, {"jobs_dead_finished_idx"}),
+        ("list_dead_jobs", {"queue": None, "task": None, "limit": 50,
+                            "after_finished": None, "after_id": None},
+         {"jobs_dead_finished_idx"}),
+        ("list_dead_jobs", {"queue": "default", "task": "echo", "limit": 50,
+                            "after_finished": dead_after[0], "after_id": dead_after[1]},
+         {"jobs_dead_finished_idx"}),
+        ("replay_dead_jobs", {"queue": None, "task": None, "limit": 100},
+         {"jobs_dead_finished_idx"}),
+        ("queue_gauges", {}, {"jobs_dead_finished_idx", "jobs_queued_run_at_idx"}),
+        ("oldest_queued_by_queue", {}, {"jobs_queued_run_at_idx"}),
+        ("claim_jobs", {"ids": queued, "worker_id": "w", "max_timeout": 900}, {"jobs_pkey"}),
+        ("get_unclaimed", {"ids": queued}, {"jobs_pkey"}),
+        ("heartbeat_jobs", {"ids": some, "tokens": tokens}, {"jobs_pkey"}),
+        ("complete_job", {"id": some[0], "token": tokens[0], "result": Jsonb({})},
+         {"jobs_pkey"}),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+def test_recovery_dlq_and_claim_queries_use_their_indexes(scale_db: str, mode: str) -> None:
+    problems: list[str] = []
+    with psycopg.connect(scale_db, autocommit=True) as conn:
+        for name, params, wanted in _cases(conn):
+            nodes = list(_nodes(_plan(conn, name, params, mode)))
+            seq = [n for n in nodes
+                   if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
+            # a Bitmap Index Scan names its index but not the table: all our names are unique
+            used = {n.get("Index Name") for n in nodes} - {None}
+            if seq:
+                problems.append(f"{name}: Seq Scan on jobs ({mode})")
+            if not wanted <= used:
+                problems.append(f"{name}: uses {sorted(used)}, expected {sorted(wanted)} ({mode})")
+    assert not problems, "\n".join(problems)
+
+
+def test_one_recovery_sweep_on_a_million_rows_finishes(scale_db: str) -> None:
+    redis_url = conftest_redis_url()
+    prefix = f"scale-{uuid.uuid4().hex[:8]}"
+    settings = make_settings(scale_db, redis_url, redis_prefix=prefix, lease_timeout_seconds=60.0)
+    r = redis.Redis.from_url(redis_url)
+
+    async def sweep() -> tuple[Any, float]:
+        async with open_service(settings) as service:
+            t = time.perf_counter()
+            report = await asyncio.wait_for(service.recover(), timeout=SWEEP_BOUND_S)
+            return report, time.perf_counter() - t
+
+    try:
+        report, took = asyncio.run(sweep())
+        assert len(report.dead) == STALE_EXHAUSTED
+        assert len(report.requeued) == STALE - STALE_EXHAUSTED
+        # queued rows due now, plus the stale ones just re-queued (run_at = now)
+        assert report.reenqueued == QUEUED_DUE + STALE - STALE_EXHAUSTED
+        assert report.restored_delayed == QUEUED - QUEUED_DUE
+        assert r.zcard(f"{prefix}:{{default}}:ready") == report.reenqueued
+        with psycopg.connect(scale_db) as conn:
+            fresh = conn.execute(
+                "SELECT count(*) FROM jobs WHERE task = 'scale_fresh' AND status = 'processing'"
+            ).fetchone()
+        assert fresh == (STALE,), "a live lease was taken by recovery"
+        print(f"recovery sweep over {ROWS} rows: {took:.2f} s")  # seen with -s; not asserted
+    finally:
+        keys = list(r.scan_iter(match=f"{prefix}:*"))
+        if keys:
+            r.delete(*keys)
