@@ -1,0 +1,145 @@
+"""Scenario 6: tasks that hang forever, kill their process, or eat all memory.
+
+The custom tasks live in :mod:`tests.chaos.tasks`; workers load them through
+``ASYNCZ_TASK_MODULES``.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.conftest import (
+    Fleet,
+    RecoveryLoop,
+    RedisServer,
+    chaos_settings,
+    check_ledger,
+    mixed_jobs,
+    non_terminal,
+    submit_jobs,
+    wait_terminal,
+)
+from tests.conftest import run
+from tests.integration.helpers import rows, wait_until
+
+pytestmark = pytest.mark.chaos
+
+MEMORY_CAP = 1 << 30  # the OOM worker's address space: the machine is never at risk
+
+
+def _cap_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def job_status(db_url: str, job_id: str) -> str:
+    return str(rows(db_url, "SELECT status FROM jobs WHERE id=%s", (job_id,))[0]["status"])
+
+
+def test_hung_task_is_cut_off_at_its_timeout_and_the_worker_keeps_working(
+    chaos_db: str,
+    own_redis: RedisServer,
+    tmp_path: Path,
+    fleet_factory: Callable[..., Fleet],
+    recovery_factory: Callable[..., RecoveryLoop],
+) -> None:
+    settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
+    [hang] = run(submit_jobs(settings, [{"task": "chaos_hang", "payload": {}, "max_retries": 0}]))
+    ids = [hang, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
+    fleet = fleet_factory(settings)
+    worker = fleet.start(concurrency=4)  # the only worker: it must carry on alone
+    recovery = recovery_factory(settings)
+    started = time.monotonic()
+    wait_until(lambda: job_status(chaos_db, hang) == "dead", timeout=20, what="the hang cut off")
+    cut_after = time.monotonic() - started
+    later = run(submit_jobs(settings, [{"task": "echo", "payload": {"n": i}} for i in range(20)]))
+    ids += later
+    wait_terminal(chaos_db, len(ids), timeout=30)
+    assert worker.poll() is None, fleet.output(worker)[1][-2000:]
+    recovery.stop()
+    fleet.stop(worker)
+
+    book = check_ledger(chaos_db, ids)
+    assert list(book["jobs"][hang]["outcomes"]) == ["timed_out"]
+    error = rows(chaos_db, "SELECT last_error FROM jobs WHERE id=%s", (hang,))[0]["last_error"]
+    assert "timeout" in error.lower(), error
+    assert all(book["jobs"][i]["status"] == "completed" for i in later)
+    summary = fleet.summary(worker)
+    assert summary is not None
+    assert summary["timed_out"] == 1 and summary["hung_threads"] == 1, summary
+    assert summary["stopped_because"] == "stopped", summary
+    print(f"hang cut off after {cut_after:.1f} s; {book['status']} {book['outcomes']}")
+
+
+def test_task_that_exits_the_process_is_recovered_and_ends_dead(
+    chaos_db: str,
+    own_redis: RedisServer,
+    tmp_path: Path,
+    fleet_factory: Callable[..., Fleet],
+    recovery_factory: Callable[..., RecoveryLoop],
+) -> None:
+    settings = chaos_settings(chaos_db, own_redis.url, tmp_path)
+    [killer] = run(submit_jobs(settings, [{"task": "chaos_exit", "payload": {}, "max_retries": 1}]))
+    ids = [killer, *run(submit_jobs(settings, mixed_jobs(60, sleep_max=0.5)))]
+    fleet = fleet_factory(settings)
+    recovery = recovery_factory(settings)
+    deadline = time.monotonic() + 60
+    while non_terminal(chaos_db) and time.monotonic() < deadline:
+        while len(fleet.alive()) < 2:  # what the fleet controller does: replace the dead
+            fleet.start(concurrency=4)
+        time.sleep(0.1)
+    wait_terminal(chaos_db, len(ids), timeout=1)
+    recovery.stop()
+    fleet.stop_all()
+
+    book = check_ledger(chaos_db, ids)
+    assert book["jobs"][killer]["status"] == "dead"
+    assert list(book["jobs"][killer]["outcomes"]) == ["lost", "lost"]
+    crashed = [p for p in fleet.procs if p.returncode == 3]
+    assert len(crashed) == 2, [p.returncode for p in fleet.procs]
+    assert all(
+        book["jobs"][i]["status"] == "completed" or i == killer
+        for i in ids
+        if book["jobs"][i]["task"] != "fail"
+    )
+    print(f"{len(fleet.procs)} workers used; {book['status']} {book['outcomes']}")
+
+
+def test_task_that_exhausts_memory_fails_and_the_worker_survives(
+    chaos_db: str,
+    own_redis: RedisServer,
+    tmp_path: Path,
+    fleet_factory: Callable[..., Fleet],
+    recovery_factory: Callable[..., RecoveryLoop],
+) -> None:
+    settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
+    [hog] = run(submit_jobs(settings, [{"task": "chaos_oom", "payload": {}, "max_retries": 0}]))
+    ids = [hog, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
+    fleet = fleet_factory(settings)
+    worker = fleet.start(concurrency=4, preexec_fn=_cap_memory, env={"MALLOC_ARENA_MAX": "2"})
+    recovery = recovery_factory(settings)
+    wait_until(
+        lambda: job_status(chaos_db, hog) != "processing" and job_status(chaos_db, hog) != "queued",
+        timeout=30,
+        what="the memory hog's attempt to end",
+    )
+    later = run(submit_jobs(settings, [{"task": "echo", "payload": {"n": i}} for i in range(20)]))
+    ids += later
+    wait_terminal(chaos_db, len(ids), timeout=30)
+    alive = worker.poll() is None
+    recovery.stop()
+    fleet.stop(worker)
+    assert alive, fleet.output(worker)[1][-3000:]
+
+    book = check_ledger(chaos_db, ids)
+    assert list(book["jobs"][hog]["outcomes"]) == ["failed"], book["jobs"][hog]
+    error = rows(chaos_db, "SELECT last_error FROM jobs WHERE id=%s", (hog,))[0]["last_error"]
+    assert error.startswith("MemoryError"), error
+    assert all(book["jobs"][i]["status"] == "completed" for i in later)
+    summary = fleet.summary(worker)
+    assert summary is not None and summary["failed"] >= 1, summary
+    print(f"{book['status']} {book['outcomes']}")
