@@ -41,8 +41,11 @@ from tests.perf.common import (
 )
 
 
-def _raw_client(batch: int, out: Any) -> None:
-    """One process: pop → claim → complete, the worker's SQL and Redis calls and no more."""
+def _raw_client(batch: int, out: Any, stop_key: str | None = None) -> None:
+    """One process: pop → claim → complete, the worker's SQL and Redis calls and no more.
+
+    Leaves when the queue stays empty for 1 s, or (with ``stop_key``) when that key exists.
+    """
     import redis
     from asyncz.store.queries import QUERIES
     from psycopg.rows import dict_row
@@ -55,9 +58,11 @@ def _raw_client(batch: int, out: Any) -> None:
     worker_id = f"raw:{os.getpid()}"
     done = 0
     while True:
-        first = r.bzpopmin([key], timeout=1)
+        first = r.bzpopmin([key], timeout=1 if stop_key is None else 0.2)
         if first is None:
-            break
+            if stop_key is None or r.exists(stop_key):
+                break
+            continue
         ids = [first[1]]
         if batch > 1:
             ids.extend(m for m, _ in r.zpopmin(key, batch - 1))
