@@ -12,12 +12,16 @@ import os
 import sys
 import time
 
-from asyncz.api.handler import handler
-
-from tests.apigw import call
-
 
 def main() -> int:
+    # The protocol keeps the real stdout; everything else printed (Powertools logs JSON to
+    # stdout) goes to stderr, so a log line can never be mistaken for a reply.
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    from asyncz.api.handler import handler
+
+    from tests.apigw import call
+
     key = os.environ["ASYNCZ_CHAOS_API_KEY"]
     for line in sys.stdin:
         msg = json.loads(line)
@@ -28,8 +32,7 @@ def main() -> int:
         except ValueError:
             body = reply.body.decode(errors="replace")
         out = {"status": reply.status, "body": body, "seconds": time.monotonic() - started}
-        sys.stdout.write(json.dumps(out) + "\n")
-        sys.stdout.flush()
+        replies.write(json.dumps(out) + "\n")
     return 0
 
 
