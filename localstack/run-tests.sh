@@ -9,6 +9,14 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$LS_REPO"
 
+# One tier run per checkout at a time (they share port 4566, the database and .work).
+mkdir -p "$LS_WORK"
+exec 9>"$LS_WORK/tier.lock"
+if ! flock -n 9; then
+    ls_log "another LocalStack tier run holds $LS_WORK/tier.lock; waiting (up to 15 min)"
+    flock -w 900 9 || ls_die "the other LocalStack tier run did not finish within 15 min"
+fi
+
 declare -a phases=()
 t_all=$SECONDS
 failed=""

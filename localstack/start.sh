@@ -54,6 +54,7 @@ start_docker() {
 # LocalStack's ~110 packages in ~10 s where pip takes 60-90 s, which is most of a cold run.
 UV_VERSION=0.13.9
 export UV_CACHE_DIR="$LS_WORK/uv-cache" UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1
+uv_tmp="$LS_WORK/build/tmp"  # uv keeps lock files in TMPDIR
 uv_bin() {
     local tool="$LS_WORK/uv-tool"
     if [[ "$("$tool/bin/uv" --version 2>/dev/null)" != "uv $UV_VERSION"* ]]; then
@@ -78,7 +79,9 @@ ensure_venv() {  # dir python stamp-inputs... -- uv-pip-install args...
     local uv; uv="$(uv_bin)"
     ls_log "building venv $dir"
     rm -rf "$dir"
-    { "$uv" venv -q -p "$python" "$dir" && "$uv" pip install -q -p "$dir/bin/python" "$@"; } >"$dir.install.log" 2>&1 \
+    mkdir -p "$uv_tmp"
+    { TMPDIR="$uv_tmp" "$uv" venv -q -p "$python" "$dir" \
+        && TMPDIR="$uv_tmp" "$uv" pip install -q -p "$dir/bin/python" "$@"; } >"$dir.install.log" 2>&1 \
         || { tail -n 30 "$dir.install.log" >&2; ls_die "building $dir failed (log: $dir.install.log)"; }
     echo "$stamp" >"$dir/.stamp"
 }
@@ -96,7 +99,8 @@ start_host() {
     local exec_stamp; exec_stamp="$(cat $executor_files | sha256sum | cut -c1-16)"
     if [[ "$(cat "$venv/.executor-stamp" 2>/dev/null)" != "$exec_stamp" ]]; then
         rm -rf "$src" && mkdir -p "$src" && cp -r "$LS_DIR/executor/." "$src/"
-        "$(uv_bin)" pip install -q -p "$venv/bin/python" --no-deps --reinstall "$src" \
+        mkdir -p "$uv_tmp"
+        TMPDIR="$uv_tmp" "$(uv_bin)" pip install -q -p "$venv/bin/python" --no-deps --reinstall "$src" \
             >"$LS_WORK/executor.install.log" 2>&1 \
             || { tail -n 30 "$LS_WORK/executor.install.log" >&2; ls_die "installing the executor plugin failed"; }
         rm -rf "$src"

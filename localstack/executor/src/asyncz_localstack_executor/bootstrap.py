@@ -129,7 +129,7 @@ def main() -> int:
         traceback.print_exc()
         send({"type": "init_error", "error": exc.error})
         return 1
-    except Exception as exc:  # an exception raised by the module's top-level code
+    except Exception as exc:  # noqa: BLE001 - the module's top-level code failed: report it
         traceback.print_exc()
         send({"type": "init_error", "error": _error(exc)})
         return 1
@@ -143,7 +143,7 @@ def main() -> int:
         try:
             event = json.loads(invoke["payload"]) if invoke["payload"] else {}
             result = handler(event, LambdaContext(invoke))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any handler error is the invoke's result
             error = _error(exc)
             error["requestId"] = invoke["request_id"]
             print(f"[ERROR] {error['errorType']}: {error['errorMessage']}", file=sys.stderr)
