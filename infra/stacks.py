@@ -97,6 +97,9 @@ class DataStack(Stack):
                 "ASYNCZ_DATABASE_HOST": self.database.proxy_endpoint,
                 "ASYNCZ_DATABASE_NAME": self.database.database_name,
                 "ASYNCZ_DATABASE_SSLMODE": "require",
+                # RDS Proxy pins a client to one server connection once it prepares a
+                # statement server-side: no pooling gain left. Plain statements behind it.
+                "ASYNCZ_DB_PREPARED_STATEMENTS": "false",
             },
             redis_environment={
                 "ASYNCZ_REDIS_URL": self.cache.url,

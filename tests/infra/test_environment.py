@@ -78,6 +78,7 @@ def test_aws_stage_uses_secrets_proxy_and_tls(aws: Synth) -> None:
         env = environment(fn)
         assert "ASYNCZ_DATABASE_URL" not in env
         assert env["ASYNCZ_DATABASE_SSLMODE"] == "require"
+        assert env["ASYNCZ_DB_PREPARED_STATEMENTS"] == "false"  # no pinning on the proxy
         assert env["ASYNCZ_DATABASE_NAME"] == aws.config.db_name
         # The database host is the proxy's endpoint, exported by the data stack.
         assert export_target(aws.data, env["ASYNCZ_DATABASE_HOST"]) == {

@@ -50,6 +50,7 @@ from asyncz.errors import (
     UnknownTaskError,
 )
 from asyncz.jobs import NewJob
+from asyncz.observability import logger
 from asyncz.service import JobService, MetricsSink
 from asyncz.settings import Settings
 
@@ -199,6 +200,7 @@ def create_app(
                 idempotency_key=idempotency_key,
             )
         )
+        logger.append_keys(job_id=sub.job_id)
         await state.maybe_wake_worker(svc)
         return JSONResponse(
             {"job_id": sub.job_id, "status": sub.status.value},
@@ -223,16 +225,16 @@ def create_app(
 
     @app.get("/jobs/{job_id}", response_model=JobOut, summary="Job status")
     async def get_job(job_id: UUID) -> Any:
-        return JobOut.of(await (await state.service()).get(str(job_id)))
+        return JobOut.of(await (await state.service()).get(_about(job_id)))
 
     @app.get("/jobs/{job_id}/attempts", response_model=AttemptList, summary="Attempt log")
     async def get_attempts(job_id: UUID) -> Any:
-        attempts = await (await state.service()).attempts(str(job_id))
+        attempts = await (await state.service()).attempts(_about(job_id))
         return AttemptList(job_id=str(job_id), items=[AttemptOut.of(a) for a in attempts])
 
     @app.post("/jobs/{job_id}/cancel", response_model=JobState, summary="Cancel a job")
     async def cancel_job(job_id: UUID) -> Any:
-        status = await (await state.service()).cancel(str(job_id))
+        status = await (await state.service()).cancel(_about(job_id))
         return JobState(job_id=str(job_id), status=status.value, cancel_requested=True)
 
     @app.get("/dlq", response_model=JobPage, summary="Dead jobs")
@@ -257,14 +259,14 @@ def create_app(
 
     @app.post("/dlq/{job_id}/replay", response_model=JobState, summary="Replay one dead job")
     async def replay_job(job_id: UUID) -> Any:
-        job = await (await state.service()).replay(str(job_id))
+        job = await (await state.service()).replay(_about(job_id))
         return JobState(job_id=job.id, status=job.status.value)
 
     @app.delete(
         "/dlq/{job_id}", status_code=204, summary="Purge a dead job", response_class=Response
     )
     async def purge_job(job_id: UUID) -> Response:
-        await (await state.service()).purge(str(job_id))
+        await (await state.service()).purge(_about(job_id))
         return Response(status_code=204)
 
     @app.get("/stats", response_model=Stats, summary="Queue statistics")
@@ -291,6 +293,13 @@ def create_app(
         return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
 
     return app
+
+
+def _about(job_id: UUID) -> str:
+    """The job id as text, also put on every log line of this invocation."""
+    text = str(job_id)
+    logger.append_keys(job_id=text)
+    return text
 
 
 def _validation_error(errors: Sequence[Any], prefix: tuple[str, ...] = ()) -> JSONResponse:
