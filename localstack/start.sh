@@ -130,7 +130,7 @@ PY
         LAMBDA_HOSTPROC_LOG_DIR="$LS_WORK/logs" \
         LAMBDA_RUNTIME_ENVIRONMENT_TIMEOUT=60 \
         ${LS_DEBUG:+DEBUG=1} \
-        setsid "$venv/bin/python" -m asyncz_localstack_executor.launch >>"$LS_LOG" 2>&1 </dev/null &
+        setsid "$venv/bin/python" -m asyncz_localstack_executor.launch >>"$LS_LOG" 2>&1 </dev/null 9>&- &
     echo $! >"$LS_PIDFILE"
 }
 
