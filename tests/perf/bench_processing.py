@@ -8,6 +8,8 @@ processes, beside a raw claim baseline measured in the same run.
   BZPOPMIN (+ ZPOPMIN for a batch), the ``claim_jobs`` statement (UPDATE … RETURNING + the
   attempt INSERT), then the ``complete_job`` statement for each claimed id. ``--raw-batch 1``
   pops and claims one id at a time; the default mirrors the worker's batch (its concurrency).
+- ``--variant``: the raw loop again, but completing each batch in ONE statement (a
+  benchmark-local query, ``COMPLETE_MANY``): what batching completions would buy.
 
 The backlog (default 20,000 jobs) is inserted with one multi-row INSERT and pipelined ZADDs.
 The rate is read from Postgres afterwards: completed jobs / (last ``finished_at`` − first
@@ -40,8 +42,31 @@ from tests.perf.common import (
     ready_key,
 )
 
+# A benchmark-local variant, NOT in the product: completes every claimed job of a batch in
+# one statement (the recommended fix if completions dominate). Same guards as complete_job.
+COMPLETE_MANY = """
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[])
+                  AS t(id, token, result)
+), done AS (
+    UPDATE jobs j
+       SET status = 'completed', result = i.result, finished_at = now(), updated_at = now(),
+           lease_token = NULL, heartbeat_at = NULL, last_error = NULL
+      FROM input i
+     WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'processing'
+    RETURNING j.id, j.attempts, j.finished_at
+), closed AS (
+    UPDATE job_attempts a
+       SET finished_at = d.finished_at, outcome = 'completed',
+           duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
+      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+)
+SELECT id FROM done
+"""
 
-def _raw_client(batch: int, out: Any, stop_key: str | None = None) -> None:
+
+def _raw_client(batch: int, out: Any, stop_key: str | None = None,
+                complete_many: bool = False) -> None:
     """One process: pop → claim → complete, the worker's SQL and Redis calls and no more.
 
     Leaves when the queue stays empty for 1 s, or (with ``stop_key``) when that key exists.
@@ -69,6 +94,12 @@ def _raw_client(batch: int, out: Any, stop_key: str | None = None) -> None:
         leases = conn.execute(
             claim_sql, {"ids": ids, "worker_id": worker_id, "max_timeout": 900}
         ).fetchall()
+        if complete_many and leases:
+            rows = conn.execute(COMPLETE_MANY, {
+                "ids": [x["id"] for x in leases], "tokens": [x["lease_token"] for x in leases],
+                "results": [Jsonb(x["payload"]) for x in leases]}).fetchall()
+            done += len(rows)
+            continue
         for lease in leases:
             result = lease["payload"]  # the echo task
             row = conn.execute(
@@ -79,10 +110,11 @@ def _raw_client(batch: int, out: Any, stop_key: str | None = None) -> None:
     out.put(done)
 
 
-def run_raw(processes: int, batch: int) -> None:
+def run_raw(processes: int, batch: int, complete_many: bool = False) -> None:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_raw_client, args=(batch, q)) for _ in range(processes)]
+    procs = [ctx.Process(target=_raw_client, args=(batch, q, None, complete_many))
+             for _ in range(processes)]
     for p in procs:
         p.start()
     for _ in procs:
@@ -127,6 +159,8 @@ def one(kind: str, processes: int, args: argparse.Namespace, log_dir: str) -> di
         run_raw(processes, args.raw_batch or args.concurrency)
     elif kind == "raw1":
         run_raw(processes, 1)
+    elif kind == "rawmany":
+        run_raw(processes, args.raw_batch or args.concurrency, complete_many=True)
     else:
         run_workers(processes, args.concurrency, log_dir, {})
     return measured(args.jobs)
@@ -139,6 +173,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=10, help="worker jobs at once (batch)")
     ap.add_argument("--raw-batch", type=int, default=0, help="raw ids per claim (0 = concurrency)")
     ap.add_argument("--no-raw1", action="store_true", help="skip the one-id-at-a-time raw loop")
+    ap.add_argument("--variant", action="store_true",
+                    help="also run the raw loop with batched completions (a proposed fix)")
     args = ap.parse_args()
     os.environ.update(bench_env())
     log_dir = tempfile.mkdtemp(prefix="asyncz-bench-processing-")
@@ -157,6 +193,9 @@ def main() -> None:
             rows.append(("raw claim loop (batch 1)", one("raw1", procs, args, log_dir)))
         rows.append((f"worker (standalone, concurrency {args.concurrency})",
                      one("worker", procs, args, log_dir)))
+        if args.variant:
+            rows.append((f"variant, not product: raw batch {batch} + ONE complete statement "
+                         "per batch", one("rawmany", procs, args, log_dir)))
         for name, s in rows:
             print(f"| {name} | {procs} | {s['n']} | {s['seconds']:.2f} | {s['rps']:.0f} | "
                   f"{s['rps'] / raw['rps']:.2f} |", flush=True)
