@@ -5,15 +5,29 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 
 mode="$(cat "$LS_MODEFILE" 2>/dev/null || echo none)"
+pid_is_ours=1
 
 session_pids() {  # every live process in LocalStack's session (setsid made its pid the sid)
-    ps -eo pid=,sid=,stat= | awk -v s="$1" '$2 == s && $1 != s && $3 !~ /^Z/ {print $1}'
+    local p
+    for p in $(ps -eo pid=,sid=,stat= | awk -v s="$1" '$2 == s && $1 != s && $3 !~ /^Z/ {print $1}'); do
+        # With a recycled session leader, only our Lambda sandboxes are ours to kill.
+        if ((pid_is_ours)) || tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q asyncz_localstack_executor; then
+            echo "$p"
+        fi
+    done
 }
 
 stop_host() {
     local pid; pid="$(cat "$LS_PIDFILE" 2>/dev/null || true)"
     [[ -n "$pid" ]] || { ls_log "no LocalStack pid file; nothing to stop"; return 0; }
-    if ls_alive "$pid"; then
+    # After a crash the pid may belong to another process by now: leave that one alone.
+    if ls_alive "$pid" && ! tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q asyncz_localstack_executor.launch; then
+        ls_log "pid $pid is no longer LocalStack; only its old session is cleaned up"
+        pid_is_ours=0
+    else
+        pid_is_ours=1
+    fi
+    if ((pid_is_ours)) && ls_alive "$pid"; then
         ls_log "stopping LocalStack (pid $pid)"
         # Lambda sandboxes first (they are disposable): LocalStack's shutdown otherwise
         # waits on the invocations still running in them (a worker polls for ~1 min).
@@ -23,14 +37,14 @@ stop_host() {
         kill -TERM "$pid" 2>/dev/null || true
         for _ in $(seq 1 60); do ls_alive "$pid" || break; sleep 0.25; done
     fi
-    local left; left="$( (ls_alive "$pid" && echo "$pid"); session_pids "$pid")"
+    local left; left="$( ((pid_is_ours)) && ls_alive "$pid" && echo "$pid"; session_pids "$pid")"
     if [[ -n "$left" ]]; then
         ls_log "killing what is left: $(echo $left)"
         # shellcheck disable=SC2086
         kill -KILL $left 2>/dev/null || true
         sleep 0.5
     fi
-    left="$( (ls_alive "$pid" && echo "$pid"); session_pids "$pid")"
+    left="$( ((pid_is_ours)) && ls_alive "$pid" && echo "$pid"; session_pids "$pid")"
     if [[ -n "$left" ]]; then
         ps -o pid,args -p "$(echo $left | tr ' ' ,)" >&2
         ls_die "processes survived the stop: $(echo $left)"
