@@ -30,7 +30,7 @@ from tests.chaos.conftest import (
     wait_terminal,
 )
 from tests.conftest import run
-from tests.integration.helpers import wait_until
+from tests.integration.helpers import rows, wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -119,6 +119,7 @@ def test_postgres_restart_mid_run_api_says_503_and_everyone_reconnects(
 
     own_postgres.start()
     restarted = time.monotonic()
+    [back] = rows(db, "SELECT now() AS at")
     first_ok: float | None = None
     refused_after_restart = 0
     while time.monotonic() - restarted < 30:
@@ -138,6 +139,10 @@ def test_postgres_restart_mid_run_api_says_503_and_everyone_reconnects(
     fleet.stop_all()
     assert all(p.returncode == 0 for p in fleet.procs), fleet.stderr_tail()
     assert "database unavailable" in fleet.stderr_tail(400), "workers did not log the outage"
+    [after] = rows(
+        db, "SELECT count(*) AS n FROM job_attempts WHERE finished_at > %s", (back["at"],)
+    )
+    assert after["n"] > 0, "the workers that rode out the outage finished nothing after it"
     book = check_ledger(db, ids)
     print(
         f"outage replies {during}; api back {first_ok:.1f} s after restart "
