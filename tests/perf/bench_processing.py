@@ -72,9 +72,10 @@ def _raw_client(batch: int, out: Any, stop_key: str | None = None,
     Leaves when the queue stays empty for 1 s, or (with ``stop_key``) when that key exists.
     """
     import redis
-    from asyncz.store.queries import QUERIES
     from psycopg.rows import dict_row
     from psycopg.types.json import Jsonb
+
+    from asyncz.store.queries import QUERIES
 
     claim_sql, complete_sql = QUERIES["claim_jobs"], QUERIES["complete_job"]
     conn = psycopg.connect(DB, autocommit=True, row_factory=dict_row)

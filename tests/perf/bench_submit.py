@@ -47,7 +47,6 @@ def _raw_client(seconds: float, out: Any) -> None:
 
 def _handler_client(seconds: float, out: Any) -> None:
     from asyncz.api import handler as api
-
     from tests.apigw import FakeContext, rest_event
 
     event = rest_event(

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import psycopg
 import redis
+
 from asyncz.store.migrations import apply_migrations
 
 DB = os.environ.get("ASYNCZ_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/asyncz_bench")

@@ -1,0 +1,194 @@
+"""Submit over HTTP: ``POST /jobs`` through the local API Gateway front of ``asyncz dev``
+(HTTP → REST v1 proxy event → an api Lambda sandbox process → the real handler), beside the
+raw baseline (psycopg INSERT + Redis ZADD, one process per client) measured in the same run.
+
+``asyncz dev`` is started on a free port with the system Postgres and Redis given by URL
+(nothing embedded starts), no fixed workers, and the fleet and recovery schedules pushed out
+to an hour so nothing drains the queue or competes for the CPU while we measure.
+Clients: ``--client-procs`` processes, each with clients/procs threads, each thread one
+keep-alive HTTP connection doing one request at a time.
+
+    .venv/bin/python -m tests.perf.bench_submit_http --concurrency 16 64 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from typing import Any
+
+from tests.perf import bench_submit
+from tests.perf.common import (
+    API_KEY,
+    bench_env,
+    command,
+    load_line,
+    machine,
+    prepare,
+    summary,
+)
+
+BODY = json.dumps({"task": "echo", "payload": {"user_id": 42, "note": "benchmark"}}).encode()
+HEADERS = {"Content-Type": "application/json", "x-api-key": API_KEY}
+
+
+def _client_proc(port: int, threads: int, seconds: float, start_at: float, out: Any) -> None:
+    lat: list[float] = []
+    errors: list[int] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        mine: list[float] = []
+        bad = 0
+        while time.time() < start_at:
+            time.sleep(0.001)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            t = time.perf_counter()
+            try:
+                conn.request("POST", "/jobs", body=BODY, headers=HEADERS)
+                resp = conn.getresponse()
+                resp.read()
+                ok = resp.status == 202
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                ok = False
+            if ok:
+                mine.append((time.perf_counter() - t) * 1000)
+            else:
+                bad += 1
+        conn.close()
+        with lock:
+            lat.extend(mine)
+            errors.append(bad)
+
+    ts = [threading.Thread(target=one) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    out.put((lat, sum(errors)))
+
+
+def run_http(port: int, clients: int, procs: int, seconds: float) -> tuple[dict[str, float], int]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = min(procs, clients)
+    per = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
+    start_at = time.time() + 2.0  # every client starts together, after the spawns
+    ps = [ctx.Process(target=_client_proc, args=(port, n, seconds, start_at, q)) for n in per]
+    for p in ps:
+        p.start()
+    lat: list[float] = []
+    errors = 0
+    for _ in ps:
+        got, bad = q.get(timeout=seconds + 120)
+        lat.extend(got)
+        errors += bad
+    for p in ps:
+        p.join(30)
+    return summary(lat, seconds), errors
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_dev(port: int, sandboxes: int, log_path: str) -> subprocess.Popen[bytes]:
+    data_dir = tempfile.mkdtemp(prefix="asyncz-bench-dev-")
+    env = bench_env(
+        ASYNCZ_DEV_API_KEY=API_KEY, ASYNCZ_DEV_DATA_DIR=data_dir,
+        ASYNCZ_FLEET_INTERVAL_SECONDS="3600", ASYNCZ_RECOVERY_INTERVAL_SECONDS="3600",
+        ASYNCZ_FLEET_MAX_WORKERS="1",
+    )
+    log = open(log_path, "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "asyncz", "dev", "--port", str(port),
+         "--api-sandboxes", str(sandboxes), "--quiet"],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"asyncz dev exited with {proc.returncode}; see {log_path}")
+        try:
+            # the front serves once ONE sandbox is up; the rest initialise behind it
+            # (≈1.7 s of CPU each): measure only once all of them are warm
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r, \
+                    open(log_path) as f:
+                if r.status == 200 and '"api sandboxes ready"' in f.read():
+                    return proc
+        except OSError:
+            pass
+        time.sleep(0.3)
+    stop_dev(proc)
+    raise SystemExit(f"asyncz dev did not answer /health in 120 s; see {log_path}")
+
+
+def stop_dev(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--api-sandboxes", type=int, nargs="+", default=[4, 16],
+                    help="api sandbox processes behind the front (Lambda concurrency)")
+    ap.add_argument("--client-procs", type=int, default=4)
+    args = ap.parse_args()
+    os.environ.update(bench_env())
+    print(f"# submit over HTTP — {machine()}")
+    print(f"# {load_line()} (shared machine: other test suites may be running)")
+    print(f"# command: {command('tests.perf.bench_submit_http', sys.argv[1:])}")
+    print(f"# front: asyncz dev with N api sandboxes (processes), system Postgres/Redis by "
+          f"URL; HTTP clients: {args.client_procs} processes × threads, keep-alive; "
+          "clients, front, sandboxes and servers share the same 2 cores")
+    print("| path | clients | req/s | p50 ms | p95 ms | p99 ms | errors | ratio to raw |")
+    print("|---|---|---|---|---|---|---|---|")
+    port = free_port()
+    log_dir = tempfile.mkdtemp(prefix="asyncz-bench-http-")
+    for c in args.concurrency:
+        prepare()
+        raw = bench_submit.run("raw", c, args.seconds)
+        print(f"| raw INSERT + ZADD | {c} | {raw['rps']:.0f} | {raw['p50']:.2f} | "
+              f"{raw['p95']:.2f} | {raw['p99']:.2f} | 0 | 1.00 |", flush=True)
+        for n in args.api_sandboxes:
+            prepare()
+            dev = start_dev(port, n, os.path.join(log_dir, f"dev-{c}-{n}.log"))
+            try:
+                run_http(port, n * 2, args.client_procs, 2.0)  # warm every sandbox's pools
+                prepare()
+                s, err = run_http(port, c, args.client_procs, args.seconds)
+            finally:
+                stop_dev(dev)
+            print(f"| HTTP → asyncz dev front → {n} api sandboxes | {c} | {s['rps']:.0f} | "
+                  f"{s['p50']:.2f} | {s['p95']:.2f} | {s['p99']:.2f} | {err} | "
+                  f"{s['rps'] / raw['rps']:.2f} |", flush=True)
+    print(f"# {load_line()} at the end")
+
+
+if __name__ == "__main__":
+    main()
