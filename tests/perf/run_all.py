@@ -1,0 +1,50 @@
+"""Run every benchmark in sequence, with the arguments BENCHMARKS.md was made with.
+
+    .venv/bin/python -m tests.perf.run_all [--only processing latency ...] | tee /tmp/bench.md
+
+Each benchmark is a separate process (as its own command line shows) and prints its own
+machine line, load average, command and table. Benchmarks are not tests: nothing here
+asserts a time. The recovery-at-scale check is a test instead:
+``.venv/bin/python -m pytest tests/integration/test_recovery_scale.py -s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = {
+    "submit": ["tests.perf.bench_submit", "--concurrency", "16", "64", "--seconds", "10"],
+    "submit_http": ["tests.perf.bench_submit_http", "--concurrency", "16", "64",
+                    "--seconds", "10"],
+    "processing": ["tests.perf.bench_processing", "--jobs", "20000", "--processes", "1", "2",
+                   "4", "--variant"],
+    "latency": ["tests.perf.bench_latency", "--jobs", "500", "--rate", "50", "--workers", "2"],
+    "coldstart": ["tests.perf.bench_coldstart", "--repeat", "5"],
+    "memory": ["tests.perf.bench_memory", "--jobs", "10000"],
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), default=list(BENCHMARKS))
+    args = ap.parse_args()
+    failed = []
+    for name in args.only:
+        t = time.monotonic()
+        print(f"\n## {name}\n", flush=True)
+        rc = subprocess.run([sys.executable, "-m", *BENCHMARKS[name]], cwd=ROOT).returncode
+        print(f"\n# ({name}: {time.monotonic() - t:.0f} s, exit {rc})", flush=True)
+        if rc:
+            failed.append(name)
+    if failed:
+        print(f"# failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
