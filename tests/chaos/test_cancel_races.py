@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from asyncz.jobs import JobStatus, Lease, NewJob
 from asyncz.worker.loop import WorkerLoop
-
 from tests.chaos.conftest import (
     Fleet,
     RecoveryLoop,

@@ -8,17 +8,17 @@ reconnect by themselves, and every job ends terminal with a clean attempt log.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from asyncz.local.embedded import EmbeddedPostgres, free_port
 
 from tests.chaos.conftest import (
     ApiSandbox,
     Fleet,
+    PrivatePostgres,
     RecoveryLoop,
     RedisServer,
     chaos_settings,
@@ -36,32 +36,6 @@ pytestmark = pytest.mark.chaos
 
 JOBS = 300
 OUTAGE_BOUND = 15.0  # seconds an api call may take while Postgres is down
-
-
-class PrivatePostgres:
-    def __init__(self, data_dir: Path) -> None:
-        self.server = EmbeddedPostgres(data_dir)
-        self.port = free_port()
-
-    @property
-    def server_url(self) -> str:
-        return self.server.url(self.port, "postgres")
-
-    def start(self) -> None:
-        self.server.start(self.port)
-
-    def stop(self) -> None:
-        self.server.stop()
-
-
-@pytest.fixture
-def own_postgres(tmp_path: Path) -> Iterator[PrivatePostgres]:
-    pg = PrivatePostgres(tmp_path / "pg")
-    pg.start()
-    try:
-        yield pg
-    finally:
-        pg.stop()
 
 
 def answers(pg: PrivatePostgres) -> bool:

@@ -1,0 +1,75 @@
+"""A PostgreSQL that stops answering without closing anything (frozen, or a black-holed
+network as during a failover): the api must still answer ``503`` within a bound."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.conftest import (
+    ApiSandbox,
+    PrivatePostgres,
+    RedisServer,
+    chaos_settings,
+    create_database,
+)
+from tests.chaos.test_postgres_restart import OUTAGE_BOUND
+
+pytestmark = pytest.mark.chaos
+
+
+def cluster_pids(pg: PrivatePostgres) -> list[int]:
+    info = pg.server.postmaster()
+    assert info is not None
+    root = int(info["pid"])
+    pids = [root]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == root:
+                    pids.append(int(entry.name))
+    return pids
+
+
+def signal_all(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def test_frozen_postgres_api_answers_503_within_a_bound(
+    own_postgres: PrivatePostgres,
+    own_redis: RedisServer,
+    tmp_path: Path,
+    api_factory: Callable[..., ApiSandbox],
+) -> None:
+    db = create_database(own_postgres.server_url, "asyncz_chaos")
+    settings = chaos_settings(db, own_redis.url, tmp_path)
+    api = api_factory(settings)
+    reply = api.request("POST", "/jobs", {"task": "echo", "payload": {}}, timeout=30)
+    assert reply is not None and reply["status"] == 202, reply
+    job_id = reply["body"]["job_id"]
+
+    pids = cluster_pids(own_postgres)
+    signal_all(pids, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        try:
+            reply = api.request("GET", f"/jobs/{job_id}", timeout=OUTAGE_BOUND + 5)
+        except AssertionError:
+            reply = None
+        took = time.monotonic() - started
+    finally:
+        signal_all(pids, signal.SIGCONT)
+    assert reply is not None and took < OUTAGE_BOUND, (
+        f"with Postgres frozen the api call hung for {took:.0f} s (no client-side bound on a "
+        "query or a pool connection check)"
+    )
+    assert reply["status"] == 503 and reply["body"]["error"] == "database_unavailable", reply
