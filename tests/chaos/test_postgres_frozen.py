@@ -1,5 +1,9 @@
 """A PostgreSQL that stops answering without closing anything (frozen, or a black-holed
-network as during a failover): the api must still answer ``503`` within a bound."""
+network as during a failover): the api must still answer ``503`` within a bound.
+
+Fails against the product code of 2026-12-02: nothing bounds a query on a pooled
+connection, so the call hangs (see PRODUCT_FIXES.md here, section 3).
+"""
 
 from __future__ import annotations
 
