@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = {
     "submit": ["tests.perf.bench_submit", "--concurrency", "16", "64", "--seconds", "10"],
     "submit_http": ["tests.perf.bench_submit_http", "--concurrency", "16", "64",
-                    "--seconds", "10"],
+                    "--seconds", "10", "--direct"],
     "processing": ["tests.perf.bench_processing", "--jobs", "20000", "--processes", "1", "2",
                    "4", "--variant"],
     "latency": ["tests.perf.bench_latency", "--jobs", "500", "--rate", "50", "--workers", "2"],
