@@ -7,6 +7,7 @@ The custom tasks live in :mod:`tests.chaos.tasks`; workers load them through
 from __future__ import annotations
 
 import resource
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -109,6 +110,14 @@ def test_task_that_exits_the_process_is_recovered_and_ends_dead(
     print(f"{len(fleet.procs)} workers used; {book['status']} {book['outcomes']}")
 
 
+def start_capped_worker(fleet: Fleet) -> subprocess.Popen[bytes]:
+    return fleet.start(concurrency=4, preexec_fn=_cap_memory, env={"MALLOC_ARENA_MAX": "2"})
+
+
+def attempt_ended(db_url: str, job_id: str) -> bool:
+    return job_status(db_url, job_id) not in ("queued", "processing")
+
+
 def test_task_that_exhausts_memory_fails_and_the_worker_survives(
     chaos_db: str,
     own_redis: RedisServer,
@@ -118,17 +127,12 @@ def test_task_that_exhausts_memory_fails_and_the_worker_survives(
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
     [hog] = run(submit_jobs(settings, [{"task": "chaos_oom", "payload": {}, "max_retries": 0}]))
-    ids = [hog, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
     fleet = fleet_factory(settings)
-    worker = fleet.start(concurrency=4, preexec_fn=_cap_memory, env={"MALLOC_ARENA_MAX": "2"})
+    worker = start_capped_worker(fleet)
     recovery = recovery_factory(settings)
-    wait_until(
-        lambda: job_status(chaos_db, hog) != "processing" and job_status(chaos_db, hog) != "queued",
-        timeout=30,
-        what="the memory hog's attempt to end",
-    )
-    later = run(submit_jobs(settings, [{"task": "echo", "payload": {"n": i}} for i in range(20)]))
-    ids += later
+    wait_until(lambda: attempt_ended(chaos_db, hog), timeout=30, what="the hog's attempt to end")
+    # the same worker then runs a normal mix
+    ids = [hog, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
     wait_terminal(chaos_db, len(ids), timeout=30)
     alive = worker.poll() is None
     recovery.stop()
@@ -139,7 +143,46 @@ def test_task_that_exhausts_memory_fails_and_the_worker_survives(
     assert list(book["jobs"][hog]["outcomes"]) == ["failed"], book["jobs"][hog]
     error = rows(chaos_db, "SELECT last_error FROM jobs WHERE id=%s", (hog,))[0]["last_error"]
     assert error.startswith("MemoryError"), error
-    assert all(book["jobs"][i]["status"] == "completed" for i in later)
+    assert all(
+        book["jobs"][i]["status"] == "completed"
+        for i in ids
+        if i != hog and book["jobs"][i]["task"] != "fail"
+    )
     summary = fleet.summary(worker)
     assert summary is not None and summary["failed"] >= 1, summary
     print(f"{book['status']} {book['outcomes']}")
+
+
+def test_memory_hog_gives_its_memory_back_for_the_next_attempts(
+    chaos_db: str,
+    own_redis: RedisServer,
+    tmp_path: Path,
+    fleet_factory: Callable[..., Fleet],
+    recovery_factory: Callable[..., RecoveryLoop],
+) -> None:
+    """Red on 2026-12-02 (PRODUCT_FIXES.md, section 4): the failed attempt's traceback keeps
+    the hog's frames in a reference cycle (exception -> traceback -> the thread's frame ->
+    the exception), so its memory stays taken until the cyclic GC happens to run, and the
+    attempts after it fail with MemoryError or "can't start new thread"."""
+    settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
+    [hog] = run(submit_jobs(settings, [{"task": "chaos_oom", "payload": {}, "max_retries": 0}]))
+    fleet = fleet_factory(settings)
+    worker = start_capped_worker(fleet)
+    recovery = recovery_factory(settings)
+    wait_until(lambda: attempt_ended(chaos_db, hog), timeout=30, what="the hog's attempt to end")
+    # the hog's failure is on record: its memory should be back by now
+    ids = [hog, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
+    wait_terminal(chaos_db, len(ids), timeout=40)
+    alive = worker.poll() is None
+    recovery.stop()
+    fleet.stop(worker)
+    assert alive, fleet.output(worker)[1][-3000:]
+    check_ledger(chaos_db, ids)
+    collateral = rows(
+        chaos_db,
+        """SELECT j.task, a.attempt, a.error FROM job_attempts a JOIN jobs j ON j.id = a.job_id
+            WHERE a.outcome = 'failed' AND j.id <> %s
+              AND a.error NOT LIKE 'TaskFailedError:%%'""",
+        (hog,),
+    )
+    assert not collateral, f"{len(collateral)} innocent attempts failed: {collateral[:5]}"
