@@ -38,6 +38,7 @@ async def build_service(
         max_size=pool_max or settings.db_pool_max,
         timeout=settings.db_connect_timeout_seconds,
         prepare=settings.db_prepared_statements,
+        query_timeout=settings.db_query_timeout_seconds,
     )
     await store.open()
     broker = RedisBroker.from_url(

@@ -450,7 +450,10 @@ class JobService:
                 s.lease_timeout_seconds, s.recovery_batch_size
             )
             for r in rows:
-                (report.dead if r["status"] == "dead" else report.requeued).append(str(r["id"]))
+                if r["status"] == "dead":
+                    report.dead.append(str(r["id"]))
+                elif r["status"] == "queued":  # 'cancelled' ones were asked to stop: done
+                    report.requeued.append(str(r["id"]))
             if len(rows) < s.recovery_batch_size:
                 break
         if report.dead:

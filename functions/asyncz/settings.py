@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     db_pool_min: int = Field(default=1, ge=0)
     db_pool_max: int = Field(default=2, ge=1)
     db_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    # Bound on one store call (pool wait + statement): a frozen server must not hang callers.
+    db_query_timeout_seconds: float = Field(default=10.0, gt=0)
     # RDS Proxy pins a session that uses server-side prepared statements: off behind it.
     db_prepared_statements: bool = True
 

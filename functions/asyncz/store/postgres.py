@@ -6,6 +6,7 @@ where a worker is involved; zero rows means the caller lost the race.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -84,8 +85,9 @@ def _lease(row: Mapping[str, Any]) -> Lease:
 class PostgresStore:
     """Job persistence on one small async pool per sandbox (opened lazily)."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], query_timeout: float = 10.0) -> None:
         self._pool = pool
+        self._query_timeout = query_timeout
 
     @classmethod
     def create(
@@ -96,6 +98,7 @@ class PostgresStore:
         max_size: int = 2,
         timeout: float = 5.0,
         prepare: bool = True,
+        query_timeout: float = 10.0,
     ) -> PostgresStore:
         """Build the store; no connection is made until :meth:`open`."""
         kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
@@ -111,7 +114,10 @@ class PostgresStore:
             reconnect_timeout=60,
             name="asyncz",
         )
-        return cls(pool)
+        # A server that stops answering (frozen, black-holed network) must not hang a
+        # caller: bound the wait for a connection plus the statement. (On cancellation
+        # psycopg itself waits at most ~10 s more before it drops the connection.)
+        return cls(pool, query_timeout=query_timeout)
 
     async def open(self) -> None:
         await self._pool.open(wait=False)
@@ -121,11 +127,19 @@ class PostgresStore:
 
     async def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         try:
-            async with self._pool.connection() as conn, conn.cursor() as cur:
+            async with (
+                asyncio.timeout(self._query_timeout),
+                self._pool.connection() as conn,
+                conn.cursor() as cur,
+            ):
                 await cur.execute(QUERIES[name], params)
                 return await cur.fetchall() if cur.description else []
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreUnavailableError(f"database unavailable: {exc}") from exc
+        except TimeoutError as exc:
+            raise StoreUnavailableError(
+                f"database unavailable: no answer within {self._query_timeout:g} s"
+            ) from exc
         except psycopg.DataError as exc:  # e.g. NUL in text, \u0000 in jsonb
             raise InvalidInputError(f"value not storable: {exc}") from exc
 

@@ -42,6 +42,7 @@ class _Running:
     ctx: TaskContext
     task: asyncio.Task[None] | None = None
     stop_reason: str | None = None  # "lost" | "cancel"
+    finishing: bool = False  # the task returned: from here the fenced finish decides
 
 
 @dataclass(slots=True)
@@ -248,6 +249,7 @@ class WorkerLoop:
                 )
                 json.dumps(result)  # a result Postgres cannot store is the task's failure
             except TimeoutError:
+                running.finishing = True
                 running.ctx.cancelled.set()
                 self.stats.timed_out += 1
                 await self._finish_failed(
@@ -271,9 +273,11 @@ class WorkerLoop:
                     self.stats.lost_leases += 1
                     log.warning("lease lost; abandoning the attempt", extra=_ids(lease))
             except Exception as exc:  # noqa: BLE001 - any task error is a failed attempt
+                running.finishing = True
                 self.stats.failed += 1
                 await self._finish_failed(lease, describe(exc), AttemptOutcome.FAILED)
             else:
+                running.finishing = True
                 await self._finish_completed(lease, result)
         finally:
             self.running.pop(lease.job_id, None)
@@ -341,6 +345,8 @@ class WorkerLoop:
         for job_id in outcome.lost | outcome.cancel_requested:
             running = self.running.get(job_id)
             if running is None or running.task is None or running.stop_reason:
+                continue
+            if running.finishing:  # cancelling now would cut the fenced write in half
                 continue
             running.stop_reason = "lost" if job_id in outcome.lost else "cancel"
             running.ctx.cancelled.set()

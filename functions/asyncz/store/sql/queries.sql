@@ -171,9 +171,9 @@ SELECT queue, extract(epoch FROM now() - min(run_at))::float8 AS age
 SELECT count(*)::bigint AS n FROM jobs WHERE status = 'dead';
 
 -- name: recover_stale_leases
--- Processing rows whose worker stopped heartbeating: back to queued (or dead when out of
--- retries), the open attempt closed as 'lost'. Bounded, and SKIP LOCKED so two recovery
--- runs never fight over a row.
+-- Processing rows whose worker stopped heartbeating: back to queued (dead when out of
+-- retries, cancelled when a cancel was requested), the open attempt closed as 'lost'.
+-- Bounded, and SKIP LOCKED so two recovery runs never fight over a row.
 WITH stale AS (
     SELECT id FROM jobs
      WHERE status = 'processing' AND heartbeat_at < now() - make_interval(secs => %(lease_timeout)s)
@@ -182,8 +182,12 @@ WITH stale AS (
      FOR UPDATE SKIP LOCKED
 ), moved AS (
     UPDATE jobs j
-       SET status = CASE WHEN j.attempts - j.attempt_base > j.max_retries THEN 'dead' ELSE 'queued' END,
-           finished_at = CASE WHEN j.attempts - j.attempt_base > j.max_retries THEN now() ELSE NULL END,
+       SET status = CASE WHEN j.cancel_requested THEN 'cancelled'
+                         WHEN j.attempts - j.attempt_base > j.max_retries THEN 'dead'
+                         ELSE 'queued' END,
+           finished_at = CASE WHEN j.cancel_requested
+                                   OR j.attempts - j.attempt_base > j.max_retries
+                              THEN now() ELSE NULL END,
            run_at = now(), lease_token = NULL, heartbeat_at = NULL, updated_at = now(),
            last_error = 'lease expired: worker ' || coalesce(j.worker_id, '?')
                         || ' stopped heartbeating'
