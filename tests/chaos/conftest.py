@@ -180,6 +180,7 @@ def chaos_settings(db_url: str, redis_url: str, tmp_path: Path, **overrides: Any
         "backoff_base_seconds": 0.1,
         "backoff_max_seconds": 0.5,
         "db_connect_timeout_seconds": 3.0,
+        "db_query_timeout_seconds": 3.0,
         "redis_socket_timeout_seconds": 2.0,
         "task_modules": "tests.chaos.tasks",
         "artifact_dir": str(tmp_path / "artifacts"),

@@ -1,6 +1,6 @@
 """A cancel request meeting a fault: the job must still reach a terminal state.
 
-Both tests fail against the product code of 2026-12-02 (see PRODUCT_FIXES.md here):
+Both tests failed before 660d2eb, which fixed them (see PRODUCT_FIXES.md here):
 
 * a worker that dies while its job has ``cancel_requested`` leaves the job ``queued``
   forever: recovery re-queues it, but claim and the re-enqueue scan both skip

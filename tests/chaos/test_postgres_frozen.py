@@ -1,8 +1,9 @@
 """A PostgreSQL that stops answering without closing anything (frozen, or a black-holed
 network as during a failover): the api must still answer ``503`` within a bound.
 
-Fails against the product code of 2026-12-02: nothing bounds a query on a pooled
-connection, so the call hangs (see PRODUCT_FIXES.md here, section 3).
+Before 660d2eb nothing bounded a query on a pooled connection, so the call hung (see
+PRODUCT_FIXES.md here, section 3); the bound is ASYNCZ_DB_QUERY_TIMEOUT_SECONDS (3 s here)
+plus psycopg's own cancel wait.
 """
 
 from __future__ import annotations
