@@ -30,6 +30,7 @@ from asyncz.tasks.registry import TaskContext, TaskSpec
 log = logging.getLogger("asyncz.worker")
 
 _FINISH_TRIES = 3
+_OUT_OF_MEMORY = MemoryError("the task ran out of memory")  # made now: none may be left later
 
 
 class _Abandoned(Exception):
@@ -87,11 +88,20 @@ async def _in_thread(fn: Callable[[], Any], name: str) -> Any:
         try:
             result = fn()
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a task is a failure too
-            ok, value = False, exc
+            # Drop the traceback: its frames would keep the task's memory (a memory hog's
+            # buffers) alive in a cycle until the cycle collector happens to run.
+            ok, value = False, exc.with_traceback(None)
         else:
             ok, value = True, result
-        with contextlib.suppress(RuntimeError):  # the loop may be closed by then
-            loop.call_soon_threadsafe(deliver, ok, value)
+        for _ in range(3):  # under memory pressure, handing the result back can fail too
+            try:
+                loop.call_soon_threadsafe(deliver, ok, value)
+                return
+            except RuntimeError:  # the loop is closed: nobody waits for this result
+                return
+            except MemoryError:
+                ok, value = False, _OUT_OF_MEMORY
+                time.sleep(0.05)
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return await future
