@@ -83,6 +83,9 @@ def bench_env(**extra: str) -> dict[str, str]:
         "ASYNCZ_PUBLISH_GAUGES": "false", "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_DISABLED": "true", "AWS_REGION": "us-east-1",
         "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+        # an api sandbox serves one request at a time: one connection; 64 clients × 2 would
+        # exhaust the shared server's max_connections=100 (workers take max(this, 3))
+        "ASYNCZ_DB_POOL_MAX": os.environ.get("ASYNCZ_DB_POOL_MAX", "1"),
     })
     env.update(extra)
     return env

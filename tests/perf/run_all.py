@@ -11,6 +11,7 @@ asserts a time. The recovery-at-scale check is a test instead:
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -37,7 +38,11 @@ def main() -> int:
     for name in args.only:
         t = time.monotonic()
         print(f"\n## {name}\n", flush=True)
-        rc = subprocess.run([sys.executable, "-m", *BENCHMARKS[name]], cwd=ROOT).returncode
+        # one Postgres connection per api client process (bench_submit's children inherit
+        # this): 64 clients × a pool of 2 would exceed the shared max_connections=100
+        env = {**os.environ, "ASYNCZ_DB_POOL_MAX": os.environ.get("ASYNCZ_DB_POOL_MAX", "1")}
+        rc = subprocess.run([sys.executable, "-m", *BENCHMARKS[name]], cwd=ROOT,
+                            env=env).returncode
         print(f"\n# ({name}: {time.monotonic() - t:.0f} s, exit {rc})", flush=True)
         if rc:
             failed.append(name)
