@@ -25,8 +25,15 @@ class FakeContext:
         return int((self.deadline - time.monotonic()) * 1000)
 
 
-def rest_event(method: str, target: str, *, body: Any = None, headers: dict[str, str] | None = None,
-               raw_body: bytes | None = None, api_key: str | None = None) -> dict[str, Any]:
+def rest_event(
+    method: str,
+    target: str,
+    *,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    raw_body: bytes | None = None,
+    api_key: str | None = None,
+) -> dict[str, Any]:
     parts = urlsplit(target)
     query = parse_qsl(parts.query, keep_blank_values=True)
     hdrs = {"Host": "abc123.execute-api.us-east-1.amazonaws.com", "User-Agent": "pytest"}
@@ -57,9 +64,15 @@ def rest_event(method: str, target: str, *, body: Any = None, headers: dict[str,
         "pathParameters": {"proxy": parts.path.lstrip("/")},
         "stageVariables": None,
         "requestContext": {
-            "resourcePath": "/{proxy+}", "httpMethod": method, "path": f"/prod{parts.path}",
-            "stage": "prod", "requestId": str(uuid.uuid4()), "accountId": "000000000000",
-            "apiId": "abc123", "protocol": "HTTP/1.1", "requestTimeEpoch": int(time.time() * 1000),
+            "resourcePath": "/{proxy+}",
+            "httpMethod": method,
+            "path": f"/prod{parts.path}",
+            "stage": "prod",
+            "requestId": str(uuid.uuid4()),
+            "accountId": "000000000000",
+            "apiId": "abc123",
+            "protocol": "HTTP/1.1",
+            "requestTimeEpoch": int(time.time() * 1000),
             "identity": {"sourceIp": "127.0.0.1", "userAgent": "pytest", "apiKey": api_key},
         },
         "body": text,

@@ -39,9 +39,13 @@ def ensure_database(url: str) -> None:
     admin = psycopg.conninfo.make_conninfo(url, dbname="postgres")
     try:
         with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+            ).fetchone()
             if not exists:
-                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+                conn.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
+                )
     except psycopg.OperationalError as exc:
         pytest.fail(f"PostgreSQL is not reachable at {admin}: {exc}", pytrace=False)
 
@@ -104,7 +108,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     for name, value in settings.model_dump().items():
         if value is not None:
-            env[f"ASYNCZ_{name.upper()}"] = str(value).lower() if isinstance(value, bool) else str(value)
+            env[f"ASYNCZ_{name.upper()}"] = (
+                str(value).lower() if isinstance(value, bool) else str(value)
+            )
     return env
 
 
@@ -127,8 +133,13 @@ def new_key() -> str:
     return str(uuid.uuid4())
 
 
-_TIER_OF_FOLDER = {"unit": "unit", "integration": "integration", "infra": "infra",
-                   "localstack": "localstack", "chaos": "chaos"}
+_TIER_OF_FOLDER = {
+    "unit": "unit",
+    "integration": "integration",
+    "infra": "infra",
+    "localstack": "localstack",
+    "chaos": "chaos",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -136,5 +147,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         parts = item.path.parts
         for folder, marker in _TIER_OF_FOLDER.items():
-            if folder in parts[parts.index("tests") + 1:parts.index("tests") + 2] if "tests" in parts else ():
+            if (
+                folder in parts[parts.index("tests") + 1 : parts.index("tests") + 2]
+                if "tests" in parts
+                else ()
+            ):
                 item.add_marker(getattr(pytest.mark, marker))

@@ -16,17 +16,35 @@ from asyncz.settings import Settings
 from tests.conftest import settings_env
 
 
-def start_worker_process(settings: Settings, *, idle_exit: float = 0, seconds: float = 600,
-                         concurrency: int | None = None, extra_env: dict[str, str] | None = None
-                         ) -> subprocess.Popen[str]:
+def start_worker_process(
+    settings: Settings,
+    *,
+    idle_exit: float = 0,
+    seconds: float = 600,
+    concurrency: int | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
     env = settings_env(settings)
     env.update(extra_env or {})
-    cmd = [sys.executable, "-m", "asyncz.worker.standalone", "--seconds", str(seconds),
-           "--idle-exit", str(idle_exit)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "asyncz.worker.standalone",
+        "--seconds",
+        str(seconds),
+        "--idle-exit",
+        str(idle_exit),
+    ]
     if concurrency:
         cmd += ["--concurrency", str(concurrency)]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def rows(pg_url: str, sql: Any, params: Any = None) -> list[dict[str, Any]]:
@@ -35,8 +53,12 @@ def rows(pg_url: str, sql: Any, params: Any = None) -> list[dict[str, Any]]:
         return cur.fetchall() if cur.description else []
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1,
-               what: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 60.0,
+    interval: float = 0.1,
+    what: str = "condition",
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -47,8 +69,10 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: fl
 
 
 def status_counts(pg_url: str) -> dict[str, int]:
-    return {r["status"]: r["n"] for r in rows(
-        pg_url, "SELECT status, count(*) AS n FROM jobs GROUP BY status")}
+    return {
+        r["status"]: r["n"]
+        for r in rows(pg_url, "SELECT status, count(*) AS n FROM jobs GROUP BY status")
+    }
 
 
 def stop_process(proc: subprocess.Popen[str], timeout: float = 30) -> str:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 import redis
+from mangum import Mangum
+
 from asyncz.api import handler as api_handler
 from asyncz.api.app import create_app
 from asyncz.connections import hash_api_key
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
-from mangum import Mangum
-
 from tests.apigw import FakeContext, Reply, call, rest_event
 from tests.conftest import make_settings, open_service, settings_env
 from tests.integration.helpers import rows, wait_until

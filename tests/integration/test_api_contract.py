@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-from asyncz.api.app import create_app
-from asyncz.connections import hash_api_key
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from schemathesis.checks import not_a_server_error
@@ -20,6 +18,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from asyncz.api.app import create_app
+from asyncz.connections import hash_api_key
 from tests.conftest import make_settings
 
 pytestmark = pytest.mark.integration

@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 import redis
+
 from asyncz.errors import DuplicateJobError
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.settings import Settings
 from asyncz.worker.loop import WorkerLoop
-
 from tests.conftest import make_settings, open_service, run
 from tests.integration.helpers import (
     rows,

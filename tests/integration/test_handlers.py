@@ -11,14 +11,14 @@ from typing import Any
 
 import boto3
 import pytest
+from moto import mock_aws
+
 from asyncz.fleet import handler as fleet_handler
 from asyncz.fleet import invoke as fleet_invoke
 from asyncz.jobs import NewJob
 from asyncz.recovery import handler as recovery_handler
 from asyncz.settings import Settings, get_settings
 from asyncz.worker import handler as worker_handler
-from moto import mock_aws
-
 from tests.apigw import FakeContext
 from tests.conftest import open_service, run, settings_env
 from tests.integration.helpers import rows, status_counts

@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
+
 from asyncz.local.embedded import EmbeddedPostgres, EmbeddedRedis, pid_alive
 from asyncz.local.servers import LocalServers
 

@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
-from asyncz.store.migrations import apply_migrations
 from psycopg import sql
 
+from asyncz.store.migrations import apply_migrations
 from tests.conftest import database_url
 from tests.integration.helpers import rows
 

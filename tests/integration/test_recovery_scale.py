@@ -21,9 +21,9 @@ from typing import Any
 import psycopg
 import pytest
 import redis
-from asyncz.store.queries import QUERIES
 from psycopg.types.json import Jsonb
 
+from asyncz.store.queries import QUERIES
 from tests.conftest import database_url, make_settings, open_service
 from tests.conftest import redis_url as conftest_redis_url
 
@@ -111,10 +111,12 @@ def scale_db() -> Iterator[str]:
     admin = psycopg.conninfo.make_conninfo(database_url(), dbname="postgres")
     try:
         with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                (SCALE_DB,)).fetchone():
-                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(
-                    psycopg.sql.Identifier(SCALE_DB)))
+            if not conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (SCALE_DB,)
+            ).fetchone():
+                conn.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(SCALE_DB))
+                )
     except psycopg.OperationalError as exc:
         pytest.fail(f"PostgreSQL is not reachable at {admin}: {exc}", pytrace=False)
     apply_migrations(url)
@@ -178,28 +180,49 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
     some = _ids(conn, "status = 'processing'", 3)
     tokens = [uuid.uuid4() for _ in some]
     return [
-        ("recover_stale_leases", {"lease_timeout": 60.0, "limit": 500},
-         {"jobs_processing_heartbeat_idx"}),
-        ("scan_queued", {"after_run_at": None, "after_id": None, "limit": 500},
-         {"jobs_queued_run_at_idx"}),
-        ("scan_queued", {"after_run_at": datetime.now(UTC), "after_id": uuid.uuid4(),
-                         "limit": 500}, {"jobs_queued_run_at_idx"}),
+        (
+            "recover_stale_leases",
+            {"lease_timeout": 60.0, "limit": 500},
+            {"jobs_processing_heartbeat_idx"},
+        ),
+        (
+            "scan_queued",
+            {"after_run_at": None, "after_id": None, "limit": 500},
+            {"jobs_queued_run_at_idx"},
+        ),
+        (
+            "scan_queued",
+            {"after_run_at": datetime.now(UTC), "after_id": uuid.uuid4(), "limit": 500},
+            {"jobs_queued_run_at_idx"},
+        ),
         ("count_dead", {}, {"jobs_dead_finished_idx"}),
-        ("list_dead_jobs", {"queue": None, "task": None, "limit": 50,
-                            "after_finished": None, "after_id": None},
-         {"jobs_dead_finished_idx"}),
-        ("list_dead_jobs", {"queue": "default", "task": "echo", "limit": 50,
-                            "after_finished": dead_after[0], "after_id": dead_after[1]},
-         {"jobs_dead_finished_idx"}),
-        ("replay_dead_jobs", {"queue": None, "task": None, "limit": 100},
-         {"jobs_dead_finished_idx"}),
+        (
+            "list_dead_jobs",
+            {"queue": None, "task": None, "limit": 50, "after_finished": None, "after_id": None},
+            {"jobs_dead_finished_idx"},
+        ),
+        (
+            "list_dead_jobs",
+            {
+                "queue": "default",
+                "task": "echo",
+                "limit": 50,
+                "after_finished": dead_after[0],
+                "after_id": dead_after[1],
+            },
+            {"jobs_dead_finished_idx"},
+        ),
+        (
+            "replay_dead_jobs",
+            {"queue": None, "task": None, "limit": 100},
+            {"jobs_dead_finished_idx"},
+        ),
         ("queue_gauges", {}, {"jobs_dead_finished_idx", "jobs_queued_run_at_idx"}),
         ("oldest_queued_by_queue", {}, {"jobs_queued_run_at_idx"}),
         ("claim_jobs", {"ids": queued, "worker_id": "w", "max_timeout": 900}, {"jobs_pkey"}),
         ("get_unclaimed", {"ids": queued}, {"jobs_pkey"}),
         ("heartbeat_jobs", {"ids": some, "tokens": tokens}, {"jobs_pkey"}),
-        ("complete_job", {"id": some[0], "token": tokens[0], "result": Jsonb({})},
-         {"jobs_pkey"}),
+        ("complete_job", {"id": some[0], "token": tokens[0], "result": Jsonb({})}, {"jobs_pkey"}),
     ]
 
 
@@ -209,8 +232,11 @@ def test_recovery_dlq_and_claim_queries_use_their_indexes(scale_db: str, mode: s
     with psycopg.connect(scale_db, autocommit=True) as conn:
         for name, params, wanted in _cases(conn):
             nodes = list(_nodes(_plan(conn, name, params, mode)))
-            seq = [n for n in nodes
-                   if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
+            seq = [
+                n
+                for n in nodes
+                if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"
+            ]
             # a Bitmap Index Scan names its index but not the table: all our names are unique
             used = {n.get("Index Name") for n in nodes} - {None}
             if seq:

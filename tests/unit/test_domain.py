@@ -6,6 +6,7 @@ import statistics
 from datetime import UTC, datetime
 
 import pytest
+
 from asyncz.errors import InvalidCursorError
 from asyncz.jobs import TERMINAL, TRANSITIONS, JobStatus, Lease, can_transition, out_of_retries
 from asyncz.retry import backoff_ceiling, backoff_delay

@@ -13,6 +13,9 @@ import urllib.request
 from typing import Any
 
 import pytest
+from fastapi import FastAPI, Request, Response
+from mangum import Mangum
+
 from asyncz.local.gateway import (
     BadResponseError,
     Gateway,
@@ -22,8 +25,6 @@ from asyncz.local.gateway import (
     parse_result,
 )
 from asyncz.local.sandbox import LambdaContext, SandboxTimeoutError
-from fastapi import FastAPI, Request, Response
-from mangum import Mangum
 
 pytestmark = pytest.mark.unit
 

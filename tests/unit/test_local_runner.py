@@ -13,11 +13,12 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
+
 from asyncz.local.config import default_data_dir, resolve_api_key, sandbox_env
 from asyncz.local.embedded import ServerUrls
 from asyncz.local.lambda_endpoint import LambdaEndpoint, function_name_of
 from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec
-from botocore.config import Config
 
 pytestmark = pytest.mark.unit
 

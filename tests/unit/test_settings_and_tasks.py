@@ -7,6 +7,8 @@ import threading
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+
 from asyncz.api.guards import json_depth_exceeds
 from asyncz.errors import UnknownTaskError
 from asyncz.settings import Settings, SettingsError
@@ -14,7 +16,6 @@ from asyncz.store.migrations import available_migrations
 from asyncz.store.queries import QUERIES
 from asyncz.tasks.documents import render_email, render_pdf
 from asyncz.tasks.registry import TaskContext, TaskRegistry, load_task_modules, task
-from pydantic import ValidationError
 
 pytestmark = pytest.mark.unit
 
