@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from asyncz.settings import Settings
 
+from asyncz.settings import Settings
 from tests.infra.conftest import Synth
 from tests.infra.helpers import asyncz_functions, environment, export_target, placeholder
 
