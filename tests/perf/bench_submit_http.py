@@ -115,11 +115,34 @@ def _direct_client(seconds: float, start_at: float, out: Any) -> None:
     out.put(lat)
 
 
-def run_direct(clients: int, seconds: float) -> dict[str, float]:
+def _service_client(seconds: float, start_at: float, out: Any) -> None:
+    """Variant, not product: ``JobService.submit`` called directly on the sandbox loop — the
+    same INSERT + ZADD through the async drivers, without Mangum, Starlette, the guards or
+    Powertools. The gap to the handler is what the HTTP/ASGI layers cost per request."""
+    from asyncz import runtime
+    from asyncz.jobs import NewJob
+    from asyncz.settings import get_settings
+
+    settings = get_settings()
+    svc = runtime.run(runtime.current_service(settings))
+    payload = json.loads(BODY)["payload"]
+    lat: list[float] = []
+    runtime.run(svc.submit(NewJob(task="echo", payload=payload)))  # connect, not measured
+    while time.time() < start_at:
+        time.sleep(0.01)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t = time.perf_counter()
+        runtime.run(svc.submit(NewJob(task="echo", payload=payload)))
+        lat.append((time.perf_counter() - t) * 1000)
+    out.put(lat)
+
+
+def run_direct(clients: int, seconds: float, target: Any = None) -> dict[str, float]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     start_at = time.time() + 5.0 + clients * 1.0  # past every client's imports on 2 cores
-    ps = [ctx.Process(target=_direct_client, args=(seconds, start_at, q))
+    ps = [ctx.Process(target=target or _direct_client, args=(seconds, start_at, q))
           for _ in range(clients)]
     for p in ps:
         p.start()
@@ -207,6 +230,8 @@ def main() -> None:
     ap.add_argument("--api-sandboxes", type=int, nargs="+", default=[4, 16],
                     help="api sandbox processes behind the front (Lambda concurrency)")
     ap.add_argument("--client-procs", type=int, default=4)
+    ap.add_argument("--service", action="store_true",
+                    help="also: JobService.submit called directly (the async drivers alone)")
     ap.add_argument("--direct", action="store_true",
                     help="also: the api handler called in-process (no HTTP), all clients "
                          "warm before measuring (bench_submit without its cold-start overlap)")
@@ -233,6 +258,12 @@ def main() -> None:
             print(f"| api handler in-process, one process per client, start barrier | {c} | "
                   f"{d['rps']:.0f} | {d['p50']:.2f} | {d['p95']:.2f} | {d['p99']:.2f} | 0 | "
                   f"{d['rps'] / raw['rps']:.2f} |", flush=True)
+        if args.service:
+            prepare()
+            v = run_direct(c, args.seconds, _service_client)
+            print(f"| variant, not product: JobService.submit direct (no ASGI/Mangum/Powertools)"
+                  f" | {c} | {v['rps']:.0f} | {v['p50']:.2f} | {v['p95']:.2f} | "
+                  f"{v['p99']:.2f} | 0 | {v['rps'] / raw['rps']:.2f} |", flush=True)
         for n in args.api_sandboxes:
             prepare()
             dev = start_dev(port, n, os.path.join(log_dir, f"dev-{c}-{n}.log"))
