@@ -81,6 +81,7 @@ class JobStore(Protocol):
     async def unclaimed(self, ids: Sequence[str]) -> list[Row]: ...
     async def heartbeat(self, leases: Sequence[Lease]) -> dict[str, bool]: ...
     async def complete(self, lease: Lease, result: Any) -> bool: ...
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]: ...
     async def finish_failed(
         self,
         lease: Lease,
@@ -409,6 +410,13 @@ class JobService:
         if ok:
             self.metrics.add_metric("JobsCompleted", "Count", 1)
         return ok
+
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
+        """Record a batch of successes in one statement; returns the ids whose lease held."""
+        held = await self.store.complete_many(done)
+        if held:
+            self.metrics.add_metric("JobsCompleted", "Count", len(held))
+        return held
 
     async def fail(
         self, lease: Lease, error: str, outcome: AttemptOutcome = AttemptOutcome.FAILED

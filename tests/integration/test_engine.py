@@ -387,3 +387,29 @@ def test_all_timestamps_are_timezone_aware_utc_from_postgres(settings: Settings)
         assert isinstance(stamp, datetime) and stamp.tzinfo is not None
         assert stamp.utcoffset() == timedelta(0) and stamp.tzinfo is UTC
     assert abs(datetime.now(UTC) - job.created_at) < timedelta(minutes=5)
+
+
+def test_batched_completion_is_fenced_per_attempt(settings: Settings) -> None:
+    async def scenario() -> None:
+        async with open_service(settings) as svc:
+            for i in range(3):
+                await svc.submit(NewJob(task="echo", payload={"i": i}))
+            leases = await svc.claim_next("w", ["default"], 3, 1, 3600)
+            assert len(leases) == 3
+            stolen = leases[0]
+            rows(
+                settings.database_url,
+                "UPDATE jobs SET heartbeat_at = now() - interval '1 hour' WHERE id=%s",
+                (stolen.job_id,),
+            )
+            assert (await svc.recover()).requeued == [stolen.job_id]
+            held = await svc.complete_many([(lease, {"n": n}) for n, lease in enumerate(leases)])
+            assert held == {leases[1].job_id, leases[2].job_id}
+            for n, lease in enumerate(leases[1:], start=1):
+                job = await svc.get(lease.job_id)
+                assert job.status is JobStatus.COMPLETED and job.result == {"n": n}
+            assert (await svc.get(stolen.job_id)).status is JobStatus.QUEUED
+            outcomes = [str(a.outcome) for a in await svc.attempts(leases[1].job_id)]
+            assert outcomes == ["completed"]
+
+    run(scenario())

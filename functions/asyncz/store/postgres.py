@@ -254,6 +254,18 @@ class PostgresStore:
         )
         return {str(r["id"]): r["cancel_requested"] for r in rows}
 
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
+        """Complete a batch of attempts in one statement; returns the ids whose lease held."""
+        rows = await self._rows(
+            "complete_jobs",
+            {
+                "ids": [lease.job_id for lease, _ in done],
+                "tokens": [lease.token for lease, _ in done],
+                "results": [Jsonb(result) for _, result in done],
+            },
+        )
+        return {str(r["id"]) for r in rows}
+
     async def complete(self, lease: Lease, result: Any) -> bool:
         row = await self._one(
             "complete_job", {"id": lease.job_id, "token": lease.token, "result": Jsonb(result)}

@@ -26,6 +26,7 @@ from asyncz.errors import AsyncZError, BrokerUnavailableError, StoreUnavailableE
 from asyncz.jobs import AttemptOutcome, Lease
 from asyncz.service import JobService
 from asyncz.tasks.registry import TaskContext, TaskSpec
+from asyncz.worker.batching import CompletionBatcher
 
 log = logging.getLogger("asyncz.worker")
 
@@ -133,6 +134,7 @@ class WorkerLoop:
         self.longest_timeout = service.registry.longest_timeout(s.default_timeout_seconds)
         self.running: dict[str, _Running] = {}
         self.stats = WorkerStats()
+        self._completions = CompletionBatcher(service)
         self._hung: list[threading.Thread] = []
 
     # --- budget ---------------------------------------------------------------------------
@@ -308,7 +310,7 @@ class WorkerLoop:
             raise
 
     async def _finish_completed(self, lease: Lease, result: Any) -> None:
-        ok = await self._retrying(lambda: self.service.complete(lease, result))
+        ok = await self._retrying(lambda: self._completions.complete(lease, result))
         if ok:
             self.stats.completed += 1
         elif ok is False:

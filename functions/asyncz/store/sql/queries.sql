@@ -75,6 +75,27 @@ WITH done AS (
 )
 SELECT id FROM done;
 
+-- name: complete_jobs
+-- The same fenced completion for a batch of attempts in one statement (one commit): each
+-- row still needs its own lease token; the ids returned are the ones completed.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[])
+        AS i(id, token, result)
+), done AS (
+    UPDATE jobs j
+       SET status = 'completed', result = i.result, finished_at = now(), updated_at = now(),
+           lease_token = NULL, heartbeat_at = NULL, last_error = NULL
+      FROM input i
+     WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'processing'
+    RETURNING j.id, j.attempts, j.finished_at
+), closed AS (
+    UPDATE job_attempts a
+       SET finished_at = d.finished_at, outcome = 'completed',
+           duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
+      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+)
+SELECT id FROM done;
+
 -- name: finish_failed_job
 -- Ends a failed/timed-out/cancelled attempt: the job becomes %(status)s ('queued' with a
 -- backoff, 'dead' or 'cancelled'), fenced by the lease token.
