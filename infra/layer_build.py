@@ -17,12 +17,16 @@ def layer_dir(layers_root: Path, architecture: str) -> Path:
 
 
 def is_current(layers_root: Path, architecture: str) -> bool:
-    """Whether the built layer exists and was built from today's requirements.txt."""
+    """Whether the built layer exists and was built from today's requirements.txt and
+    build.sh (a change to how the layer is built rebuilds it too)."""
     built = layer_dir(layers_root, architecture)
     stamp = built / STAMP
     if not (built / "python").is_dir() or not stamp.is_file():
         return False
-    wanted = hashlib.sha256((layers_root / "requirements.txt").read_bytes()).hexdigest()
+    inputs = (layers_root / "requirements.txt").read_bytes() + (
+        layers_root / "build.sh"
+    ).read_bytes()
+    wanted = hashlib.sha256(inputs).hexdigest()
     return stamp.read_text().split()[0] == wanted
 
 

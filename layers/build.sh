@@ -46,8 +46,23 @@ $pip install \
 (cd "$staging/python" && rm -rf boto3 boto3-*.dist-info botocore botocore-*.dist-info \
   s3transfer s3transfer-*.dist-info bin)
 find "$staging/python" -name '__pycache__' -type d -prune -exec rm -rf {} +
+# Ship bytecode, compiled by a 3.12 interpreter (the runtime's) with hash-based
+# invalidation: CDK copies the asset (new mtimes) and /opt is read-only, so without
+# it every cold start compiles everything again (api cold start ~2.6 s -> ~0.75 s).
+py312=""
+for cand in "$root/.venv/bin/python" "$(command -v python3.12 || true)" \
+            "$( (pyenv root 2>/dev/null || true) )/versions/3.12.1/bin/python"; do
+  if [[ -x "$cand" ]] && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))'; then
+    py312="$cand"; break
+  fi
+done
+if [[ -n "$py312" ]]; then
+  "$py312" -m compileall -q -j0 --invalidation-mode unchecked-hash "$staging/python" >/dev/null
+else
+  echo "layer: no Python 3.12 here; shipping without bytecode (slower cold starts)" >&2
+fi
 # Lets the CDK app tell a stale build from a current one (infra/layer_build.py).
-(cd "$here" && sha256sum requirements.txt) >"$staging/requirements.sha256"
+(cd "$here" && cat requirements.txt build.sh | sha256sum) >"$staging/requirements.sha256"
 
 # Swap in at the end so a reader never sees a half-built tree.
 rm -rf "$out"
