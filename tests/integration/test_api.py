@@ -520,3 +520,21 @@ def test_postgres_down_gives_503_with_a_clear_error(api_settings: Settings, clea
     r = call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY)
     assert r.status == 503 and r.json()["error"] == "database_unavailable"
     assert call(adapter, "GET", "/health").status == 503
+
+
+def test_key_rotation_old_key_is_refused_once_removed(api_settings: Settings, clean: None) -> None:
+    old, new = "old-key-" + "o" * 20, "new-key-" + "n" * 20
+    both = api_settings.model_copy(
+        update={"api_key_hashes": f"{hash_api_key(old)},{hash_api_key(new)}"}
+    )
+    during = Mangum(create_app(both), lifespan="off")
+    for key in (old, new):
+        assert call(during, "GET", "/stats", api_key=key).status == 200
+    after = Mangum(
+        create_app(api_settings.model_copy(update={"api_key_hashes": hash_api_key(new)})),
+        lifespan="off",
+    )
+    assert call(after, "GET", "/stats", api_key=new).status == 200
+    refused = call(after, "POST", "/jobs", api_key=old, body={"task": "echo", "payload": {}})
+    assert refused.status == 401 and refused.json()["error"] == "unauthorized"
+    assert call(after, "GET", "/health", api_key=old).status == 200  # health needs no key

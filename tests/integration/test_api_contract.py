@@ -89,3 +89,35 @@ def test_api_schema_no_5xx_no_schema_violation(schema: Any) -> None:
             failures.append(f"{operation.method.upper()} {operation.path}: {exc}"[:2000])
     assert operations >= 11
     assert not failures, "\n\n".join(failures)
+
+
+def test_api_stateful_links_no_5xx_no_schema_violation(schema: Any) -> None:
+    """Schemathesis' stateful run: sequences that follow the links it infers between
+    operations (a listed job's id into GET/cancel/replay/purge), bounded in steps."""
+    checks = [
+        not_a_server_error,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+    ]
+
+    calls: list[str] = []
+
+    class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+        def before_call(self, case: Any) -> None:
+            case.headers = {**(case.headers or {}), "x-api-key": KEY}
+
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            calls.append(f"{case.method} {case.path} -> {response.status_code}")
+            case.validate_response(response, checks=checks)
+
+    Workflow.run(
+        settings=hsettings(
+            max_examples=30,
+            stateful_step_count=6,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+    )
+    assert len(calls) >= 30, calls  # it did run sequences
