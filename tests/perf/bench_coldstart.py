@@ -70,22 +70,33 @@ print("COLDSTART " + json.dumps({"import_ms": (t1 - t0) * 1000, "first_ms": (t2 
 def sample(module: str, kind: str, no_pyc: bool = False) -> dict[str, float]:
     extra = {}
     if no_pyc:  # as deployed: no .pyc in the layer or the asset, and /opt is read-only
-        extra = {"PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="asyncz-nopyc-"),
-                 "PYTHONDONTWRITEBYTECODE": "1"}
-    env = bench_env(**extra,
-        ASYNCZ_WORKER_IDLE_EXIT_SECONDS="0.05", ASYNCZ_WORKER_FUNCTION_NAME="asyncz-bench-worker",
-        POWERTOOLS_METRICS_DISABLED="false", POWERTOOLS_METRICS_NAMESPACE="AsyncZBench",
+        extra = {
+            "PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="asyncz-nopyc-"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    env = bench_env(
+        **extra,
+        ASYNCZ_WORKER_IDLE_EXIT_SECONDS="0.05",
+        ASYNCZ_WORKER_FUNCTION_NAME="asyncz-bench-worker",
+        POWERTOOLS_METRICS_DISABLED="false",
+        POWERTOOLS_METRICS_NAMESPACE="AsyncZBench",
         PYTHONPATH=f"{ROOT}:{ROOT / 'functions'}",
     )
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, module, kind, API_KEY], env=env,
-                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, module, kind, API_KEY],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         if no_pyc:
             shutil.rmtree(extra["PYTHONPYCACHEPREFIX"], ignore_errors=True)
     for line in out.stdout.splitlines():
         if line.startswith("COLDSTART "):
-            return json.loads(line[len("COLDSTART "):])
+            return json.loads(line[len("COLDSTART ") :])
     raise SystemExit(f"{module} failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
 
 
@@ -107,18 +118,23 @@ def tree_size(root: Path, skip_dirs: tuple[str, ...] = ("__pycache__",)) -> tupl
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--build-layer", action="store_true",
-                    help="run layers/build.sh x86_64 first (else measure the existing build)")
+    ap.add_argument(
+        "--build-layer",
+        action="store_true",
+        help="run layers/build.sh x86_64 first (else measure the existing build)",
+    )
     args = ap.parse_args()
     os.environ.update(bench_env())
     print(f"# cold-start benchmark — {machine()}")
     print(f"# {load_line()} (shared machine: other test suites may be running)")
     print(f"# command: {command('tests.perf.bench_coldstart', sys.argv[1:])}")
-    print(f"# each sample a fresh `python -c` process; median of {args.repeat}, interleaved. "
-          "'.pyc warm': bytecode caches present; 'no .pyc': PYTHONPYCACHEPREFIX set to an "
-          "empty folder and nothing written, as in Lambda where the layer and asset ship "
-          "without .pyc on a read-only file system (an upper bound: the stdlib is compiled "
-          "too, which the Lambda runtime has cached)")
+    print(
+        f"# each sample a fresh `python -c` process; median of {args.repeat}, interleaved. "
+        "'.pyc warm': bytecode caches present; 'no .pyc': PYTHONPYCACHEPREFIX set to an "
+        "empty folder and nothing written, as in Lambda where the layer and asset ship "
+        "without .pyc on a read-only file system (an upper bound: the stdlib is compiled "
+        "too, which the Lambda runtime has cached)"
+    )
     prepare()
     for no_pyc in (False, True):
         results: dict[str, list[dict[str, float]]] = {name: [] for name in HANDLERS}
@@ -131,30 +147,39 @@ def main() -> None:
         print()
         print(f"bytecode: {'no .pyc (as deployed)' if no_pyc else '.pyc warm'}")
         print()
-        print("| handler | import ms | first invocation ms | import + first ms | warm ms | "
-              "max RSS MB | ratio to hello |")
+        print(
+            "| handler | import ms | first invocation ms | import + first ms | warm ms | "
+            "max RSS MB | ratio to hello |"
+        )
         print("|---|---|---|---|---|---|---|")
         for name, samples in results.items():
             med = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
             both = statistics.median(s["import_ms"] + s["first_ms"] for s in samples)
-            print(f"| {name} | {med['import_ms']:.0f} | {med['first_ms']:.0f} | {both:.0f} | "
-                  f"{med['warm_ms']:.1f} | {med['rss_mb']:.0f} | {both / base:.2f} |",
-                  flush=True)
+            print(
+                f"| {name} | {med['import_ms']:.0f} | {med['first_ms']:.0f} | {both:.0f} | "
+                f"{med['warm_ms']:.1f} | {med['rss_mb']:.0f} | {both / base:.2f} |",
+                flush=True,
+            )
 
     if args.build_layer:
         subprocess.run([str(ROOT / "layers" / "build.sh"), "x86_64"], check=True)
     print()
     print("| asset | files | unzipped MB | zipped MB |")
     print("|---|---|---|---|")
-    code = tree_size(ROOT / "functions", ("__pycache__", ".mypy_cache", ".pytest_cache",
-                                          ".ruff_cache"))
-    print(f"| code asset (`functions/`, caches excluded) | {code[0]} | {code[1] / 1e6:.2f} | "
-          f"{code[2] / 1e6:.2f} |")
+    code = tree_size(
+        ROOT / "functions", ("__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache")
+    )
+    print(
+        f"| code asset (`functions/`, caches excluded) | {code[0]} | {code[1] / 1e6:.2f} | "
+        f"{code[2] / 1e6:.2f} |"
+    )
     layer = ROOT / "layers" / "build" / "x86_64" / "python"
     if layer.is_dir():
         lay = tree_size(layer)
-        print(f"| layer (`layers/build/x86_64/python`) | {lay[0]} | {lay[1] / 1e6:.1f} | "
-              f"{lay[2] / 1e6:.1f} |")
+        print(
+            f"| layer (`layers/build/x86_64/python`) | {lay[0]} | {lay[1] / 1e6:.1f} | "
+            f"{lay[2] / 1e6:.1f} |"
+        )
     else:
         print("| layer | not built (pass --build-layer) | | |")
     print(f"# {load_line()} at the end")

@@ -51,8 +51,13 @@ def submit_steady(jobs: int, rate: float) -> float:
     from asyncz.api import handler as api
     from tests.apigw import FakeContext, rest_event
 
-    event = rest_event("POST", "/jobs", raw_body=BODY.encode(), api_key=API_KEY,
-                       headers={"Content-Type": "application/json"})
+    event = rest_event(
+        "POST",
+        "/jobs",
+        raw_body=BODY.encode(),
+        api_key=API_KEY,
+        headers={"Content-Type": "application/json"},
+    )
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink):
         api.handler(rest_event("GET", "/health"), FakeContext())  # cold start, not measured
@@ -94,10 +99,21 @@ def with_workers(n: int, concurrency: int, jobs: int, rate: float) -> list[float
     log_dir = tempfile.mkdtemp(prefix="asyncz-bench-latency-")
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "asyncz.worker.standalone", "--seconds", "900",
-             "--idle-exit", "0", "--concurrency", str(concurrency)],
-            env=env, stdout=open(os.path.join(log_dir, f"w{i}.log"), "w"),  # noqa: SIM115
-            stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "asyncz.worker.standalone",
+                "--seconds",
+                "900",
+                "--idle-exit",
+                "0",
+                "--concurrency",
+                str(concurrency),
+            ],
+            env=env,
+            stdout=open(os.path.join(log_dir, f"w{i}.log"), "w"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+        )
         for i in range(n)
     ]
     try:
@@ -148,20 +164,25 @@ def main() -> None:
     print(f"# latency benchmark — {machine()}")
     print(f"# {load_line()} (shared machine: other test suites may be running)")
     print(f"# command: {command('tests.perf.bench_latency', sys.argv[1:])}")
-    print(f"# {args.jobs} echo jobs submitted through the api handler at {args.rate:g}/s; "
-          f"{args.workers} consumer processes, warm and idle before the first submit")
+    print(
+        f"# {args.jobs} echo jobs submitted through the api handler at {args.rate:g}/s; "
+        f"{args.workers} consumer processes, warm and idle before the first submit"
+    )
     print("| consumer | jobs | p50 ms | p95 ms | p99 ms | max ms | p50 ratio to raw |")
     print("|---|---|---|---|---|---|---|")
     prepare()
     raw = with_raw(args.workers, args.concurrency, args.jobs, args.rate)
     prepare()
     work = with_workers(args.workers, args.concurrency, args.jobs, args.rate)
-    for name, lat in ((f"raw claim loop ×{args.workers}", raw),
-                      (f"worker (standalone) ×{args.workers}, concurrency {args.concurrency}",
-                       work)):
-        print(f"| {name} | {len(lat)} | {pct(lat, 50):.1f} | {pct(lat, 95):.1f} | "
-              f"{pct(lat, 99):.1f} | {max(lat):.1f} | {pct(lat, 50) / pct(raw, 50):.2f} |",
-              flush=True)
+    for name, lat in (
+        (f"raw claim loop ×{args.workers}", raw),
+        (f"worker (standalone) ×{args.workers}, concurrency {args.concurrency}", work),
+    ):
+        print(
+            f"| {name} | {len(lat)} | {pct(lat, 50):.1f} | {pct(lat, 95):.1f} | "
+            f"{pct(lat, 99):.1f} | {max(lat):.1f} | {pct(lat, 50) / pct(raw, 50):.2f} |",
+            flush=True,
+        )
     print(f"# {load_line()} at the end")
 
 

@@ -76,22 +76,31 @@ print("MEMORY " + json.dumps({"peak": peak, "summary": summary}), file=sys.stder
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return bench_env(POWERTOOLS_METRICS_DISABLED="false", POWERTOOLS_METRICS_NAMESPACE="Bench",
-                     PYTHONPATH=f"{ROOT}:{ROOT / 'functions'}", **extra)
+    return bench_env(
+        POWERTOOLS_METRICS_DISABLED="false",
+        POWERTOOLS_METRICS_NAMESPACE="Bench",
+        PYTHONPATH=f"{ROOT}:{ROOT / 'functions'}",
+        **extra,
+    )
 
 
 def _result(text: str) -> dict[str, object]:
     for line in text.splitlines():
         if line.startswith("MEMORY "):
-            return json.loads(line[len("MEMORY "):])
+            return json.loads(line[len("MEMORY ") :])
     raise SystemExit(f"child failed:\n{text[-3000:]}")
 
 
 def run_api(module: str, jobs: int, every: int) -> dict[str, object]:
     prepare()
-    out = subprocess.run([sys.executable, "-c", API_CHILD, module, str(jobs), str(every),
-                          API_KEY], env=_env(), cwd=ROOT, capture_output=True, text=True,
-                         timeout=1800)
+    out = subprocess.run(
+        [sys.executable, "-c", API_CHILD, module, str(jobs), str(every), API_KEY],
+        env=_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     return _result(out.stdout + out.stderr)
 
 
@@ -103,9 +112,14 @@ def _rss_of(pid: int) -> float:
 def run_worker(jobs: int) -> dict[str, object]:
     prepare()
     load_backlog(jobs)
-    proc = subprocess.Popen([sys.executable, "-c", WORKER_CHILD], cwd=ROOT,
-                            env=_env(ASYNCZ_WORKER_IDLE_EXIT_SECONDS="1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKER_CHILD],
+        cwd=ROOT,
+        env=_env(ASYNCZ_WORKER_IDLE_EXIT_SECONDS="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     samples: list[tuple[int, float]] = []
     with psycopg.connect(DB, autocommit=True) as conn:
         while proc.poll() is None:
@@ -113,8 +127,9 @@ def run_worker(jobs: int) -> dict[str, object]:
                 rss = _rss_of(proc.pid)
             except (OSError, IndexError):
                 break
-            done = conn.execute("SELECT count(*) FROM jobs WHERE status = 'completed'"
-                                ).fetchone()[0]  # type: ignore[index]
+            done = conn.execute("SELECT count(*) FROM jobs WHERE status = 'completed'").fetchone()[
+                0
+            ]  # type: ignore[index]
             samples.append((int(done), rss))
             time.sleep(0.2)
     _, err = proc.communicate(timeout=60)
@@ -132,8 +147,11 @@ def report(name: str, result: dict[str, object], jobs: int) -> tuple[float, floa
             end = s
             break
     peak = float(result["peak"])  # type: ignore[arg-type]
-    print(f"| {name} | {warm[1]:.1f} (at {warm[0]}) | {end[1]:.1f} (at {end[0]}) | "
-          f"{end[1] - warm[1]:+.1f} | {peak:.1f} |", flush=True)
+    print(
+        f"| {name} | {warm[1]:.1f} (at {warm[0]}) | {end[1]:.1f} (at {end[0]}) | "
+        f"{end[1] - warm[1]:+.1f} | {peak:.1f} |",
+        flush=True,
+    )
     return warm[1], end[1], peak
 
 

@@ -65,8 +65,9 @@ SELECT id FROM done
 """
 
 
-def _raw_client(batch: int, out: Any, stop_key: str | None = None,
-                complete_many: bool = False) -> None:
+def _raw_client(
+    batch: int, out: Any, stop_key: str | None = None, complete_many: bool = False
+) -> None:
     """One process: pop → claim → complete, the worker's SQL and Redis calls and no more.
 
     Leaves when the queue stays empty for 1 s, or (with ``stop_key``) when that key exists.
@@ -96,16 +97,21 @@ def _raw_client(batch: int, out: Any, stop_key: str | None = None,
             claim_sql, {"ids": ids, "worker_id": worker_id, "max_timeout": 900}
         ).fetchall()
         if complete_many and leases:
-            rows = conn.execute(COMPLETE_MANY, {
-                "ids": [x["id"] for x in leases], "tokens": [x["lease_token"] for x in leases],
-                "results": [Jsonb(x["payload"]) for x in leases]}).fetchall()
+            rows = conn.execute(
+                COMPLETE_MANY,
+                {
+                    "ids": [x["id"] for x in leases],
+                    "tokens": [x["lease_token"] for x in leases],
+                    "results": [Jsonb(x["payload"]) for x in leases],
+                },
+            ).fetchall()
             done += len(rows)
             continue
         for lease in leases:
             result = lease["payload"]  # the echo task
             row = conn.execute(
-                complete_sql, {"id": lease["id"], "token": lease["lease_token"],
-                               "result": Jsonb(result)}
+                complete_sql,
+                {"id": lease["id"], "token": lease["lease_token"], "result": Jsonb(result)},
             ).fetchone()
             done += row is not None
     out.put(done)
@@ -114,8 +120,10 @@ def _raw_client(batch: int, out: Any, stop_key: str | None = None,
 def run_raw(processes: int, batch: int, complete_many: bool = False) -> None:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_raw_client, args=(batch, q, None, complete_many))
-             for _ in range(processes)]
+    procs = [
+        ctx.Process(target=_raw_client, args=(batch, q, None, complete_many))
+        for _ in range(processes)
+    ]
     for p in procs:
         p.start()
     for _ in procs:
@@ -129,11 +137,24 @@ def run_workers(processes: int, concurrency: int, log_dir: str, extra_env: dict[
     procs = []
     for n in range(processes):
         log = open(os.path.join(log_dir, f"worker-{processes}-{n}.log"), "w")  # noqa: SIM115
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "asyncz.worker.standalone", "--seconds", "900",
-             "--idle-exit", "2", "--concurrency", str(concurrency)],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        ))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "asyncz.worker.standalone",
+                    "--seconds",
+                    "900",
+                    "--idle-exit",
+                    "2",
+                    "--concurrency",
+                    str(concurrency),
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
     for p in procs:
         if p.wait(timeout=900) != 0:
             raise SystemExit(f"worker exited with {p.returncode}; see {log_dir}")
@@ -149,8 +170,12 @@ def measured(jobs: int) -> dict[str, float]:
         ).fetchone()
     if n != jobs:
         print(f"# WARNING: {n} of {jobs} jobs completed", file=sys.stderr)
-    return {"n": n, "seconds": span or float("nan"), "rps": n / span if span else 0.0,
-            "attempts": attempts}
+    return {
+        "n": n,
+        "seconds": span or float("nan"),
+        "rps": n / span if span else 0.0,
+        "attempts": attempts,
+    }
 
 
 def one(kind: str, processes: int, args: argparse.Namespace, log_dir: str) -> dict[str, float]:
@@ -174,16 +199,21 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=10, help="worker jobs at once (batch)")
     ap.add_argument("--raw-batch", type=int, default=0, help="raw ids per claim (0 = concurrency)")
     ap.add_argument("--no-raw1", action="store_true", help="skip the one-id-at-a-time raw loop")
-    ap.add_argument("--variant", action="store_true",
-                    help="also run the raw loop with batched completions (a proposed fix)")
+    ap.add_argument(
+        "--variant",
+        action="store_true",
+        help="also run the raw loop with batched completions (a proposed fix)",
+    )
     args = ap.parse_args()
     os.environ.update(bench_env())
     log_dir = tempfile.mkdtemp(prefix="asyncz-bench-processing-")
     print(f"# processing benchmark — {machine()}")
     print(f"# {load_line()} (shared machine: other test suites may be running)")
     print(f"# command: {command('tests.perf.bench_processing', sys.argv[1:])}")
-    print(f"# backlog {args.jobs} echo jobs per run; worker concurrency {args.concurrency}; "
-          f"Postgres {DB.rsplit('/', 1)[-1]}, Redis {REDIS}")
+    print(
+        f"# backlog {args.jobs} echo jobs per run; worker concurrency {args.concurrency}; "
+        f"Postgres {DB.rsplit('/', 1)[-1]}, Redis {REDIS}"
+    )
     batch = args.raw_batch or args.concurrency
     print("| path | processes | jobs | seconds | jobs/s | ratio to raw |")
     print("|---|---|---|---|---|---|")
@@ -192,14 +222,25 @@ def main() -> None:
         rows = [(f"raw claim loop (batch {batch})", raw)]
         if not args.no_raw1 and batch != 1:
             rows.append(("raw claim loop (batch 1)", one("raw1", procs, args, log_dir)))
-        rows.append((f"worker (standalone, concurrency {args.concurrency})",
-                     one("worker", procs, args, log_dir)))
+        rows.append(
+            (
+                f"worker (standalone, concurrency {args.concurrency})",
+                one("worker", procs, args, log_dir),
+            )
+        )
         if args.variant:
-            rows.append((f"variant, not product: raw batch {batch} + ONE complete statement "
-                         "per batch", one("rawmany", procs, args, log_dir)))
+            rows.append(
+                (
+                    f"variant, not product: raw batch {batch} + ONE complete statement per batch",
+                    one("rawmany", procs, args, log_dir),
+                )
+            )
         for name, s in rows:
-            print(f"| {name} | {procs} | {s['n']} | {s['seconds']:.2f} | {s['rps']:.0f} | "
-                  f"{s['rps'] / raw['rps']:.2f} |", flush=True)
+            print(
+                f"| {name} | {procs} | {s['n']} | {s['seconds']:.2f} | {s['rps']:.0f} | "
+                f"{s['rps'] / raw['rps']:.2f} |",
+                flush=True,
+            )
     print(f"# {load_line()} at the end")
 
 

@@ -95,8 +95,13 @@ def _direct_client(seconds: float, start_at: float, out: Any) -> None:
     from asyncz.api import handler as api
     from tests.apigw import FakeContext, rest_event
 
-    event = rest_event("POST", "/jobs", raw_body=BODY, api_key=API_KEY,
-                       headers={"Content-Type": "application/json"})
+    event = rest_event(
+        "POST",
+        "/jobs",
+        raw_body=BODY,
+        api_key=API_KEY,
+        headers={"Content-Type": "application/json"},
+    )
     lat: list[float] = []
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink):
@@ -142,8 +147,10 @@ def run_direct(clients: int, seconds: float, target: Any = None) -> dict[str, fl
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     start_at = time.time() + 5.0 + clients * 1.0  # past every client's imports on 2 cores
-    ps = [ctx.Process(target=target or _direct_client, args=(seconds, start_at, q))
-          for _ in range(clients)]
+    ps = [
+        ctx.Process(target=target or _direct_client, args=(seconds, start_at, q))
+        for _ in range(clients)
+    ]
     for p in ps:
         p.start()
     lat: list[float] = []
@@ -185,15 +192,28 @@ def free_port() -> int:
 def start_dev(port: int, sandboxes: int, log_path: str) -> subprocess.Popen[bytes]:
     data_dir = tempfile.mkdtemp(prefix="asyncz-bench-dev-")
     env = bench_env(
-        ASYNCZ_DEV_API_KEY=API_KEY, ASYNCZ_DEV_DATA_DIR=data_dir,
-        ASYNCZ_FLEET_INTERVAL_SECONDS="3600", ASYNCZ_RECOVERY_INTERVAL_SECONDS="3600",
+        ASYNCZ_DEV_API_KEY=API_KEY,
+        ASYNCZ_DEV_DATA_DIR=data_dir,
+        ASYNCZ_FLEET_INTERVAL_SECONDS="3600",
+        ASYNCZ_RECOVERY_INTERVAL_SECONDS="3600",
         ASYNCZ_FLEET_MAX_WORKERS="1",
     )
     log = open(log_path, "w")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "asyncz", "dev", "--port", str(port),
-         "--api-sandboxes", str(sandboxes), "--quiet"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "asyncz",
+            "dev",
+            "--port",
+            str(port),
+            "--api-sandboxes",
+            str(sandboxes),
+            "--quiet",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     end = time.monotonic() + 120
     while time.monotonic() < end:
@@ -202,8 +222,10 @@ def start_dev(port: int, sandboxes: int, log_path: str) -> subprocess.Popen[byte
         try:
             # the front serves once ONE sandbox is up; the rest initialise behind it
             # (≈1.7 s of CPU each): measure only once all of them are warm
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r, \
-                    open(log_path) as f:
+            with (
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r,
+                open(log_path) as f,
+            ):
                 if r.status == 200 and '"api sandboxes ready"' in f.read():
                     return proc
         except OSError:
@@ -227,22 +249,35 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", type=int, nargs="+", default=[16, 64])
     ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--api-sandboxes", type=int, nargs="+", default=[4, 16],
-                    help="api sandbox processes behind the front (Lambda concurrency)")
+    ap.add_argument(
+        "--api-sandboxes",
+        type=int,
+        nargs="+",
+        default=[4, 16],
+        help="api sandbox processes behind the front (Lambda concurrency)",
+    )
     ap.add_argument("--client-procs", type=int, default=4)
-    ap.add_argument("--service", action="store_true",
-                    help="also: JobService.submit called directly (the async drivers alone)")
-    ap.add_argument("--direct", action="store_true",
-                    help="also: the api handler called in-process (no HTTP), all clients "
-                         "warm before measuring (bench_submit without its cold-start overlap)")
+    ap.add_argument(
+        "--service",
+        action="store_true",
+        help="also: JobService.submit called directly (the async drivers alone)",
+    )
+    ap.add_argument(
+        "--direct",
+        action="store_true",
+        help="also: the api handler called in-process (no HTTP), all clients "
+        "warm before measuring (bench_submit without its cold-start overlap)",
+    )
     args = ap.parse_args()
     os.environ.update(bench_env())
     print(f"# submit over HTTP — {machine()}")
     print(f"# {load_line()} (shared machine: other test suites may be running)")
     print(f"# command: {command('tests.perf.bench_submit_http', sys.argv[1:])}")
-    print(f"# front: asyncz dev with N api sandboxes (processes), system Postgres/Redis by "
-          f"URL; HTTP clients: {args.client_procs} processes × threads, keep-alive; "
-          "clients, front, sandboxes and servers share the same 2 cores")
+    print(
+        f"# front: asyncz dev with N api sandboxes (processes), system Postgres/Redis by "
+        f"URL; HTTP clients: {args.client_procs} processes × threads, keep-alive; "
+        "clients, front, sandboxes and servers share the same 2 cores"
+    )
     print("| path | clients | req/s | p50 ms | p95 ms | p99 ms | errors | ratio to raw |")
     print("|---|---|---|---|---|---|---|---|")
     port = free_port()
@@ -250,20 +285,29 @@ def main() -> None:
     for c in args.concurrency:
         prepare()
         raw = bench_submit.run("raw", c, args.seconds)
-        print(f"| raw INSERT + ZADD | {c} | {raw['rps']:.0f} | {raw['p50']:.2f} | "
-              f"{raw['p95']:.2f} | {raw['p99']:.2f} | 0 | 1.00 |", flush=True)
+        print(
+            f"| raw INSERT + ZADD | {c} | {raw['rps']:.0f} | {raw['p50']:.2f} | "
+            f"{raw['p95']:.2f} | {raw['p99']:.2f} | 0 | 1.00 |",
+            flush=True,
+        )
         if args.direct:
             prepare()
             d = run_direct(c, args.seconds)
-            print(f"| api handler in-process, one process per client, start barrier | {c} | "
-                  f"{d['rps']:.0f} | {d['p50']:.2f} | {d['p95']:.2f} | {d['p99']:.2f} | 0 | "
-                  f"{d['rps'] / raw['rps']:.2f} |", flush=True)
+            print(
+                f"| api handler in-process, one process per client, start barrier | {c} | "
+                f"{d['rps']:.0f} | {d['p50']:.2f} | {d['p95']:.2f} | {d['p99']:.2f} | 0 | "
+                f"{d['rps'] / raw['rps']:.2f} |",
+                flush=True,
+            )
         if args.service:
             prepare()
             v = run_direct(c, args.seconds, _service_client)
-            print(f"| variant, not product: JobService.submit direct (no ASGI/Mangum/Powertools)"
-                  f" | {c} | {v['rps']:.0f} | {v['p50']:.2f} | {v['p95']:.2f} | "
-                  f"{v['p99']:.2f} | 0 | {v['rps'] / raw['rps']:.2f} |", flush=True)
+            print(
+                f"| variant, not product: JobService.submit direct (no ASGI/Mangum/Powertools)"
+                f" | {c} | {v['rps']:.0f} | {v['p50']:.2f} | {v['p95']:.2f} | "
+                f"{v['p99']:.2f} | 0 | {v['rps'] / raw['rps']:.2f} |",
+                flush=True,
+            )
         for n in args.api_sandboxes:
             prepare()
             dev = start_dev(port, n, os.path.join(log_dir, f"dev-{c}-{n}.log"))
@@ -273,9 +317,12 @@ def main() -> None:
                 s, err = run_http(port, c, args.client_procs, args.seconds)
             finally:
                 stop_dev(dev)
-            print(f"| HTTP → asyncz dev front → {n} api sandboxes | {c} | {s['rps']:.0f} | "
-                  f"{s['p50']:.2f} | {s['p95']:.2f} | {s['p99']:.2f} | {err} | "
-                  f"{s['rps'] / raw['rps']:.2f} |", flush=True)
+            print(
+                f"| HTTP → asyncz dev front → {n} api sandboxes | {c} | {s['rps']:.0f} | "
+                f"{s['p50']:.2f} | {s['p95']:.2f} | {s['p99']:.2f} | {err} | "
+                f"{s['rps'] / raw['rps']:.2f} |",
+                flush=True,
+            )
     print(f"# {load_line()} at the end")
 
 

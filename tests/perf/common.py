@@ -13,7 +13,9 @@ import redis
 
 from asyncz.store.migrations import apply_migrations
 
-DB = os.environ.get("ASYNCZ_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/asyncz_bench")
+DB = os.environ.get(
+    "ASYNCZ_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/asyncz_bench"
+)
 REDIS = os.environ.get("ASYNCZ_BENCH_REDIS_URL", "redis://127.0.0.1:6379/4")
 API_KEY = "bench-key-0123456789abcdef"
 
@@ -24,8 +26,9 @@ def prepare() -> None:
     name = psycopg.conninfo.conninfo_to_dict(DB)["dbname"]
     with psycopg.connect(admin, autocommit=True) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname=%s", (name,)).fetchone():
-            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(
-                psycopg.sql.Identifier(str(name))))
+            conn.execute(
+                psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(str(name)))
+            )
     apply_migrations(DB)
     with psycopg.connect(DB, autocommit=True) as conn:
         conn.execute("TRUNCATE jobs, job_attempts")
@@ -63,8 +66,10 @@ def machine() -> str:
     except OSError:
         pass
     pg = subprocess.run(["psql", "--version"], capture_output=True, text=True).stdout.strip()
-    return (f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
-            f"{pg or 'PostgreSQL ?'}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
+        f"{pg or 'PostgreSQL ?'}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+    )
 
 
 # --- shared by the processing, latency, memory and HTTP benchmarks -------------------------
@@ -77,16 +82,24 @@ def bench_env(**extra: str) -> dict[str, str]:
     from asyncz.connections import hash_api_key
 
     env = dict(os.environ)
-    env.update({
-        "ASYNCZ_DATABASE_URL": DB, "ASYNCZ_REDIS_URL": REDIS, "ASYNCZ_REDIS_PREFIX": PREFIX,
-        "ASYNCZ_API_KEY_HASHES": hash_api_key(API_KEY), "ASYNCZ_WAKE_WORKER": "false",
-        "ASYNCZ_PUBLISH_GAUGES": "false", "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true", "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
-        # an api sandbox serves one request at a time: one connection; 64 clients × 2 would
-        # exhaust the shared server's max_connections=100 (workers take max(this, 3))
-        "ASYNCZ_DB_POOL_MAX": os.environ.get("ASYNCZ_DB_POOL_MAX", "1"),
-    })
+    env.update(
+        {
+            "ASYNCZ_DATABASE_URL": DB,
+            "ASYNCZ_REDIS_URL": REDIS,
+            "ASYNCZ_REDIS_PREFIX": PREFIX,
+            "ASYNCZ_API_KEY_HASHES": hash_api_key(API_KEY),
+            "ASYNCZ_WAKE_WORKER": "false",
+            "ASYNCZ_PUBLISH_GAUGES": "false",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+            # an api sandbox serves one request at a time: one connection; 64 clients × 2 would
+            # exhaust the shared server's max_connections=100 (workers take max(this, 3))
+            "ASYNCZ_DB_POOL_MAX": os.environ.get("ASYNCZ_DB_POOL_MAX", "1"),
+        }
+    )
     env.update(extra)
     return env
 
@@ -116,7 +129,7 @@ def load_backlog(n: int, task: str = "echo", payload: str = '{"n": 1}') -> float
     ms = int(time.time() * 1000)
     with r.pipeline(transaction=False) as pipe:
         for k in range(0, n, 1000):
-            pipe.zadd(ready_key(), {i: ready_score(0, ms + k) for i in ids[k:k + 1000]})
+            pipe.zadd(ready_key(), {i: ready_score(0, ms + k) for i in ids[k : k + 1000]})
         pipe.sadd(f"{PREFIX}:queues", "default")
         pipe.execute()
     return time.perf_counter() - t

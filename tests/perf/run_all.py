@@ -20,10 +20,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = {
     "submit": ["tests.perf.bench_submit", "--concurrency", "16", "64", "--seconds", "10"],
-    "submit_http": ["tests.perf.bench_submit_http", "--concurrency", "16", "64",
-                    "--seconds", "10", "--direct"],
-    "processing": ["tests.perf.bench_processing", "--jobs", "20000", "--processes", "1", "2",
-                   "4", "--variant"],
+    "submit_http": [
+        "tests.perf.bench_submit_http",
+        "--concurrency",
+        "16",
+        "64",
+        "--seconds",
+        "10",
+        "--direct",
+    ],
+    "processing": [
+        "tests.perf.bench_processing",
+        "--jobs",
+        "20000",
+        "--processes",
+        "1",
+        "2",
+        "4",
+        "--variant",
+    ],
     "latency": ["tests.perf.bench_latency", "--jobs", "500", "--rate", "50", "--workers", "2"],
     "coldstart": ["tests.perf.bench_coldstart", "--repeat", "5"],
     "memory": ["tests.perf.bench_memory", "--jobs", "10000"],
@@ -41,8 +56,7 @@ def main() -> int:
         # one Postgres connection per api client process (bench_submit's children inherit
         # this): 64 clients × a pool of 2 would exceed the shared max_connections=100
         env = {**os.environ, "ASYNCZ_DB_POOL_MAX": os.environ.get("ASYNCZ_DB_POOL_MAX", "1")}
-        rc = subprocess.run([sys.executable, "-m", *BENCHMARKS[name]], cwd=ROOT,
-                            env=env).returncode
+        rc = subprocess.run([sys.executable, "-m", *BENCHMARKS[name]], cwd=ROOT, env=env).returncode
         print(f"\n# ({name}: {time.monotonic() - t:.0f} s, exit {rc})", flush=True)
         if rc:
             failed.append(name)
