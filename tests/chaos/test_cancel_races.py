@@ -16,7 +16,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +93,15 @@ def test_cancel_request_while_the_attempt_records_its_result_strands_nothing(
     async def scenario() -> tuple[Any, dict[str, Any]]:
         async with open_service(settings) as svc:
             job_id = (await svc.submit(NewJob(task="echo", payload={"x": 1}))).job_id
-            real_complete = svc.complete
+            real_complete_many = svc.complete_many
             recording = asyncio.Event()
 
-            async def slow_complete(lease: Lease, result: Any) -> bool:
+            async def slow_complete_many(done: Sequence[tuple[Lease, Any]]) -> set[str]:
                 recording.set()
                 await asyncio.sleep(1.5)  # a slow commit: a busy database, a slow network
-                return await real_complete(lease, result)
+                return await real_complete_many(done)
 
-            svc.complete = slow_complete  # type: ignore[method-assign]
+            svc.complete_many = slow_complete_many  # type: ignore[method-assign]
             stop = asyncio.Event()
             worker = WorkerLoop(svc, remaining_seconds=lambda: 3600, concurrency=1, stop=stop)
             runner = asyncio.create_task(worker.run())
