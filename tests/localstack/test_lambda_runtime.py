@@ -23,7 +23,7 @@ import pytest
 pytestmark = pytest.mark.localstack
 
 HANDLER = """
-import asyncio, os, threading, time
+import asyncio, os, tempfile, threading, time
 import probe_layer
 
 def handler(event, context):
@@ -35,9 +35,10 @@ def handler(event, context):
     if action == "exit":
         os._exit(3)
     if action == "tmp":
-        with open("/tmp/probe", "a") as f:
+        probe = os.path.join(tempfile.gettempdir(), "probe")
+        with open(probe, "a") as f:
             f.write("x")
-        return {"size": os.path.getsize("/tmp/probe")}
+        return {"size": os.path.getsize(probe)}
     loop = asyncio.new_event_loop()
     try:
         answer = loop.run_until_complete(asyncio.sleep(0, result=42))

@@ -102,6 +102,9 @@ def main() -> None:
             "ASYNCZ_API_KEY_HASHES": hash_api_key(API_KEY),
             "ASYNCZ_WAKE_WORKER": "false",
             "POWERTOOLS_TRACE_DISABLED": "true",
+            # one connection per client process, like one Lambda sandbox behind a proxy:
+            # 64 clients x 2 would exhaust a default server's max_connections=100
+            "ASYNCZ_DB_POOL_MAX": "1",
         }
     )
     print(f"# submit benchmark — {machine()}")

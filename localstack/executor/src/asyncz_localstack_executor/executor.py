@@ -93,6 +93,12 @@ def private_tmp_supported() -> bool:
     return ok
 
 
+def _under_tmp(path: object) -> bool:
+    resolved = Path(str(path)).resolve()
+    tmp = Path("/tmp")  # noqa: S108 - the folder a private /tmp would hide
+    return resolved == tmp or tmp in resolved.parents
+
+
 # Binds the sandbox folder over /tmp inside a new mount namespace, then becomes the runtime.
 _PRIVATE_TMP_SH = 'mount --bind "$0" /tmp && exec "$@"'
 
@@ -133,6 +139,7 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
         log_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = log_dir / f"{function_version.id.function_name}-{id}.log"
         self._sandbox = Path(config.dirs.tmp) / "hostproc" / id
+        self._private_tmp = False  # decided at start()
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -142,6 +149,10 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
             raise LambdaRuntimeException("Container-image functions need Docker")
         python = python_for_runtime(self.function_version.config.runtime)
         (self._sandbox / "tmp").mkdir(parents=True, exist_ok=True)
+        # Binding a fresh /tmp hides everything under /tmp: not when the project (a CI
+        # clone, say) lives there, or the runtime would not find its own files.
+        needed = (python, BOOTSTRAP, self._sandbox, code.get_unzipped_code_location())
+        self._private_tmp = private_tmp_supported() and not any(_under_tmp(p) for p in needed)
         layer_roots = [
             str(layer.code.get_unzipped_code_location())
             for layer in self.function_version.config.layers
@@ -152,7 +163,7 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
             "LANG": "C.UTF-8",
             "HOME": str(self._sandbox),
             # /tmp itself when it is private (see private_tmp_supported), else the folder.
-            "TMPDIR": "/tmp" if private_tmp_supported() else str(self._sandbox / "tmp"),  # noqa: S108
+            "TMPDIR": "/tmp" if self._private_tmp else str(self._sandbox / "tmp"),  # noqa: S108
             "PYTHONUNBUFFERED": "1",
             # The code folder may be a hot-reload mount of a work tree: leave no .pyc in it.
             "PYTHONDONTWRITEBYTECODE": "1",
@@ -183,7 +194,7 @@ class HostProcessRuntimeExecutor(RuntimeExecutor):
             str(res_w),
             self.function_version.id.function_name,
         ]
-        if private_tmp_supported():
+        if self._private_tmp:
             argv = [
                 "unshare",
                 "--mount",
