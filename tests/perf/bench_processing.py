@@ -9,7 +9,7 @@ processes, beside a raw claim baseline measured in the same run.
   attempt INSERT), then the ``complete_job`` statement for each claimed id. ``--raw-batch 1``
   pops and claims one id at a time; the default mirrors the worker's batch (its concurrency).
 - ``--variant``: the raw loop again, but completing each batch in ONE statement (a
-  benchmark-local query, ``COMPLETE_MANY``): what batching completions would buy.
+  the product's ``complete_jobs`` query): what batching completions would buy.
 
 The backlog (default 20,000 jobs) is inserted with one multi-row INSERT and pipelined ZADDs.
 The rate is read from Postgres afterwards: completed jobs / (last ``finished_at`` − first
@@ -30,6 +30,7 @@ from typing import Any
 
 import psycopg
 
+from asyncz.store.queries import QUERIES
 from tests.perf.common import (
     DB,
     REDIS,
@@ -42,27 +43,9 @@ from tests.perf.common import (
     ready_key,
 )
 
-# A benchmark-local variant, NOT in the product: completes every claimed job of a batch in
-# one statement (the recommended fix if completions dominate). Same guards as complete_job.
-COMPLETE_MANY = """
-WITH input AS (
-    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[])
-                  AS t(id, token, result)
-), done AS (
-    UPDATE jobs j
-       SET status = 'completed', result = i.result, finished_at = now(), updated_at = now(),
-           lease_token = NULL, heartbeat_at = NULL, last_error = NULL
-      FROM input i
-     WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'processing'
-    RETURNING j.id, j.attempts, j.finished_at
-), closed AS (
-    UPDATE job_attempts a
-       SET finished_at = d.finished_at, outcome = 'completed',
-           duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
-      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
-)
-SELECT id FROM done
-"""
+# The batched completion the worker now uses (one fenced statement per batch), run by the
+# raw loop's --variant to show what batching buys against one statement per job.
+COMPLETE_MANY = QUERIES["complete_jobs"]
 
 
 def _raw_client(
