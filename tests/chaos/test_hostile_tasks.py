@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,6 +119,32 @@ def attempt_ended(db_url: str, job_id: str) -> bool:
     return job_status(db_url, job_id) not in ("queued", "processing")
 
 
+def _hog_then_mix(
+    chaos_db: str,
+    own_redis: RedisServer,
+    tmp_path: Path,
+    fleet_factory: Callable[..., Fleet],
+    recovery_factory: Callable[..., RecoveryLoop],
+    timeout: float,
+) -> tuple[str, list[str], Fleet, Any]:
+    """A memory hog (max_retries 0) on a capped worker, then a normal mix on the same
+    worker; returns once every job is terminal and the worker was checked alive."""
+    settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
+    [hog] = run(submit_jobs(settings, [{"task": "chaos_oom", "payload": {}, "max_retries": 0}]))
+    fleet = fleet_factory(settings)
+    worker = start_capped_worker(fleet)
+    recovery = recovery_factory(settings)
+    wait_until(lambda: attempt_ended(chaos_db, hog), timeout=30, what="the hog's attempt to end")
+    # the hog's failure is on record: the same worker then runs a normal mix
+    ids = [hog, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
+    wait_terminal(chaos_db, len(ids), timeout=timeout)
+    alive = worker.poll() is None
+    recovery.stop()
+    fleet.stop(worker)
+    assert alive, fleet.output(worker)[1][-3000:]
+    return hog, ids, fleet, worker
+
+
 def test_task_that_exhausts_memory_fails_and_the_worker_survives(
     chaos_db: str,
     own_redis: RedisServer,
@@ -125,20 +152,9 @@ def test_task_that_exhausts_memory_fails_and_the_worker_survives(
     fleet_factory: Callable[..., Fleet],
     recovery_factory: Callable[..., RecoveryLoop],
 ) -> None:
-    settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
-    [hog] = run(submit_jobs(settings, [{"task": "chaos_oom", "payload": {}, "max_retries": 0}]))
-    fleet = fleet_factory(settings)
-    worker = start_capped_worker(fleet)
-    recovery = recovery_factory(settings)
-    wait_until(lambda: attempt_ended(chaos_db, hog), timeout=30, what="the hog's attempt to end")
-    # the same worker then runs a normal mix
-    ids = [hog, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
-    wait_terminal(chaos_db, len(ids), timeout=30)
-    alive = worker.poll() is None
-    recovery.stop()
-    fleet.stop(worker)
-    assert alive, fleet.output(worker)[1][-3000:]
-
+    hog, ids, fleet, worker = _hog_then_mix(
+        chaos_db, own_redis, tmp_path, fleet_factory, recovery_factory, timeout=30
+    )
     book = check_ledger(chaos_db, ids)
     assert list(book["jobs"][hog]["outcomes"]) == ["failed"], book["jobs"][hog]
     error = rows(chaos_db, "SELECT last_error FROM jobs WHERE id=%s", (hog,))[0]["last_error"]
@@ -160,23 +176,13 @@ def test_memory_hog_gives_its_memory_back_for_the_next_attempts(
     fleet_factory: Callable[..., Fleet],
     recovery_factory: Callable[..., RecoveryLoop],
 ) -> None:
-    """Red on 2026-12-02 (PRODUCT_FIXES.md, section 4): the failed attempt's traceback keeps
-    the hog's frames in a reference cycle (exception -> traceback -> the thread's frame ->
-    the exception), so its memory stays taken until the cyclic GC happens to run, and the
-    attempts after it fail with MemoryError or "can't start new thread"."""
-    settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
-    [hog] = run(submit_jobs(settings, [{"task": "chaos_oom", "payload": {}, "max_retries": 0}]))
-    fleet = fleet_factory(settings)
-    worker = start_capped_worker(fleet)
-    recovery = recovery_factory(settings)
-    wait_until(lambda: attempt_ended(chaos_db, hog), timeout=30, what="the hog's attempt to end")
-    # the hog's failure is on record: its memory should be back by now
-    ids = [hog, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
-    wait_terminal(chaos_db, len(ids), timeout=40)
-    alive = worker.poll() is None
-    recovery.stop()
-    fleet.stop(worker)
-    assert alive, fleet.output(worker)[1][-3000:]
+    """Was red before af986f7 (PRODUCT_FIXES.md, section 4): the failed attempt's traceback
+    kept the hog's frames in a reference cycle, so its memory stayed taken until the cyclic
+    GC happened to run, and the attempts after it failed with MemoryError or "can't start
+    new thread"."""
+    hog, ids, _, _ = _hog_then_mix(
+        chaos_db, own_redis, tmp_path, fleet_factory, recovery_factory, timeout=40
+    )
     check_ledger(chaos_db, ids)
     collateral = rows(
         chaos_db,
