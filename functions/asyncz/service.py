@@ -53,11 +53,16 @@ class NullMetrics:
         return None
 
 
-class JobStore(Protocol):
-    """What the service needs from Postgres (see :mod:`asyncz.store.postgres`)."""
+class SubmitStore(Protocol):
+    """What submitting needs from Postgres: the async pool, or the api's blocking lane."""
 
     async def insert_job(self, job_id: str, new: NewJob) -> Row | None: ...
     async def get_by_idempotency_key(self, key: str) -> Row | None: ...
+
+
+class JobStore(SubmitStore, Protocol):
+    """What the service needs from Postgres (see :mod:`asyncz.store.postgres`)."""
+
     async def get_job(self, job_id: str) -> Job | None: ...
     async def list_attempts(self, job_id: str) -> list[Attempt]: ...
     async def list_jobs(
@@ -101,18 +106,23 @@ class JobStore(Protocol):
     async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]: ...
 
 
-class JobBroker(Protocol):
-    """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
+class SubmitBroker(Protocol):
+    """What submitting needs from Redis (enqueue; worker presence to wake one)."""
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int: ...
+    async def live_workers(self) -> int: ...
+    async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
+
+
+class JobBroker(SubmitBroker, Protocol):
+    """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
+
     async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int: ...
     async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]: ...
     async def known_queues(self) -> list[str]: ...
     async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]: ...
     async def register_worker(self, worker_id: str, ttl_seconds: float) -> None: ...
     async def unregister_worker(self, worker_id: str) -> None: ...
-    async def live_workers(self) -> int: ...
-    async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
     async def ping(self) -> None: ...
 
 
@@ -172,25 +182,27 @@ def _dispatch(row: Row) -> Dispatch:
     )
 
 
-class JobService:
+class Submitter:
+    """The submit path on its own: commit the row, then enqueue its id.
+
+    :class:`JobService` submits through one built on its pools; the api Lambda's submit lane
+    builds one on blocking adapters whose coroutines never suspend (see
+    :func:`asyncz.runtime.drive`), so both run this one implementation.
+    """
+
     def __init__(
         self,
-        store: JobStore,
-        broker: JobBroker,
+        store: SubmitStore,
+        broker: SubmitBroker,
         registry: TaskRegistry,
         settings: Settings,
-        *,
-        metrics: MetricsSink | None = None,
-        rand: Callable[[], float] = random.random,
+        metrics: MetricsSink,
     ) -> None:
         self.store = store
         self.broker = broker
         self.registry = registry
         self.settings = settings
-        self.metrics: MetricsSink = metrics or NullMetrics()
-        self._rand = rand
-
-    # --- submit ----------------------------------------------------------------------
+        self.metrics = metrics
 
     def complete_defaults(self, new: NewJob) -> NewJob:
         """Fill per-task then global defaults; raises UnknownTaskError for an unknown task."""
@@ -227,10 +239,10 @@ class JobService:
             raise DuplicateJobError(str(existing["id"]), existing["status"])
         self.metrics.add_metric("JobsSubmitted", "Count", 1)
         crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
-        enqueued = await self._enqueue_quietly([row])
+        enqueued = await self.enqueue_quietly([row])
         return Submitted(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
 
-    async def _enqueue_quietly(self, rows: Sequence[Row]) -> bool:
+    async def enqueue_quietly(self, rows: Sequence[Row]) -> bool:
         """Enqueue ids; when Redis is down, say so and rely on recovery (the rows are safe)."""
         if not rows:
             return True
@@ -240,6 +252,34 @@ class JobService:
         except BrokerUnavailableError as exc:
             log.warning("enqueue deferred to recovery: %s", exc)
             return False
+
+
+class JobService:
+    def __init__(
+        self,
+        store: JobStore,
+        broker: JobBroker,
+        registry: TaskRegistry,
+        settings: Settings,
+        *,
+        metrics: MetricsSink | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.registry = registry
+        self.settings = settings
+        self.metrics: MetricsSink = metrics or NullMetrics()
+        self._rand = rand
+        self.submitter = Submitter(store, broker, registry, settings, self.metrics)
+
+    # --- submit ----------------------------------------------------------------------
+
+    def complete_defaults(self, new: NewJob) -> NewJob:
+        return self.submitter.complete_defaults(new)
+
+    async def submit(self, new: NewJob) -> Submitted:
+        return await self.submitter.submit(new)
 
     # --- read --------------------------------------------------------------------------
 
@@ -345,14 +385,14 @@ class JobService:
                 f"job {job_id} is {job.status.value}; only dead jobs can be replayed",
                 status=job.status,
             )
-        await self._enqueue_quietly([row])
+        await self.submitter.enqueue_quietly([row])
         return await self.get(job_id)
 
     async def replay_dead(
         self, *, queue: str | None = None, task: str | None = None, limit: int = 100
     ) -> list[str]:
         rows = await self.store.replay_dead(queue=queue, task=task, limit=limit)
-        await self._enqueue_quietly(rows)
+        await self.submitter.enqueue_quietly(rows)
         return [str(r["id"]) for r in rows]
 
     async def purge(self, job_id: str) -> None:
@@ -386,7 +426,7 @@ class JobService:
         if len(leases) < len(ids):
             claimed = {lease.job_id for lease in leases}
             missed = [i for i in ids if i not in claimed]
-            await self._enqueue_quietly(await self.store.unclaimed(missed))
+            await self.submitter.enqueue_quietly(await self.store.unclaimed(missed))
         return leases
 
     async def promote(self, queues: Sequence[str]) -> int:
@@ -442,7 +482,7 @@ class JobService:
             return None
         if status is JobStatus.QUEUED:
             self.metrics.add_metric("JobsRetried", "Count", 1)
-            await self._enqueue_quietly([{**row, "due": delay <= 0}])
+            await self.submitter.enqueue_quietly([{**row, "due": delay <= 0}])
         elif status is JobStatus.DEAD:
             self.metrics.add_metric("JobsDeadLettered", "Count", 1)
         return FailOutcome(status, delay)
