@@ -5,10 +5,7 @@ request). Every error leaves through :func:`_error` with one shape:
 ``{"error": <code>, "message": <text>}``.
 """
 
-import hmac
 import logging
-import time
-from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -16,12 +13,18 @@ from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from asyncz import runtime
-from asyncz.api.guards import PUBLIC_PATHS, InputGuard
+from asyncz.api.guards import PUBLIC_PATHS, InputGuard, KeyCheck
+from asyncz.api.replies import (
+    Reply,
+    domain_error_reply,
+    error_reply,
+    unexpected_reply,
+    validation_reply,
+)
 from asyncz.api.schemas import (
     AttemptList,
     AttemptOut,
@@ -37,37 +40,16 @@ from asyncz.api.schemas import (
     SubmitJob,
     Submitted,
 )
-from asyncz.connections import api_key_hashes, hash_api_key
-from asyncz.errors import (
-    AsyncZError,
-    BrokerUnavailableError,
-    DuplicateJobError,
-    InvalidCursorError,
-    InvalidInputError,
-    InvalidTransitionError,
-    JobNotFoundError,
-    StoreUnavailableError,
-    UnknownTaskError,
-)
-from asyncz.jobs import NewJob
+from asyncz.api.submit import WakeOne, Waker, accepted, parse_submit
+from asyncz.connections import api_key_hashes
+from asyncz.errors import AsyncZError
 from asyncz.observability import logger
 from asyncz.service import JobService, MetricsSink
 from asyncz.settings import Settings
 
 log = logging.getLogger("asyncz.api")
 
-Waker = Callable[[], Awaitable[None]]
-
-_STATUS_OF: dict[type[AsyncZError], int] = {
-    JobNotFoundError: 404,
-    UnknownTaskError: 422,
-    InvalidCursorError: 422,
-    InvalidInputError: 422,
-    InvalidTransitionError: 409,
-    DuplicateJobError: 409,
-    StoreUnavailableError: 503,
-    BrokerUnavailableError: 503,
-}
+__all__ = ["Waker", "create_app"]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut, "description": text}
@@ -82,50 +64,29 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     ]
 }
 
-WAKE_CHECK_SECONDS = 5.0
 
-
-def _error(http_status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    body = {"error": code, "message": message}
-    body.update({k: v for k, v in extra.items() if v is not None})
-    return JSONResponse(body, status_code=http_status)
+def _response(reply: Reply) -> JSONResponse:
+    return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers or None)
 
 
 class ApiState:
-    """Per-sandbox state: settings, accepted key hashes (loaded once), wake-up bookkeeping."""
+    """Per-sandbox state: settings, metrics, wake-up bookkeeping."""
 
     def __init__(self, settings: Settings, metrics: MetricsSink | None, waker: Waker | None):
         self.settings = settings
         self.metrics = metrics
-        self.waker = waker
-        self._key_hashes: frozenset[str] | None = None
-        self._workers_seen_at = 0.0
-
-    def key_hashes(self) -> frozenset[str]:
-        if self._key_hashes is None:
-            self._key_hashes = api_key_hashes(self.settings)
-        return self._key_hashes
+        self.wake_one = WakeOne(waker)
 
     async def service(self) -> JobService:
         return await runtime.current_service(self.settings, metrics=self.metrics)
 
-    async def maybe_wake_worker(self, service: JobService) -> None:
-        """Scale from zero: when no worker is alive, start one (a burst wakes only one)."""
-        if self.waker is None or time.monotonic() - self._workers_seen_at < WAKE_CHECK_SECONDS:
-            return
-        try:
-            if await service.broker.live_workers() > 0:
-                self._workers_seen_at = time.monotonic()
-                return
-            if await service.broker.try_lock("wake-worker", WAKE_CHECK_SECONDS):
-                await self.waker()
-                self._workers_seen_at = time.monotonic()
-        except Exception:
-            log.warning("could not wake a worker", exc_info=True)
-
 
 def create_app(
-    settings: Settings, *, metrics: MetricsSink | None = None, waker: Waker | None = None
+    settings: Settings,
+    *,
+    metrics: MetricsSink | None = None,
+    waker: Waker | None = None,
+    key_ok: KeyCheck | None = None,
 ) -> FastAPI:
     """Build the app; nothing connects until the first request."""
     state = ApiState(settings, metrics, waker)
@@ -139,74 +100,43 @@ def create_app(
     app.add_middleware(
         InputGuard,
         max_body_bytes=settings.max_payload_bytes,
-        key_ok=lambda key: _key_matches(key, state.key_hashes()),
+        key_ok=key_ok or KeyCheck(lambda: api_key_hashes(settings)),
     )
     app.openapi = lambda: _openapi_with_key(app)  # type: ignore[method-assign]
 
     @app.exception_handler(AsyncZError)
     async def domain_error(request: Request, exc: AsyncZError) -> JSONResponse:
-        status = _STATUS_OF.get(type(exc), 500)
-        if status >= 500 and status != 503:
-            log.exception("unexpected domain error")
-        job_id = getattr(exc, "job_id", None)
-        job_status = getattr(exc, "status", None)
-        return _error(
-            status,
-            exc.code,
-            str(exc),
-            job_id=job_id,
-            status=str(job_status) if job_status is not None else None,
-        )
+        return _response(domain_error_reply(exc))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _validation_error(exc.errors())
+        return _response(validation_reply(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         codes = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}
-        return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
+        reply = error_reply(
+            exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail)
+        )
+        return _response(reply)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error")
-        return _error(500, "internal_error", "unexpected error; it has been logged")
+        return _response(unexpected_reply())
 
     # POST /jobs is the hot path: a plain Starlette route (FastAPI's per-request dependency
     # and response-model machinery cost more than the INSERT); the key is checked by the
     # InputGuard; its OpenAPI operation is generated from the same models (_openapi_with_key).
+    # In the api Lambda the submit lane (asyncz.api.lane) answers it without this app.
     async def submit_job(request: Request) -> Response:
-        try:
-            body = SubmitJob.model_validate_json(await request.body())
-        except ValidationError as exc:
-            return _validation_error(exc.errors(include_url=False), prefix=("body",))
-        task = body.task or body.payload.get("task")
-        if not isinstance(task, str) or not task:
-            return _error(422, "missing_task", "give `task` (or `payload.task`)")
-        idempotency_key = body.idempotency_key or request.headers.get("idempotency-key")
-        if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
-            return _error(422, "validation_error", "Idempotency-Key is 1 to 200 characters")
+        new = parse_submit(await request.body(), request.headers.get("idempotency-key"))
+        if isinstance(new, Reply):
+            return _response(new)
         svc = await state.service()
-        sub = await svc.submit(
-            NewJob(
-                task=task,
-                payload=body.payload,
-                queue=body.queue,
-                priority=body.priority,
-                max_retries=body.max_retries,
-                timeout_seconds=body.timeout_seconds,
-                delay_seconds=body.delay_seconds or 0.0,
-                run_at=body.run_at,
-                idempotency_key=idempotency_key,
-            )
-        )
+        sub = await svc.submit(new)
         logger.append_keys(job_id=sub.job_id)
-        await state.maybe_wake_worker(svc)
-        return JSONResponse(
-            {"job_id": sub.job_id, "status": sub.status.value},
-            status_code=202,
-            headers={"Location": f"/jobs/{sub.job_id}"},
-        )
+        await state.wake_one(svc.broker)
+        return _response(accepted(sub))
 
     app.router.routes.append(Route("/jobs", submit_job, methods=["POST"], name="submit_job"))
 
@@ -302,24 +232,6 @@ def _about(job_id: UUID) -> str:
     return text
 
 
-def _validation_error(errors: Sequence[Any], prefix: tuple[str, ...] = ()) -> JSONResponse:
-    details = [
-        {
-            "field": ".".join(str(p) for p in (*prefix, *e.get("loc", ()))),
-            "problem": e.get("msg", ""),
-            "type": e.get("type", ""),
-        }
-        for e in errors
-    ]
-    code = (
-        "invalid_json"
-        if any(d["type"] == "json_invalid" for d in details)
-        else ("validation_error")
-    )
-    fields = ", ".join(d["field"] for d in details) or "body"
-    return _error(422, code, f"invalid input: {fields}", details=details)
-
-
 def _submit_operation(components: dict[str, Any]) -> dict[str, Any]:
     """The OpenAPI operation of POST /jobs (a Starlette route, so FastAPI does not see it)."""
     ref = "#/components/schemas/{model}"
@@ -383,11 +295,3 @@ def _openapi_with_key(app: FastAPI) -> dict[str, Any]:
                 op["security"] = [] if path in PUBLIC_PATHS else [{"ApiKey": []}]
         app.openapi_schema = schema
     return app.openapi_schema
-
-
-def _key_matches(key: str, hashes: frozenset[str]) -> bool:
-    digest = hash_api_key(key)
-    matched = False
-    for known in hashes:  # compare against every hash: no early exit to time
-        matched |= hmac.compare_digest(digest, known)
-    return matched

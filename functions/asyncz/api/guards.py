@@ -1,15 +1,19 @@
-"""Guards that run before FastAPI parses anything: API key, body size, media type, nesting.
+"""Guards that run before anything parses a body: API key, body size, media type, nesting.
 
-A pure ASGI middleware (cheap per request): it checks the key, buffers the body once,
-rejects what must never reach the JSON parser, then replays the body downstream.
+The checks are plain functions (the api Lambda's submit lane runs them too); here a pure
+ASGI middleware (cheap per request) checks the key, buffers the body once, rejects what
+must never reach the JSON parser, then replays the body downstream.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+import hmac
+from collections.abc import Callable, Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from asyncz.api.replies import Reply, error_reply, render
+from asyncz.connections import hash_api_key
 
 MAX_JSON_DEPTH = 64
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -38,12 +42,56 @@ def json_depth_exceeds(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-async def _reply(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": code, "message": message}).encode()
+class KeyCheck:
+    """Is this an accepted API key? Hashes load once, at first use (Secrets Manager in
+    AWS); the key's SHA-256 is compared with every one in constant time (no early exit)."""
+
+    def __init__(self, load: Callable[[], frozenset[str]]) -> None:
+        self._load = load
+        self._hashes: frozenset[str] | None = None
+
+    def __call__(self, key: str) -> bool:
+        if self._hashes is None:
+            self._hashes = self._load()
+        digest = hash_api_key(key)
+        matched = False
+        for known in self._hashes:
+            matched |= hmac.compare_digest(digest, known)
+        return matched
+
+
+UNAUTHORIZED = error_reply(401, "unauthorized", "missing or invalid API key (x-api-key)")
+
+
+def too_large(max_body_bytes: int) -> Reply:
+    return error_reply(413, "payload_too_large", f"the body exceeds {max_body_bytes} bytes")
+
+
+def body_rejection(headers: Mapping[str, str], body: bytes, max_body_bytes: int) -> Reply | None:
+    """Why a write's body must not reach the JSON parser, or ``None``. ``headers`` have
+    lower-case names."""
+    if len(body) > max_body_bytes:
+        return too_large(max_body_bytes)
+    if not body.strip():
+        return None
+    media = headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        return error_reply(415, "unsupported_media_type", "send the body as application/json")
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return error_reply(422, "invalid_utf8", "the body is not valid UTF-8")
+    if json_depth_exceeds(body):
+        return error_reply(422, "json_too_deep", f"JSON nests deeper than {MAX_JSON_DEPTH} levels")
+    return None
+
+
+async def _reply(send: Send, reply: Reply) -> None:
+    body = render(reply.body)
     await send(
         {
             "type": "http.response.start",
-            "status": status,
+            "status": reply.status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
@@ -67,16 +115,14 @@ class InputGuard:
         if scope["path"] not in PUBLIC_PATHS:
             key = headers.get("x-api-key")
             if not key or not self.key_ok(key):
-                await _reply(send, 401, "unauthorized", "missing or invalid API key (x-api-key)")
+                await _reply(send, UNAUTHORIZED)
                 return
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
-            await _reply(
-                send, 413, "payload_too_large", f"the body exceeds {self.max_body_bytes} bytes"
-            )
+            await _reply(send, too_large(self.max_body_bytes))
             return
         chunks: list[bytes] = []
         size = 0
@@ -86,30 +132,15 @@ class InputGuard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                await _reply(
-                    send, 413, "payload_too_large", f"the body exceeds {self.max_body_bytes} bytes"
-                )
+                await _reply(send, too_large(self.max_body_bytes))
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        if body.strip():
-            media = headers.get("content-type", "").split(";")[0].strip().lower()
-            if media != "application/json" and not media.endswith("+json"):
-                await _reply(
-                    send, 415, "unsupported_media_type", "send the body as application/json"
-                )
-                return
-            try:
-                body.decode("utf-8")
-            except UnicodeDecodeError:
-                await _reply(send, 422, "invalid_utf8", "the body is not valid UTF-8")
-                return
-            if json_depth_exceeds(body):
-                await _reply(
-                    send, 422, "json_too_deep", f"JSON nests deeper than {MAX_JSON_DEPTH} levels"
-                )
-                return
+        rejection = body_rejection(headers, body, self.max_body_bytes)
+        if rejection is not None:
+            await _reply(send, rejection)
+            return
         sent = False
 
         async def replay() -> Message:

@@ -1,0 +1,93 @@
+"""Replies without a web framework: status, JSON body, headers.
+
+The FastAPI app turns them into responses; the api Lambda's submit lane
+(:mod:`asyncz.api.lane`) into API Gateway proxy results. One error shape everywhere:
+``{"error": <code>, "message": <text>, ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from asyncz.errors import (
+    AsyncZError,
+    BrokerUnavailableError,
+    DuplicateJobError,
+    InvalidCursorError,
+    InvalidInputError,
+    InvalidTransitionError,
+    JobNotFoundError,
+    StoreUnavailableError,
+    UnknownTaskError,
+    error_body,
+)
+
+log = logging.getLogger("asyncz.api")
+
+STATUS_OF: dict[type[AsyncZError], int] = {
+    JobNotFoundError: 404,
+    UnknownTaskError: 422,
+    InvalidCursorError: 422,
+    InvalidInputError: 422,
+    InvalidTransitionError: 409,
+    DuplicateJobError: 409,
+    StoreUnavailableError: 503,
+    BrokerUnavailableError: 503,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def render(body: dict[str, Any]) -> bytes:
+    """JSON bytes as Starlette's JSONResponse renders them (compact, UTF-8)."""
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def error_reply(http_status: int, code: str, message: str, /, **extra: Any) -> Reply:
+    """The one error shape; extras that are ``None`` are left out."""
+    kept = {k: v for k, v in extra.items() if v is not None}
+    return Reply(http_status, error_body(code, message, **kept))
+
+
+def domain_error_reply(exc: AsyncZError) -> Reply:
+    status = STATUS_OF.get(type(exc), 500)
+    if status >= 500 and status != 503:
+        log.exception("unexpected domain error")
+    job_status = getattr(exc, "status", None)
+    return error_reply(
+        status,
+        exc.code,
+        str(exc),
+        job_id=getattr(exc, "job_id", None),
+        status=str(job_status) if job_status is not None else None,
+    )
+
+
+def unexpected_reply() -> Reply:
+    log.exception("unhandled error")
+    return error_reply(500, "internal_error", "unexpected error; it has been logged")
+
+
+def validation_reply(errors: Sequence[Any], prefix: tuple[str, ...] = ()) -> Reply:
+    details = [
+        {
+            "field": ".".join(str(p) for p in (*prefix, *e.get("loc", ()))),
+            "problem": e.get("msg", ""),
+            "type": e.get("type", ""),
+        }
+        for e in errors
+    ]
+    code = (
+        "invalid_json" if any(d["type"] == "json_invalid" for d in details) else "validation_error"
+    )
+    fields = ", ".join(d["field"] for d in details) or "body"
+    return error_reply(422, code, f"invalid input: {fields}", details=details)

@@ -1,0 +1,76 @@
+"""``POST /jobs`` without a web framework: parse and answer, shared by the FastAPI route
+(any ASGI server) and the api Lambda's submit lane (:mod:`asyncz.api.lane`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from pydantic import ValidationError
+
+from asyncz.api.replies import Reply, error_reply, validation_reply
+from asyncz.api.schemas import SubmitJob
+from asyncz.jobs import NewJob
+from asyncz.service import SubmitBroker, Submitted
+
+log = logging.getLogger("asyncz.api")
+
+
+def parse_submit(body: bytes, idempotency_header: str | None) -> NewJob | Reply:
+    """The job a request body asks for, or the ``422`` reply that says what is wrong."""
+    try:
+        req = SubmitJob.model_validate_json(body)
+    except ValidationError as exc:
+        return validation_reply(exc.errors(include_url=False), prefix=("body",))
+    task = req.task or req.payload.get("task")
+    if not isinstance(task, str) or not task:
+        return error_reply(422, "missing_task", "give `task` (or `payload.task`)")
+    idempotency_key = req.idempotency_key or idempotency_header
+    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
+        return error_reply(422, "validation_error", "Idempotency-Key is 1 to 200 characters")
+    return NewJob(
+        task=task,
+        payload=req.payload,
+        queue=req.queue,
+        priority=req.priority,
+        max_retries=req.max_retries,
+        timeout_seconds=req.timeout_seconds,
+        delay_seconds=req.delay_seconds or 0.0,
+        run_at=req.run_at,
+        idempotency_key=idempotency_key,
+    )
+
+
+def accepted(sub: Submitted) -> Reply:
+    return Reply(
+        202,
+        {"job_id": sub.job_id, "status": sub.status.value},
+        {"Location": f"/jobs/{sub.job_id}"},
+    )
+
+
+WAKE_CHECK_SECONDS = 5.0
+Waker = Callable[[], Awaitable[None]]
+
+
+class WakeOne:
+    """Scale from zero: when no worker is alive after a submit, start one (a burst of
+    submits wakes only one: a Redis lock; a sandbox asks Redis at most every 5 s)."""
+
+    def __init__(self, waker: Waker | None) -> None:
+        self.waker = waker
+        self._workers_seen_at = 0.0
+
+    async def __call__(self, broker: SubmitBroker) -> None:
+        if self.waker is None or time.monotonic() - self._workers_seen_at < WAKE_CHECK_SECONDS:
+            return
+        try:
+            if await broker.live_workers() > 0:
+                self._workers_seen_at = time.monotonic()
+                return
+            if await broker.try_lock("wake-worker", WAKE_CHECK_SECONDS):
+                await self.waker()
+                self._workers_seen_at = time.monotonic()
+        except Exception:
+            log.warning("could not wake a worker", exc_info=True)
