@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from importlib import resources
 from typing import Any
 
+import redis
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -41,35 +42,12 @@ def ready_score(priority: int, ms: int) -> int:
     return (PRIORITY_MAX - priority) * SCORE_SCALE + ms
 
 
-class RedisBroker:
-    """Per-queue ready/delayed sorted sets, worker presence, backlog counts."""
+class _KeySpace:
+    """Key names and the commands that put an id in place (shared by both brokers)."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "asyncz") -> None:
-        self._r = client
+    def __init__(self, prefix: str) -> None:
         self._prefix = prefix
-        source = resources.files("asyncz.broker").joinpath("promote.lua").read_text("utf-8")
-        self._promote = client.register_script(source)
         self._known: set[str] = set()  # queue names already in the queues set
-
-    @classmethod
-    def from_url(
-        cls, url: str, *, prefix: str, password: str | None = None, socket_timeout: float = 5.0
-    ) -> RedisBroker:
-        """Build the broker; redis-py connects lazily at the first command."""
-        client = aioredis.Redis.from_url(
-            url,
-            password=password,
-            decode_responses=True,
-            socket_connect_timeout=socket_timeout,
-            # A blocking BZPOPMIN (<= 25 s) must fit inside the read timeout.
-            socket_timeout=socket_timeout + 30.0,
-            health_check_interval=30,
-            max_connections=64,
-        )
-        return cls(client, prefix)
-
-    async def close(self) -> None:
-        await self._r.aclose()
 
     def ready_key(self, queue: str) -> str:
         return f"{self._prefix}:{{{queue}}}:ready"
@@ -96,6 +74,61 @@ class RedisBroker:
             self.delayed_key(it.queue), {f"{it.priority}|{it.job_id}": it.run_at_ms}, nx=True
         )
 
+    def _fresh(self, items: Sequence[Dispatch], register: bool) -> set[str]:
+        """Queue names to (re)register in the queues set with this enqueue."""
+        if register:
+            return {it.queue for it in items}
+        return {it.queue for it in items if it.queue not in self._known}
+
+    def _fill(self, pipe: Any, items: Sequence[Dispatch], fresh: set[str]) -> None:
+        for it in items:
+            self._add(pipe, it)
+        if fresh:
+            pipe.sadd(self._queues_key, *fresh)
+
+    def _prune_and_count_workers(self, pipe: Any) -> None:
+        pipe.zremrangebyscore(self._workers_key, "-inf", epoch_ms())
+        pipe.zcard(self._workers_key)
+
+    def _lock_args(self, name: str, ttl_seconds: float) -> tuple[str, dict[str, Any]]:
+        return f"{self._prefix}:lock:{name}", {"nx": True, "px": int(ttl_seconds * 1000)}
+
+
+def _client_options(password: str | None, socket_timeout: float) -> dict[str, Any]:
+    return {
+        "password": password,
+        "decode_responses": True,
+        "socket_connect_timeout": socket_timeout,
+        "health_check_interval": 30,
+    }
+
+
+class RedisBroker(_KeySpace):
+    """Per-queue ready/delayed sorted sets, worker presence, backlog counts."""
+
+    def __init__(self, client: aioredis.Redis, prefix: str = "asyncz") -> None:
+        super().__init__(prefix)
+        self._r = client
+        source = resources.files("asyncz.broker").joinpath("promote.lua").read_text("utf-8")
+        self._promote = client.register_script(source)
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, prefix: str, password: str | None = None, socket_timeout: float = 5.0
+    ) -> RedisBroker:
+        """Build the broker; redis-py connects lazily at the first command."""
+        client = aioredis.Redis.from_url(
+            url,
+            **_client_options(password, socket_timeout),
+            # A blocking BZPOPMIN (<= 25 s) must fit inside the read timeout.
+            socket_timeout=socket_timeout + 30.0,
+            max_connections=64,
+        )
+        return cls(client, prefix)
+
+    async def close(self) -> None:
+        await self._r.aclose()
+
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
         """``ZADD NX`` every item (idempotent); returns how many were new.
 
@@ -105,19 +138,12 @@ class RedisBroker:
         """
         if not items:
             return 0
-        fresh = (
-            {it.queue for it in items}
-            if register
-            else {it.queue for it in items if it.queue not in self._known}
-        )
+        fresh = self._fresh(items, register)
         with _guard():
             if len(items) == 1 and not fresh:
                 return int(await self._add(self._r, items[0]))
             async with self._r.pipeline(transaction=False) as pipe:
-                for it in items:
-                    self._add(pipe, it)
-                if fresh:
-                    pipe.sadd(self._queues_key, *fresh)
+                self._fill(pipe, items, fresh)
                 results = await pipe.execute()
         self._known |= fresh
         return sum(int(r) for r in results[: len(items)])
@@ -176,20 +202,65 @@ class RedisBroker:
         """Workers whose presence has not expired (expired entries are dropped on the way)."""
         with _guard():
             async with self._r.pipeline(transaction=False) as pipe:
-                pipe.zremrangebyscore(self._workers_key, "-inf", epoch_ms())
-                pipe.zcard(self._workers_key)
+                self._prune_and_count_workers(pipe)
                 _, n = await pipe.execute()
         return int(n)
 
     async def try_lock(self, name: str, ttl_seconds: float) -> bool:
         """A best-effort, expiring mutex (``SET NX PX``), e.g. so a burst wakes one worker."""
+        key, options = self._lock_args(name, ttl_seconds)
         with _guard():
-            return bool(
-                await self._r.set(
-                    f"{self._prefix}:lock:{name}", "1", nx=True, px=int(ttl_seconds * 1000)
-                )
-            )
+            return bool(await self._r.set(key, "1", **options))
 
     async def ping(self) -> None:
         with _guard():
             await self._r.ping()
+
+
+class RedisSubmitBroker(_KeySpace):
+    """The api Lambda's submit lane: a blocking client (one request at a time per sandbox).
+
+    Keeps :class:`asyncz.service.SubmitBroker`'s async signatures but never suspends: run
+    it with :func:`asyncz.runtime.drive`. Every command is bounded by the socket timeout.
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str = "asyncz") -> None:
+        super().__init__(prefix)
+        self._r = client
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, prefix: str, password: str | None = None, socket_timeout: float = 5.0
+    ) -> RedisSubmitBroker:
+        client = redis.Redis.from_url(
+            url, **_client_options(password, socket_timeout), socket_timeout=socket_timeout
+        )
+        return cls(client, prefix)
+
+    def close(self) -> None:
+        self._r.close()
+
+    async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
+        """As :meth:`RedisBroker.enqueue`: one command for one id to a known queue."""
+        if not items:
+            return 0
+        fresh = self._fresh(items, register)
+        with _guard():
+            if len(items) == 1 and not fresh:
+                return int(self._add(self._r, items[0]))
+            with self._r.pipeline(transaction=False) as pipe:
+                self._fill(pipe, items, fresh)
+                results = pipe.execute()
+        self._known |= fresh
+        return sum(int(r) for r in results[: len(items)])
+
+    async def live_workers(self) -> int:
+        with _guard(), self._r.pipeline(transaction=False) as pipe:
+            self._prune_and_count_workers(pipe)
+            _, n = pipe.execute()
+        return int(n)
+
+    async def try_lock(self, name: str, ttl_seconds: float) -> bool:
+        key, options = self._lock_args(name, ttl_seconds)
+        with _guard():
+            return bool(self._r.set(key, "1", **options))

@@ -1,4 +1,5 @@
-"""PostgreSQL adapter (psycopg 3, async pool). The only module that imports the driver.
+"""PostgreSQL adapter (psycopg 3): the async pool every handler uses, and the blocking
+connection of the api's submit lane. The only module that imports the driver.
 
 Every state change is one statement from ``sql/queries.sql``, guarded by the lease token
 where a worker is involved; zero rows means the caller lost the race.
@@ -7,7 +8,12 @@ where a worker is involved; zero rows means the caller lost the race.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -82,6 +88,38 @@ def _lease(row: Mapping[str, Any]) -> Lease:
     )
 
 
+@contextmanager
+def _db_errors(bound: float) -> Iterator[None]:
+    """Driver errors as domain errors: unavailable (503) or not storable (422)."""
+    try:
+        yield
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        raise StoreUnavailableError(f"database unavailable: {exc}") from exc
+    except TimeoutError as exc:
+        raise StoreUnavailableError(f"database unavailable: no answer within {bound:g} s") from exc
+    except psycopg.DataError as exc:  # e.g. NUL in text, \u0000 in jsonb
+        raise InvalidInputError(f"value not storable: {exc}") from exc
+
+
+def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
+    """The query name and parameters that insert a new job (both stores use them)."""
+    return (
+        "insert_job_idempotent" if new.idempotency_key is not None else "insert_job",
+        {
+            "id": job_id,
+            "task": new.task,
+            "payload": Jsonb(new.payload),
+            "queue": new.queue,
+            "priority": new.priority,
+            "max_retries": new.max_retries,
+            "timeout_seconds": new.timeout_seconds,
+            "idempotency_key": new.idempotency_key,
+            "run_at": new.run_at,
+            "delay_seconds": float(new.delay_seconds),
+        },
+    )
+
+
 class PostgresStore:
     """Job persistence on one small async pool per sandbox (opened lazily)."""
 
@@ -126,7 +164,7 @@ class PostgresStore:
         await self._pool.close()
 
     async def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        try:
+        with _db_errors(self._query_timeout):
             async with (
                 asyncio.timeout(self._query_timeout),
                 self._pool.connection() as conn,
@@ -134,14 +172,6 @@ class PostgresStore:
             ):
                 await cur.execute(QUERIES[name], params)
                 return await cur.fetchall() if cur.description else []
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise StoreUnavailableError(f"database unavailable: {exc}") from exc
-        except TimeoutError as exc:
-            raise StoreUnavailableError(
-                f"database unavailable: no answer within {self._query_timeout:g} s"
-            ) from exc
-        except psycopg.DataError as exc:  # e.g. NUL in text, \u0000 in jsonb
-            raise InvalidInputError(f"value not storable: {exc}") from exc
 
     async def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = await self._rows(name, params)
@@ -151,21 +181,7 @@ class PostgresStore:
 
     async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
         """Insert; ``None`` when the idempotency key exists already."""
-        return await self._one(
-            "insert_job_idempotent" if new.idempotency_key is not None else "insert_job",
-            {
-                "id": job_id,
-                "task": new.task,
-                "payload": Jsonb(new.payload),
-                "queue": new.queue,
-                "priority": new.priority,
-                "max_retries": new.max_retries,
-                "timeout_seconds": new.timeout_seconds,
-                "idempotency_key": new.idempotency_key,
-                "run_at": new.run_at,
-                "delay_seconds": float(new.delay_seconds),
-            },
-        )
+        return await self._one(*_insert(job_id, new))
 
     async def get_by_idempotency_key(self, key: str) -> Row | None:
         return await self._one("get_job_by_idempotency_key", {"idempotency_key": key})
@@ -323,3 +339,124 @@ class PostgresStore:
                 "limit": limit,
             },
         )
+
+
+class _Deadline:
+    """Bounds blocking calls on a socket: one past its deadline gets the socket shut down
+    (both directions), so the driver's wait ends with an error instead of hanging on a
+    frozen or black-holed server. One daemon thread per sandbox, started at first use,
+    looks a few times a second; arming and disarming take an uncontended lock."""
+
+    TICK_SECONDS = 0.2
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fd = -1
+        self._until = 0.0
+        self._thread: threading.Thread | None = None
+        self.fired = False  # the socket was shut down: the connection is unusable
+
+    @contextmanager
+    def armed(self, fd: int, seconds: float) -> Iterator[None]:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="asyncz-deadline", daemon=True)
+            self._thread.start()
+        with self._lock:
+            self._fd, self._until = fd, time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._until = 0.0
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.TICK_SECONDS)
+            with self._lock:
+                if not self._until or time.monotonic() < self._until:
+                    continue
+                self._until = 0.0
+                self.fired = True
+                # a dup shares the socket: shutting it down ends the driver's wait
+                with suppress(OSError), socket.socket(fileno=os.dup(self._fd)) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+class PostgresSubmitStore:
+    """The api Lambda's submit lane: one blocking connection per sandbox.
+
+    A Lambda sandbox serves one request at a time, so async I/O buys the hot path nothing,
+    and under load the event loop's machinery cost more CPU than the INSERT itself
+    (BENCHMARKS.md, "Submit"). The methods keep :class:`asyncz.service.SubmitStore`'s async
+    signatures but never suspend: run them with :func:`asyncz.runtime.drive`.
+
+    Every statement is bounded by ``query_timeout`` (see :class:`_Deadline`); a connection
+    idle for longer than ``check_after`` (a thawed sandbox, a failover meanwhile) is checked
+    with an empty query before it carries an INSERT, and replaced if it is dead.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        query_timeout: float = 10.0,
+        prepare: bool = True,
+        check_after: float = 30.0,
+    ) -> None:
+        """``conninfo`` carries the connect timeout (see asyncz.connections)."""
+        self._conninfo = conninfo
+        self._query_timeout = query_timeout
+        self._prepare = prepare
+        self._check_after = check_after
+        self._conn: psycopg.Connection[Row] | None = None
+        self._used_at = 0.0
+        self._deadline = _Deadline()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connection(self) -> psycopg.Connection[Row]:
+        conn = self._conn
+        if conn is not None and (conn.broken or conn.closed or self._deadline.fired):
+            self.close()
+            conn = None
+        elif conn is not None and time.monotonic() - self._used_at > self._check_after:
+            try:
+                with self._deadline.armed(conn.fileno(), self._query_timeout):
+                    conn.execute("")
+            except psycopg.Error:
+                self.close()
+                conn = None
+        if conn is None:
+            self._deadline.fired = False
+            conn = psycopg.connect(
+                self._conninfo,
+                autocommit=True,
+                row_factory=dict_row,
+                prepare_threshold=5 if self._prepare else None,
+            )
+            self._conn = conn
+        return conn
+
+    def _one(self, name: str, params: Mapping[str, Any]) -> Row | None:
+        with _db_errors(self._query_timeout):
+            conn = self._connection()
+            try:
+                with self._deadline.armed(conn.fileno(), self._query_timeout):
+                    cur = conn.execute(QUERIES[name], params)
+                    row = cur.fetchone()  # every lane statement returns rows
+            except psycopg.OperationalError as exc:
+                if self._deadline.fired:  # we shut the socket: say why
+                    raise TimeoutError from exc
+                raise
+            self._used_at = time.monotonic()
+            return row
+
+    async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
+        """Insert; ``None`` when the idempotency key exists already."""
+        return self._one(*_insert(job_id, new))
+
+    async def get_by_idempotency_key(self, key: str) -> Row | None:
+        return self._one("get_job_by_idempotency_key", {"idempotency_key": key})
