@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     api_key_hashes: str = ""  # comma-separated SHA-256 hex digests of accepted API keys
     api_keys_secret_arn: str | None = None  # secret: {"api_key": "..."} (see connections.py)
     wake_worker: bool = True
+    # POST /jobs in the api Lambda on the blocking submit lane (asyncz.api.lane), not ASGI
+    submit_lane: bool = True
 
     # --- Observability.
     metrics_namespace: str = "AsyncZ"

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 import redis
-from mangum import Mangum
 
 from asyncz.api import handler as api_handler
-from asyncz.api.app import create_app
+from asyncz.api.app import Waker
 from asyncz.connections import hash_api_key
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
@@ -44,18 +43,39 @@ def api_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
                 mp.setenv(name, value)
         mp.delenv("ASYNCZ_WORKER_FUNCTION_NAME", raising=False)
         get_settings.cache_clear()
-        api_handler._adapter = None
+        api_handler.reset()
         yield get_settings()
         get_settings.cache_clear()
-        api_handler._adapter = None
+        api_handler.reset()
+
+
+# POST /jobs has two fronts: the api Lambda's submit lane (the default in AWS) and the
+# FastAPI route (any ASGI server; the Lambda with ASYNCZ_SUBMIT_LANE=false). Submit tests run
+# on both; the rest of the API has one.
+FRONTS = pytest.mark.parametrize("front", ["lane", "asgi"])
+
+
+def sandbox(settings: Settings, front: str, waker: Waker | None = None) -> Any:
+    """An api sandbox as the handler builds it, with POST /jobs on ``front``."""
+    return api_handler.build_sandbox(
+        settings.model_copy(update={"submit_lane": front == "lane"}), waker=waker
+    )
 
 
 @pytest.fixture
-def api(api_settings: Settings, clean: None) -> Any:
+def front() -> str:
+    return "lane"  # tests marked with FRONTS run on both
+
+
+@pytest.fixture
+def api(api_settings: Settings, clean: None, front: str) -> Iterator[Any]:
+    api_handler._sandbox = sandbox(api_settings, front)
+
     def request(method: str, target: str, key: str | None = KEY, **kw: Any) -> Reply:
         return call(api_handler.handler, method, target, api_key=key, **kw)
 
-    return request
+    yield request
+    api_handler.reset()
 
 
 def job_row(settings: Settings, job_id: str) -> dict[str, Any]:
@@ -89,6 +109,7 @@ def drain(settings: Settings, until: Any, timeout: float = 30) -> None:
 # --- submit ---------------------------------------------------------------------------------
 
 
+@FRONTS
 def test_submit_returns_202_with_id_and_location_and_enqueues(
     api: Any, api_settings: Settings
 ) -> None:
@@ -105,6 +126,7 @@ def test_submit_returns_202_with_id_and_location_and_enqueues(
     assert ready == [body["job_id"].encode()]
 
 
+@FRONTS
 def test_seed_curl_bodies_work_verbatim(api: Any, api_settings: Settings) -> None:
     r = api("POST", "/jobs", body={"payload": {"task": "email_send", "user_id": 42}})
     assert r.status == 202
@@ -141,6 +163,7 @@ def test_seed_curl_bodies_work_verbatim(api: Any, api_settings: Settings) -> Non
         assert b"To: user-42@example.invalid" in f.read()
 
 
+@FRONTS
 def test_idempotency_key_header_is_accepted(api: Any) -> None:
     first = api(
         "POST", "/jobs", body={"task": "echo", "payload": {}}, headers={"Idempotency-Key": "hdr-1"}
@@ -152,6 +175,7 @@ def test_idempotency_key_header_is_accepted(api: Any) -> None:
     assert again.json()["job_id"] == first.json()["job_id"]
 
 
+@FRONTS
 def test_scheduling_fields(api: Any, api_settings: Settings) -> None:
     r = api(
         "POST",
@@ -340,7 +364,7 @@ def test_health_ok_without_key_and_503_when_redis_is_down(api: Any, api_settings
     broken = make_settings(
         api_settings.database_url or "", "redis://127.0.0.1:1/0", redis_socket_timeout_seconds=0.5
     )
-    adapter = Mangum(create_app(broken), lifespan="off")
+    adapter = sandbox(broken, front)
     down = call(adapter, "GET", "/health")
     assert down.status == 503
     assert down.json()["dependencies"]["redis"].startswith("down")
@@ -375,6 +399,7 @@ ENDPOINTS = [
 ]
 
 
+@FRONTS
 @pytest.mark.parametrize(("method", "path"), ENDPOINTS)
 def test_every_endpoint_but_health_needs_the_key(api: Any, method: str, path: str) -> None:
     body = {"task": "echo", "payload": {}} if method == "POST" else None
@@ -389,6 +414,7 @@ def api_settings_db(_: Any) -> str:
     return get_settings().database_url or ""
 
 
+@FRONTS
 def test_bad_input_gets_clear_4xx_and_loses_nothing(api: Any, api_settings: Settings) -> None:
     unknown = api("POST", "/jobs", body={"task": "no_such_task", "payload": {}})
     assert unknown.status == 422 and unknown.json()["error"] == "unknown_task"
@@ -438,6 +464,7 @@ def test_bad_input_gets_clear_4xx_and_loses_nothing(api: Any, api_settings: Sett
     assert rows(api_settings.database_url, "SELECT count(*) AS n FROM jobs") == [{"n": 0}]
 
 
+@FRONTS
 def test_sql_looking_strings_are_stored_verbatim(api: Any, api_settings: Settings) -> None:
     evil = "'; DROP TABLE jobs; -- \" OR 1=1 /* %s %(id)s $1"
     r = api(
@@ -462,15 +489,16 @@ def test_sql_looking_strings_are_stored_verbatim(api: Any, api_settings: Setting
     assert api("GET", "/jobs?task=" + "%27%20OR%201%3D1--").json()["items"] == []
 
 
+@FRONTS
 def test_wake_worker_once_for_a_burst_when_none_is_alive(
-    api_settings: Settings, clean: None
+    api_settings: Settings, clean: None, front: str
 ) -> None:
     woken: list[int] = []
 
     async def waker() -> None:
         woken.append(1)
 
-    adapter = Mangum(create_app(api_settings, waker=waker), lifespan="off")
+    adapter = sandbox(api_settings, front, waker)
     for _ in range(5):
         assert (
             call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY).status
@@ -479,7 +507,10 @@ def test_wake_worker_once_for_a_burst_when_none_is_alive(
     assert woken == [1]
 
 
-def test_handler_event_shape_and_base64_body(api_settings: Settings, clean: None) -> None:
+@FRONTS
+def test_handler_event_shape_and_base64_body(
+    api_settings: Settings, clean: None, front: str
+) -> None:
     event = rest_event(
         "POST",
         "/jobs",
@@ -491,49 +522,55 @@ def test_handler_event_shape_and_base64_body(api_settings: Settings, clean: None
 
     event["body"] = base64.b64encode(event["body"].encode()).decode()
     event["isBase64Encoded"] = True
-    out = api_handler.handler(event, FakeContext())
+    out = sandbox(api_settings, front)(event, FakeContext())
     assert out["statusCode"] == 202
     assert json.loads(out["body"])["status"] == "queued"
 
 
-def test_submit_survives_redis_outage_with_202(api_settings: Settings, clean: None) -> None:
+@FRONTS
+def test_submit_survives_redis_outage_with_202(
+    api_settings: Settings, clean: None, front: str
+) -> None:
     broken = make_settings(
         api_settings.database_url or "",
         "redis://127.0.0.1:1/0",
         redis_socket_timeout_seconds=0.5,
         api_key_hashes=hash_api_key(KEY),
     )
-    adapter = Mangum(create_app(broken), lifespan="off")
+    adapter = sandbox(broken, front)
     r = call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY)
     assert r.status == 202
     assert job_row(api_settings, r.json()["job_id"])["status"] == "queued"
 
 
-def test_postgres_down_gives_503_with_a_clear_error(api_settings: Settings, clean: None) -> None:
+@FRONTS
+def test_postgres_down_gives_503_with_a_clear_error(
+    api_settings: Settings, clean: None, front: str
+) -> None:
     broken = make_settings(
         "postgresql://postgres@127.0.0.1:1/none",
         api_settings.redis_url or "",
         db_connect_timeout_seconds=1,
         api_key_hashes=hash_api_key(KEY),
     )
-    adapter = Mangum(create_app(broken), lifespan="off")
+    adapter = sandbox(broken, front)
     r = call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY)
     assert r.status == 503 and r.json()["error"] == "database_unavailable"
     assert call(adapter, "GET", "/health").status == 503
 
 
-def test_key_rotation_old_key_is_refused_once_removed(api_settings: Settings, clean: None) -> None:
+@FRONTS
+def test_key_rotation_old_key_is_refused_once_removed(
+    api_settings: Settings, clean: None, front: str
+) -> None:
     old, new = "old-key-" + "o" * 20, "new-key-" + "n" * 20
     both = api_settings.model_copy(
         update={"api_key_hashes": f"{hash_api_key(old)},{hash_api_key(new)}"}
     )
-    during = Mangum(create_app(both), lifespan="off")
+    during = sandbox(both, front)
     for key in (old, new):
         assert call(during, "GET", "/stats", api_key=key).status == 200
-    after = Mangum(
-        create_app(api_settings.model_copy(update={"api_key_hashes": hash_api_key(new)})),
-        lifespan="off",
-    )
+    after = sandbox(api_settings.model_copy(update={"api_key_hashes": hash_api_key(new)}), front)
     assert call(after, "GET", "/stats", api_key=new).status == 200
     refused = call(after, "POST", "/jobs", api_key=old, body={"task": "echo", "payload": {}})
     assert refused.status == 401 and refused.json()["error"] == "unauthorized"

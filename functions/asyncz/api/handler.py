@@ -1,23 +1,26 @@
-"""API Lambda: the FastAPI app behind API Gateway (REST, proxy integration) via Mangum.
+"""API Lambda: the FastAPI app behind API Gateway (REST, proxy integration) via Mangum,
+with ``POST /jobs`` on the blocking submit lane (:mod:`asyncz.api.lane`).
 
-Importing this module does no network I/O; the app is built at the first invocation and
-kept for the sandbox's life, and its pools connect at the first request that needs them.
+Importing this module does no network I/O; the app and the lane are built at the first
+invocation and kept for the sandbox's life, and they connect at the first request that
+needs them.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools.logging import correlation_paths
 from mangum import Mangum
 
 from asyncz import runtime
+from asyncz.api import lane
 from asyncz.api.app import Waker, create_app
+from asyncz.api.guards import KeyCheck
+from asyncz.connections import api_key_hashes
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry
 from asyncz.settings import Settings, get_settings
-
-_adapter: Mangum | None = None
 
 
 def lambda_waker(function_name: str) -> Waker:
@@ -31,22 +34,76 @@ def lambda_waker(function_name: str) -> Waker:
     return wake
 
 
-def build_adapter(settings: Settings) -> Mangum:
-    waker = (
-        lambda_waker(settings.worker_function_name)
-        if settings.wake_worker and settings.worker_function_name
+def blocking_waker(function_name: str) -> Waker:
+    """The same invoke, inline: for the submit lane, which runs no event loop (an
+    ``Event`` invoke returns at once; a sandbox asks at most every few seconds)."""
+
+    async def wake() -> None:
+        from asyncz.fleet.invoke import invoke_worker
+
+        invoke_worker(function_name)
+
+    return wake
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """What an api sandbox keeps warm: the app behind Mangum, and the submit lane."""
+
+    adapter: Mangum
+    lane: lane.SubmitLane | None
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if self.lane is not None and lane.accepts(event):
+            return self.lane(event)
+        # Mangum runs on the thread's current loop; keep it the sandbox's one, so the pools
+        # bound to it at the first request serve every warm invocation.
+        runtime.sandbox_loop()
+        return self.adapter(event, context)
+
+
+def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
+    """``waker`` replaces the worker invoke in the app and the lane (it must not suspend)."""
+    fn = settings.worker_function_name if settings.wake_worker else None
+    key_ok = KeyCheck(lambda: api_key_hashes(settings))
+    metrics = PowertoolsMetricsSink()
+    app = create_app(
+        settings,
+        metrics=metrics,
+        waker=waker or (lambda_waker(fn) if fn else None),
+        key_ok=key_ok,
+    )
+    submit_lane = (
+        lane.SubmitLane(
+            settings,
+            key_ok=key_ok,
+            metrics=metrics,
+            waker=waker or (blocking_waker(fn) if fn else None),
+        )
+        if settings.submit_lane
         else None
     )
-    app = create_app(settings, metrics=PowertoolsMetricsSink(), waker=waker)
-    return Mangum(app, lifespan="off")
+    return Sandbox(Mangum(app, lifespan="off"), submit_lane)
 
 
-@lambda_entry(correlation_paths.API_GATEWAY_REST)
+_sandbox: Sandbox | None = None
+
+
+def reset() -> None:
+    """Forget the sandbox's app and lane (tests that change settings)."""
+    global _sandbox
+    _sandbox = None
+
+
+def request_id(event: dict[str, Any]) -> str | None:
+    """The API Gateway request id: every log line of the invocation carries it."""
+    context = event.get("requestContext")
+    return context.get("requestId") if isinstance(context, dict) else None
+
+
+@lambda_entry(request_id)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    global _adapter
-    if _adapter is None:
-        _adapter = build_adapter(get_settings().require_for("api"))
-    # Mangum runs on the thread's current loop; keep it the sandbox's one, so the pools
-    # bound to it at the first request serve every warm invocation.
-    runtime.sandbox_loop()
-    return _adapter(event, context)
+    global _sandbox
+    if _sandbox is None:
+        _sandbox = build_sandbox(get_settings().require_for("api"))
+    return _sandbox(event, context)

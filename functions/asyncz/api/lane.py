@@ -1,0 +1,147 @@
+"""The api Lambda's submit lane: ``POST /jobs`` answered without the ASGI stack.
+
+A Lambda sandbox serves one request at a time. On the hot path, Mangum, Starlette, an
+event-loop run per invocation and the async drivers cost about three times the CPU of the
+INSERT and the ZADD themselves, and under load that halved the submit rate (BENCHMARKS.md,
+"Submit"). So the handler answers ``POST /jobs`` proxy events here, with everything the
+FastAPI route uses: the same guards (:mod:`asyncz.api.guards`), parsing and replies
+(:mod:`asyncz.api.submit`), and the same submit logic (:class:`asyncz.service.Submitter`)
+on blocking adapters driven without an event loop (:func:`asyncz.runtime.drive`). Every
+other request goes through Mangum to the FastAPI app. ``ASYNCZ_SUBMIT_LANE=false`` sends
+``POST /jobs`` there too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from asyncz.api.guards import UNAUTHORIZED, KeyCheck, body_rejection
+from asyncz.api.replies import (
+    Reply,
+    domain_error_reply,
+    error_reply,
+    render,
+    unexpected_reply,
+)
+from asyncz.api.submit import WakeOne, Waker, accepted, parse_submit
+from asyncz.broker.redis import RedisSubmitBroker
+from asyncz.connections import database_conninfo, redis_password
+from asyncz.errors import AsyncZError
+from asyncz.jobs import NewJob
+from asyncz.observability import logger
+from asyncz.runtime import drive
+from asyncz.service import MetricsSink, NullMetrics, Submitted, Submitter
+from asyncz.settings import Settings
+from asyncz.store.postgres import PostgresSubmitStore
+from asyncz.tasks.registry import load_task_modules
+
+
+def accepts(event: dict[str, Any]) -> bool:
+    """A REST (v1) proxy event for ``POST /jobs``."""
+    return (
+        event.get("httpMethod") == "POST"
+        and event.get("path") == "/jobs"
+        and "requestContext" in event
+    )
+
+
+def request_headers(event: dict[str, Any]) -> dict[str, str]:
+    """Lower-case names; multi-value headers joined with ", " (as Mangum does)."""
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    for name, values in (event.get("multiValueHeaders") or {}).items():
+        headers[name.lower()] = ", ".join(values) if isinstance(values, list) else ""
+    return headers
+
+
+def request_body(event: dict[str, Any]) -> bytes:
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        return base64.b64decode(body)
+    # lone surrogates become bytes that fail the UTF-8 guard, as a raw body would
+    return body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+
+
+def proxy_result(reply: Reply) -> dict[str, Any]:
+    """The REST proxy integration's result, shaped as Mangum shapes the app's responses."""
+    body = render(reply.body)
+    headers = {"content-length": str(len(body)), "content-type": "application/json"}
+    headers.update({k.lower(): v for k, v in reply.headers.items()})
+    return {
+        "statusCode": reply.status,
+        "headers": headers,
+        "multiValueHeaders": {},
+        "body": body.decode(),
+        "isBase64Encoded": False,
+    }
+
+
+class SubmitLane:
+    """One per sandbox; connects at the first submit (blocking clients, kept warm)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        key_ok: KeyCheck,
+        metrics: MetricsSink | None = None,
+        waker: Waker | None = None,
+    ) -> None:
+        self.settings = settings
+        self.key_ok = key_ok
+        self.metrics: MetricsSink = metrics or NullMetrics()
+        self.wake_one = WakeOne(waker)
+        self._submitter: Submitter | None = None
+
+    def submitter(self) -> Submitter:
+        """Built at the first submit (the connection details may come from Secrets Manager)."""
+        if self._submitter is None:
+            s = self.settings
+            store = PostgresSubmitStore(
+                database_conninfo(s),
+                query_timeout=s.db_query_timeout_seconds,
+                prepare=s.db_prepared_statements,
+            )
+            broker = RedisSubmitBroker.from_url(
+                s.redis_url or "redis://127.0.0.1:6379/0",
+                prefix=s.redis_prefix,
+                password=redis_password(s),
+                socket_timeout=s.redis_socket_timeout_seconds,
+            )
+            registry = load_task_modules(s.task_module_list)
+            self._submitter = Submitter(store, broker, registry, s, self.metrics)
+        return self._submitter
+
+    def __call__(self, event: dict[str, Any]) -> dict[str, Any]:
+        try:
+            reply = self._answer(event)
+        except AsyncZError as exc:
+            reply = domain_error_reply(exc)
+        except Exception:  # noqa: BLE001 - logged; the client gets the one error shape
+            reply = unexpected_reply()
+        return proxy_result(reply)
+
+    def _answer(self, event: dict[str, Any]) -> Reply:
+        headers = request_headers(event)
+        key = headers.get("x-api-key")
+        if not key or not self.key_ok(key):
+            return UNAUTHORIZED
+        try:
+            body = request_body(event)
+        except (binascii.Error, ValueError):
+            return error_reply(422, "invalid_body", "the body is not valid base64")
+        rejection = body_rejection(headers, body, self.settings.max_payload_bytes)
+        if rejection is not None:
+            return rejection
+        new = parse_submit(body, headers.get("idempotency-key"))
+        if isinstance(new, Reply):
+            return new
+        return accepted(drive(self._submit(new)))
+
+    async def _submit(self, new: NewJob) -> Submitted:
+        submitter = self.submitter()
+        sub = await submitter.submit(new)
+        logger.append_keys(job_id=sub.job_id)
+        await self.wake_one(submitter.broker)
+        return sub

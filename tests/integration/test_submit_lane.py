@@ -1,0 +1,241 @@
+"""The api Lambda's submit lane (``POST /jobs`` without the ASGI stack) against real servers.
+
+The lane must answer exactly as the FastAPI route does, bound every statement, and survive
+a connection the server dropped while the sandbox was idle (frozen between invocations).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from asyncz.api import handler as api_handler
+from asyncz.connections import hash_api_key
+from asyncz.errors import StoreUnavailableError
+from asyncz.jobs import NewJob
+from asyncz.observability import logger
+from asyncz.runtime import drive
+from asyncz.settings import Settings
+from asyncz.store.postgres import PostgresSubmitStore, _Deadline
+from tests.apigw import FakeContext, rest_event
+from tests.conftest import make_settings
+from tests.integration.helpers import rows
+
+pytestmark = pytest.mark.integration
+
+KEY = "lane-key-" + "k" * 24
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture
+def settings(pg_url: str, redis_server_url: str, clean: None) -> Settings:
+    return make_settings(
+        pg_url,
+        redis_server_url,
+        api_key_hashes=hash_api_key(KEY),
+        max_payload_bytes=8 * 1024,
+        wake_worker=False,
+    )
+
+
+def both_fronts(settings: Settings) -> dict[str, Any]:
+    return {
+        front: api_handler.build_sandbox(settings.model_copy(update={"submit_lane": lane}))
+        for front, lane in (("lane", True), ("asgi", False))
+    }
+
+
+# Every kind of POST /jobs request: (name, event keyword arguments).
+REQUESTS: list[tuple[str, dict[str, Any]]] = [
+    ("ok", {"body": {"task": "echo", "payload": {"a": 1}}}),
+    ("seed shape", {"body": {"payload": {"task": "email_send", "user_id": 42}}}),
+    ("no key", {"body": {"task": "echo"}, "api_key": None}),
+    ("wrong key", {"body": {"task": "echo"}, "api_key": "nope"}),
+    ("unknown task", {"body": {"task": "no_such_task"}}),
+    ("missing task", {"body": {"payload": {}}}),
+    ("extra field", {"body": {"task": "echo", "surprise": 1}}),
+    ("out of range", {"body": {"task": "echo", "max_retries": 99, "priority": 1000}}),
+    ("both schedules", {"body": {"task": "echo", "delay_seconds": 1, "run_at": "2030-01-01"}}),
+    ("naive run_at", {"body": {"task": "echo", "run_at": "2030-01-01T00:00:00"}}),
+    ("payload not object", {"body": {"task": "echo", "payload": [1]}}),
+    ("nul in payload", {"body": {"task": "echo", "payload": {"a": "x\u0000y"}}}),
+    ("too large", {"body": {"task": "echo", "payload": {"x": "y" * 9000}}}),
+    ("not json", {"raw_body": b"task=echo", "headers": {"Content-Type": "text/plain"}}),
+    ("no content type", {"raw_body": b'{"task": "echo"}', "headers": {}}),
+    ("broken json", {"raw_body": b'{"task": ', "headers": JSON}),
+    ("empty body", {"raw_body": b"", "headers": JSON}),
+    ("json array", {"raw_body": b"[1, 2]", "headers": JSON}),
+    ("invalid utf-8", {"raw_body": b'{"task": "echo", "payload": {"a": "\xff"}}', "headers": JSON}),
+    ("too deep", {"raw_body": b'{"payload":' + b"[" * 80 + b"]" * 80 + b"}", "headers": JSON}),
+    ("long header key", {"body": {"task": "echo"}, "headers": {"Idempotency-Key": "k" * 201}}),
+    ("json+ media", {"raw_body": b'{"task": "echo"}', "headers": {"Content-Type": "x/y+json"}}),
+]
+
+
+def shape(reply: dict[str, Any]) -> tuple[Any, ...]:
+    """What must be equal between the fronts (ids and timestamps differ)."""
+    body = json.loads(reply["body"]) if reply["body"] else None
+    headers = {k.lower() for k in reply["headers"]} & {"location", "content-type"}
+    if isinstance(body, dict) and "job_id" in body:
+        body = {**body, "job_id": "<id>"}
+    if isinstance(body, dict) and "details" in body:
+        body = {**body, "details": [(d["field"], d["type"]) for d in body["details"]]}
+    return reply["statusCode"], body, sorted(headers)
+
+
+@pytest.mark.parametrize(("name", "kwargs"), REQUESTS, ids=[r[0] for r in REQUESTS])
+def test_lane_answers_exactly_as_the_fastapi_route(
+    settings: Settings, name: str, kwargs: dict[str, Any]
+) -> None:
+    kwargs = {"api_key": KEY, **kwargs}
+    replies = {
+        front: sandbox(rest_event("POST", "/jobs", **kwargs), FakeContext())
+        for front, sandbox in both_fronts(settings).items()
+    }
+    assert shape(replies["lane"]) == shape(replies["asgi"]), replies
+    accepted = replies["lane"]["statusCode"] == 202
+    stored = rows(settings.database_url or "", "SELECT count(*) AS n FROM jobs")[0]["n"]
+    assert stored == (2 if accepted else 0)  # one per front, or nothing lost nor half-kept
+
+
+def test_lane_takes_only_rest_post_jobs(settings: Settings) -> None:
+    from asyncz.api import lane
+
+    assert lane.accepts(rest_event("POST", "/jobs"))
+    for method, path in (("GET", "/jobs"), ("POST", "/jobs/"), ("POST", "/dlq/replay")):
+        assert not lane.accepts(rest_event(method, path))
+    v2 = {"version": "2.0", "rawPath": "/jobs", "requestContext": {"http": {"method": "POST"}}}
+    assert not lane.accepts(v2)
+
+
+def test_duplicate_key_across_fronts_is_one_job(settings: Settings) -> None:
+    fronts = both_fronts(settings)
+    body = {"task": "echo", "payload": {}, "idempotency_key": str(uuid.uuid4())}
+    first = fronts["lane"](rest_event("POST", "/jobs", body=body, api_key=KEY), FakeContext())
+    again = fronts["asgi"](rest_event("POST", "/jobs", body=body, api_key=KEY), FakeContext())
+    third = fronts["lane"](rest_event("POST", "/jobs", body=body, api_key=KEY), FakeContext())
+    job_id = json.loads(first["body"])["job_id"]
+    for dup in (again, third):
+        assert dup["statusCode"] == 409
+        assert json.loads(dup["body"]) | {"message": ""} == {
+            "error": "duplicate_idempotency_key",
+            "message": "",
+            "job_id": job_id,
+            "status": "queued",
+        }
+
+
+def test_base64_body_with_invalid_padding_is_a_4xx(settings: Settings) -> None:
+    event = rest_event("POST", "/jobs", body={"task": "echo"}, api_key=KEY)
+    event["body"], event["isBase64Encoded"] = "abc", True
+    reply = both_fronts(settings)["lane"](event, FakeContext())
+    assert reply["statusCode"] == 422 and json.loads(reply["body"])["error"] == "invalid_body"
+    event["body"] = base64.b64encode(b'{"task": "echo"}').decode()
+    assert both_fronts(settings)["lane"](event, FakeContext())["statusCode"] == 202
+
+
+def test_invocations_carry_the_api_gateway_request_id(settings: Settings) -> None:
+    api_handler._sandbox = both_fronts(settings)["lane"]
+    try:
+        event = rest_event("POST", "/jobs", body={"task": "echo"}, api_key=KEY)
+        assert api_handler.handler(event, FakeContext())["statusCode"] == 202
+        assert logger.get_correlation_id() == event["requestContext"]["requestId"]
+        event = rest_event("GET", "/stats", api_key=KEY)
+        assert api_handler.handler(event, FakeContext())["statusCode"] == 200
+        assert logger.get_correlation_id() == event["requestContext"]["requestId"]
+    finally:
+        api_handler.reset()
+
+
+# --- the blocking store ---------------------------------------------------------------------
+
+
+def _terminate(pg_url: str, application_name: str) -> int:
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        return len(
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s AND pid <> pg_backend_pid()",
+                (application_name,),
+            ).fetchall()
+        )
+
+
+@pytest.fixture
+def named_url(pg_url: str) -> Iterator[tuple[str, str]]:
+    name = f"lane-{uuid.uuid4().hex[:8]}"
+    yield psycopg.conninfo.make_conninfo(pg_url, application_name=name), name
+
+
+def _insert(store: PostgresSubmitStore) -> Any:
+    return drive(store.insert_job(str(uuid.uuid4()), NewJob(task="echo", payload={}, **DEFAULTS)))
+
+
+DEFAULTS: dict[str, Any] = {"max_retries": 1, "timeout_seconds": 30}
+
+
+def test_a_connection_dropped_while_idle_is_replaced_before_the_insert(
+    named_url: tuple[str, str], clean: None
+) -> None:
+    url, name = named_url
+    store = PostgresSubmitStore(url, check_after=0.0)  # every use counts as "after idle"
+    try:
+        assert _insert(store) is not None
+        assert _terminate(url, name) == 1  # e.g. a failover while the sandbox was frozen
+        assert _insert(store) is not None  # checked, found dead, replaced: no error
+    finally:
+        store.close()
+
+
+def test_a_connection_dropped_mid_use_fails_once_then_reconnects(
+    named_url: tuple[str, str], clean: None
+) -> None:
+    url, name = named_url
+    store = PostgresSubmitStore(url, check_after=3600.0)
+    try:
+        assert _insert(store) is not None
+        assert _terminate(url, name) == 1
+        with pytest.raises(StoreUnavailableError, match="database unavailable"):
+            _insert(store)
+        assert _insert(store) is not None
+    finally:
+        store.close()
+
+
+def test_deadline_shuts_a_socket_whose_peer_never_answers() -> None:
+    deadline = _Deadline()
+    mine, silent_peer = socket.socketpair()
+    got: list[bytes] = []
+    try:
+        with deadline.armed(mine.fileno(), 0.3):
+            reader = threading.Thread(target=lambda: got.append(mine.recv(1)), daemon=True)
+            reader.start()
+            reader.join(30)  # a bound on hanging, not a timing assertion
+        assert not reader.is_alive(), "the blocked read was never ended"
+        assert got == [b""] and deadline.fired
+    finally:
+        mine.close()
+        silent_peer.close()
+
+
+def test_deadline_disarmed_in_time_leaves_the_socket_alone() -> None:
+    deadline = _Deadline()
+    mine, peer = socket.socketpair()
+    try:
+        with deadline.armed(mine.fileno(), 0.2):
+            peer.sendall(b"x")
+            assert mine.recv(1) == b"x"
+        threading.Event().wait(3 * _Deadline.TICK_SECONDS + 0.2)
+        peer.sendall(b"y")
+        assert mine.recv(1) == b"y" and not deadline.fired
+    finally:
+        mine.close()
+        peer.close()
