@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import email
+import json
 import threading
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from asyncz.api.guards import json_depth_exceeds
@@ -121,3 +125,41 @@ def test_json_depth_guard_ignores_brackets_in_strings() -> None:
     assert not json_depth_exceeds(b'{"a": "[[[[[[[[[[[[[[[[[["}', limit=3)
     assert json_depth_exceeds(b"[[[[1]]]]", limit=3)
     assert not json_depth_exceeds(b'{"a": "\\"[[[[["}', limit=2)
+
+
+def _depth_reference(body: bytes, limit: int) -> bool:
+    """The byte-wise scan the guard replaced, kept as the oracle for valid JSON."""
+    depth, in_string, escaped = 0, False, False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\u00e9\n', max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=40,
+)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(value=_json_values, limit=st.integers(min_value=0, max_value=6))
+def test_json_depth_guard_agrees_with_a_byte_wise_scan(value: object, limit: int) -> None:
+    body = json.dumps(value, ensure_ascii=False).encode()
+    assert json_depth_exceeds(body, limit=limit) == _depth_reference(body, limit)
