@@ -1,9 +1,20 @@
 """Submit path benchmark: the real api Lambda handler vs a raw INSERT + ZADD baseline.
 
-Each client is one OS process doing one request at a time (like one Lambda sandbox), for
-the same wall time and concurrency in both runs; the ratio is what counts.
+Each client is one OS process doing one request at a time (like one Lambda sandbox), with
+one Postgres connection. Every client finishes its imports and a warm-up request before a
+barrier; the clock starts when all have passed it, so no client's cold start eats into
+another's measured window. On a shared two-core machine the load drifts, so the paths are
+measured in alternating rounds (raw, handler, ASGI front, raw, handler, …) and the ratio is
+taken per round, against the raw run just before it; the median of the rounds is the figure.
 
-    .venv/bin/python -m tests.perf.bench_submit --concurrency 16 --seconds 10
+Paths:
+  raw      psycopg INSERT + redis-py ZADD in a bare loop (the baseline)
+  handler  ``asyncz.api.handler.handler`` with REST v1 events: POST /jobs on the submit
+           lane (the product as deployed)
+  asgi     the same handler with ``ASYNCZ_SUBMIT_LANE=false``: POST /jobs through Mangum,
+           Starlette and the async drivers (the path before the lane, kept as a variant)
+
+    .venv/bin/python -m tests.perf.bench_submit --concurrency 16 64 --seconds 10 --rounds 3
 """
 
 from __future__ import annotations
@@ -14,38 +25,43 @@ import io
 import json
 import multiprocessing as mp
 import os
+import statistics
 import sys
 import time
 import uuid
 from typing import Any
 
-from tests.perf.common import API_KEY, DB, REDIS, machine, prepare, summary
+from tests.perf.common import API_KEY, DB, REDIS, command, load_line, machine, prepare, summary
 
 BODY = json.dumps({"task": "echo", "payload": {"user_id": 42, "note": "benchmark"}})
+PATHS = {
+    "raw": "raw INSERT + ZADD",
+    "handler": "api handler, submit lane (product)",
+    "asgi": "api handler, ASGI front (variant)",
+}
 
 
-def _raw_client(seconds: float, out: Any) -> None:
+def _raw_request() -> Any:
     import psycopg
     import redis
     from psycopg.types.json import Jsonb
 
     conn = psycopg.connect(DB, autocommit=True)
     r = redis.Redis.from_url(REDIS)
-    lat: list[float] = []
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        t = time.perf_counter()
+
+    def one() -> None:
         job_id = str(uuid.uuid4())
         conn.execute(
             "INSERT INTO jobs (id, task, payload) VALUES (%s, %s, %s)",
             (job_id, "echo", Jsonb({"user_id": 42, "note": "benchmark"})),
         )
         r.zadd("bench:{default}:ready", {job_id: time.time() * 1000})
-        lat.append((time.perf_counter() - t) * 1000)
-    out.put(lat)
+
+    return one
 
 
-def _handler_client(seconds: float, out: Any) -> None:
+def _handler_request(lane: bool) -> Any:
+    os.environ["ASYNCZ_SUBMIT_LANE"] = "true" if lane else "false"
     from asyncz.api import handler as api
     from tests.apigw import FakeContext, rest_event
 
@@ -56,41 +72,65 @@ def _handler_client(seconds: float, out: Any) -> None:
         api_key=API_KEY,
         headers={"Content-Type": "application/json"},
     )
-    lat: list[float] = []
+
+    def one() -> None:
+        reply = api.handler(event, FakeContext())
+        if reply["statusCode"] != 202:
+            raise SystemExit(f"unexpected reply {reply}")
+
+    return one
+
+
+def _client(kind: str, seconds: float, barrier: Any, out: Any) -> None:
+    one = _raw_request() if kind == "raw" else _handler_request(lane=kind == "handler")
     sink = io.StringIO()
+    lat: list[float] = []
     with contextlib.redirect_stdout(sink):  # EMF/log lines would dominate a terminal
-        api.handler(event, FakeContext())  # cold start, not measured
+        one()  # cold start and connections, not measured
+        barrier.wait()
+        cpu = time.process_time()
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             t = time.perf_counter()
-            reply = api.handler(event, FakeContext())
+            one()
             lat.append((time.perf_counter() - t) * 1000)
-            if reply["statusCode"] != 202:
-                raise SystemExit(f"unexpected reply {reply}")
             sink.seek(0)
             sink.truncate()
-    out.put(lat)
+        cpu = time.process_time() - cpu
+    out.put((lat, cpu))
 
 
 def run(kind: str, concurrency: int, seconds: float) -> dict[str, float]:
-    target = _raw_client if kind == "raw" else _handler_client
+    """One measured window of ``kind`` at ``concurrency`` clients (fresh tables first)."""
+    prepare()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=target, args=(seconds, q)) for _ in range(concurrency)]
+    barrier = ctx.Barrier(concurrency + 1)
+    procs = [
+        ctx.Process(target=_client, args=(kind, seconds, barrier, q)) for _ in range(concurrency)
+    ]
     for p in procs:
         p.start()
+    barrier.wait(timeout=300)
     lat: list[float] = []
+    cpu = 0.0
     for _ in procs:
-        lat.extend(q.get(timeout=seconds + 120))
+        got, used = q.get(timeout=seconds + 120)
+        lat.extend(got)
+        cpu += used
     for p in procs:
         p.join(30)
-    return summary(lat, seconds)
+    result = summary(lat, seconds)
+    result["client_cpu_ms"] = cpu * 1000 / max(1, len(lat))
+    return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", type=int, nargs="+", default=[16])
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS))
     args = ap.parse_args()
     from asyncz.connections import hash_api_key
 
@@ -107,22 +147,38 @@ def main() -> None:
             "ASYNCZ_DB_POOL_MAX": "1",
         }
     )
+    paths = ["raw", *[p for p in args.paths if p != "raw"]]
     print(f"# submit benchmark — {machine()}")
-    command = [os.path.basename(sys.executable), "-m", "tests.perf.bench_submit", *sys.argv[1:]]
-    print(f"# command: {' '.join(command)}")
-    print("| path | clients | req/s | p50 ms | p95 ms | p99 ms | ratio to raw |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"# command: {command('tests.perf.bench_submit', sys.argv[1:])}")
+    print(f"# {load_line()}")
+    print(
+        "| round | path | clients | req/s | p50 ms | p95 ms | p99 ms "
+        "| client CPU ms/req | ratio to raw |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    ratios: dict[tuple[str, int], list[float]] = {}
     for c in args.concurrency:
-        prepare()
-        raw = run("raw", c, args.seconds)
-        prepare()
-        api = run("handler", c, args.seconds)
-        for name, s in (("raw INSERT + ZADD", raw), ("api handler (Mangum+FastAPI)", api)):
-            print(
-                f"| {name} | {c} | {s['rps']:.0f} | {s['p50']:.2f} | {s['p95']:.2f} | "
-                f"{s['p99']:.2f} | {s['rps'] / raw['rps']:.2f} |",
-                flush=True,
-            )
+        for rnd in range(1, args.rounds + 1):
+            raw_rps = 0.0
+            for kind in paths:
+                s = run(kind, c, args.seconds)
+                raw_rps = raw_rps or s["rps"]
+                ratio = s["rps"] / raw_rps
+                ratios.setdefault((kind, c), []).append(ratio)
+                print(
+                    f"| {rnd} | {PATHS[kind]} | {c} | {s['rps']:.0f} | {s['p50']:.2f} | "
+                    f"{s['p95']:.2f} | {s['p99']:.2f} | {s['client_cpu_ms']:.3f} | "
+                    f"{ratio:.2f} |",
+                    flush=True,
+                )
+    print(f"# {load_line()}")
+    print()
+    print("| path | clients | ratio to raw, per round | median |")
+    print("|---|---|---|---|")
+    for (kind, c), values in ratios.items():
+        if kind != "raw":
+            rounds = ", ".join(f"{v:.2f}" for v in values)
+            print(f"| {PATHS[kind]} | {c} | {rounds} | **{statistics.median(values):.2f}** |")
 
 
 if __name__ == "__main__":
