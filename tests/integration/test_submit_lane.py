@@ -239,3 +239,19 @@ def test_deadline_disarmed_in_time_leaves_the_socket_alone() -> None:
     finally:
         mine.close()
         peer.close()
+
+
+def test_deadline_thread_ends_with_its_owner() -> None:
+    deadline = _Deadline()
+    mine, peer = socket.socketpair()
+    try:
+        with deadline.armed(mine.fileno(), 60):
+            pass
+        thread = deadline._thread
+        assert thread is not None and thread.is_alive()
+        del deadline  # e.g. a sandbox rebuilt with new settings: no thread left polling
+        thread.join(30)
+        assert not thread.is_alive()
+    finally:
+        mine.close()
+        peer.close()

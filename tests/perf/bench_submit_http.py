@@ -8,10 +8,9 @@ to an hour so nothing drains the queue or competes for the CPU while we measure.
 Clients: ``--client-procs`` processes, each with clients/procs threads, each thread one
 keep-alive HTTP connection doing one request at a time.
 
-    .venv/bin/python -m tests.perf.bench_submit_http --concurrency 16 64 --seconds 10 [--direct]
+    .venv/bin/python -m tests.perf.bench_submit_http --concurrency 16 64 --seconds 10
 
-``--direct`` adds the api handler called in-process, one process per client (as
-bench_submit does), but measured only after EVERY client has finished its cold start.
+The api handler called in-process, without HTTP, is ``bench_submit``'s subject.
 """
 
 from __future__ import annotations
@@ -83,82 +82,6 @@ def _client_proc(port: int, threads: int, seconds: float, start_at: float, out: 
     for t in ts:
         t.join()
     out.put((lat, sum(errors)))
-
-
-def _direct_client(seconds: float, start_at: float, out: Any) -> None:
-    """bench_submit's handler client, but measuring only once EVERY client is warm: its
-    clients start measuring right after their own cold start, while the others still import
-    (≈1.7 s of CPU each), which depresses the handler's figure on 2 cores."""
-    import contextlib
-    import io
-
-    from asyncz.api import handler as api
-    from tests.apigw import FakeContext, rest_event
-
-    event = rest_event(
-        "POST",
-        "/jobs",
-        raw_body=BODY,
-        api_key=API_KEY,
-        headers={"Content-Type": "application/json"},
-    )
-    lat: list[float] = []
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink):
-        api.handler(event, FakeContext())  # cold start, not measured
-        while time.time() < start_at:
-            time.sleep(0.01)
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            t = time.perf_counter()
-            reply = api.handler(event, FakeContext())
-            lat.append((time.perf_counter() - t) * 1000)
-            if reply["statusCode"] != 202:
-                raise SystemExit(f"unexpected reply {reply}")
-            sink.seek(0)
-            sink.truncate()
-    out.put(lat)
-
-
-def _service_client(seconds: float, start_at: float, out: Any) -> None:
-    """Variant, not product: ``JobService.submit`` called directly on the sandbox loop — the
-    same INSERT + ZADD through the async drivers, without Mangum, Starlette, the guards or
-    Powertools. The gap to the handler is what the HTTP/ASGI layers cost per request."""
-    from asyncz import runtime
-    from asyncz.jobs import NewJob
-    from asyncz.settings import get_settings
-
-    settings = get_settings()
-    svc = runtime.run(runtime.current_service(settings))
-    payload = json.loads(BODY)["payload"]
-    lat: list[float] = []
-    runtime.run(svc.submit(NewJob(task="echo", payload=payload)))  # connect, not measured
-    while time.time() < start_at:
-        time.sleep(0.01)
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        t = time.perf_counter()
-        runtime.run(svc.submit(NewJob(task="echo", payload=payload)))
-        lat.append((time.perf_counter() - t) * 1000)
-    out.put(lat)
-
-
-def run_direct(clients: int, seconds: float, target: Any = None) -> dict[str, float]:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    start_at = time.time() + 5.0 + clients * 1.0  # past every client's imports on 2 cores
-    ps = [
-        ctx.Process(target=target or _direct_client, args=(seconds, start_at, q))
-        for _ in range(clients)
-    ]
-    for p in ps:
-        p.start()
-    lat: list[float] = []
-    for _ in ps:
-        lat.extend(q.get(timeout=seconds + clients * 2 + 180))
-    for p in ps:
-        p.join(30)
-    return summary(lat, seconds)
 
 
 def run_http(port: int, clients: int, procs: int, seconds: float) -> tuple[dict[str, float], int]:
@@ -257,17 +180,6 @@ def main() -> None:
         help="api sandbox processes behind the front (Lambda concurrency)",
     )
     ap.add_argument("--client-procs", type=int, default=4)
-    ap.add_argument(
-        "--service",
-        action="store_true",
-        help="also: JobService.submit called directly (the async drivers alone)",
-    )
-    ap.add_argument(
-        "--direct",
-        action="store_true",
-        help="also: the api handler called in-process (no HTTP), all clients "
-        "warm before measuring (bench_submit without its cold-start overlap)",
-    )
     args = ap.parse_args()
     os.environ.update(bench_env())
     print(f"# submit over HTTP — {machine()}")
@@ -290,24 +202,6 @@ def main() -> None:
             f"{raw['p95']:.2f} | {raw['p99']:.2f} | 0 | 1.00 |",
             flush=True,
         )
-        if args.direct:
-            prepare()
-            d = run_direct(c, args.seconds)
-            print(
-                f"| api handler in-process, one process per client, start barrier | {c} | "
-                f"{d['rps']:.0f} | {d['p50']:.2f} | {d['p95']:.2f} | {d['p99']:.2f} | 0 | "
-                f"{d['rps'] / raw['rps']:.2f} |",
-                flush=True,
-            )
-        if args.service:
-            prepare()
-            v = run_direct(c, args.seconds, _service_client)
-            print(
-                f"| variant, not product: JobService.submit direct (no ASGI/Mangum/Powertools)"
-                f" | {c} | {v['rps']:.0f} | {v['p50']:.2f} | {v['p95']:.2f} | "
-                f"{v['p99']:.2f} | 0 | {v['rps'] / raw['rps']:.2f} |",
-                flush=True,
-            )
         for n in args.api_sandboxes:
             prepare()
             dev = start_dev(port, n, os.path.join(log_dir, f"dev-{c}-{n}.log"))

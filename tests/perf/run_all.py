@@ -19,16 +19,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = {
-    "submit": ["tests.perf.bench_submit", "--concurrency", "16", "64", "--seconds", "10"],
-    "submit_http": [
-        "tests.perf.bench_submit_http",
+    "submit": [
+        "tests.perf.bench_submit",
         "--concurrency",
         "16",
         "64",
         "--seconds",
         "10",
-        "--direct",
+        "--rounds",
+        "3",
     ],
+    "submit_http": ["tests.perf.bench_submit_http", "--concurrency", "16", "64", "--seconds", "10"],
     "processing": [
         "tests.perf.bench_processing",
         "--jobs",

@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -344,8 +345,9 @@ class PostgresStore:
 class _Deadline:
     """Bounds blocking calls on a socket: one past its deadline gets the socket shut down
     (both directions), so the driver's wait ends with an error instead of hanging on a
-    frozen or black-holed server. One daemon thread per sandbox, started at first use,
-    looks a few times a second; arming and disarming take an uncontended lock."""
+    frozen or black-holed server. A daemon thread, started at first use and gone once its
+    deadline object is, looks a few times a second; arming and disarming take an
+    uncontended lock."""
 
     TICK_SECONDS = 0.2
 
@@ -359,7 +361,9 @@ class _Deadline:
     @contextmanager
     def armed(self, fd: int, seconds: float) -> Iterator[None]:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._watch, name="asyncz-deadline", daemon=True)
+            self._thread = threading.Thread(
+                target=_watch, args=(weakref.ref(self),), name="asyncz-deadline", daemon=True
+            )
             self._thread.start()
         with self._lock:
             self._fd, self._until = fd, time.monotonic() + seconds
@@ -369,17 +373,25 @@ class _Deadline:
             with self._lock:
                 self._until = 0.0
 
-    def _watch(self) -> None:
-        while True:
-            time.sleep(self.TICK_SECONDS)
-            with self._lock:
-                if not self._until or time.monotonic() < self._until:
-                    continue
-                self._until = 0.0
-                self.fired = True
-                # a dup shares the socket: shutting it down ends the driver's wait
-                with suppress(OSError), socket.socket(fileno=os.dup(self._fd)) as sock:
-                    sock.shutdown(socket.SHUT_RDWR)
+    def check(self) -> None:
+        with self._lock:
+            if not self._until or time.monotonic() < self._until:
+                return
+            self._until = 0.0
+            self.fired = True
+            # a dup shares the socket: shutting it down ends the driver's wait
+            with suppress(OSError), socket.socket(fileno=os.dup(self._fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watch(ref: weakref.ref[_Deadline]) -> None:
+    while True:
+        time.sleep(_Deadline.TICK_SECONDS)
+        deadline = ref()
+        if deadline is None:
+            return
+        deadline.check()
+        del deadline
 
 
 class PostgresSubmitStore:
