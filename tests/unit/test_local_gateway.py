@@ -6,6 +6,7 @@ import asyncio
 import base64
 import copy
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -400,3 +401,28 @@ def test_pool_maps_a_sandbox_timeout_to_504_and_replaces_the_sandbox() -> None:
         gateway.close()
         pool.close()
     assert fresh.stopped
+
+
+def test_http_front_answers_expect_100_continue_before_the_body_arrives() -> None:
+    def respond(event: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "result": {"statusCode": 202, "body": event["body"]}}
+
+    gateway, _ = _serve(respond)
+    host, port = gateway.server.server_address[:2]
+    try:
+        with socket.create_connection((str(host), int(port)), timeout=10) as sock:
+            sock.sendall(
+                b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 2\r\nExpect: 100-continue\r\n\r\n"
+            )
+            interim = sock.recv(1024)  # a buffered front would hold this until the end
+            assert interim.startswith(b"HTTP/1.1 100"), interim
+            sock.sendall(b"{}")
+            final = b""
+            while not final.endswith(b"{}"):
+                chunk = sock.recv(1024)
+                assert chunk, final
+                final += chunk
+            assert b" 202 " in final.split(b"\r\n", 1)[0]
+    finally:
+        gateway.close()

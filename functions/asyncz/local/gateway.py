@@ -275,10 +275,19 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     # Headers and body go out in separate writes: without this, Nagle's algorithm and the
     # client's delayed ACK add ~40 ms to every keep-alive response.
     disable_nagle_algorithm = True
+    # Buffer the response: status line, headers and body leave in one send when the request
+    # is done (``handle_one_request`` flushes), not one per write (the client would wake
+    # for the headers, then again for the body).
+    wbufsize = 64 * 1024
     server: _GatewayServer
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # we write one structured access line per request instead
+
+    def handle_expect_100(self) -> bool:
+        answered = super().handle_expect_100()
+        self.wfile.flush()  # the client waits for "100 Continue" before it sends the body
+        return answered
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
