@@ -210,48 +210,47 @@ def test_a_connection_dropped_mid_use_fails_once_then_reconnects(
         store.close()
 
 
-def test_deadline_shuts_a_socket_whose_peer_never_answers() -> None:
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A connected pair: the side a driver would block on, and its peer."""
+    mine, peer = socket.socketpair()
+    with mine, peer:
+        yield mine, peer
+
+
+def test_deadline_shuts_a_socket_whose_peer_never_answers(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    mine, _silent_peer = pair
     deadline = _Deadline()
-    mine, silent_peer = socket.socketpair()
     got: list[bytes] = []
-    try:
-        with deadline.armed(mine.fileno(), 0.3):
-            reader = threading.Thread(target=lambda: got.append(mine.recv(1)), daemon=True)
-            reader.start()
-            reader.join(30)  # a bound on hanging, not a timing assertion
-        assert not reader.is_alive(), "the blocked read was never ended"
-        assert got == [b""] and deadline.fired
-    finally:
-        mine.close()
-        silent_peer.close()
+    with deadline.armed(mine.fileno(), 0.3):
+        reader = threading.Thread(target=lambda: got.append(mine.recv(1)), daemon=True)
+        reader.start()
+        reader.join(30)  # a bound on hanging, not a timing assertion
+    assert not reader.is_alive(), "the blocked read was never ended"
+    assert got == [b""] and deadline.fired
 
 
-def test_deadline_disarmed_in_time_leaves_the_socket_alone() -> None:
+def test_deadline_disarmed_in_time_leaves_the_socket_alone(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    mine, peer = pair
     deadline = _Deadline()
-    mine, peer = socket.socketpair()
-    try:
-        with deadline.armed(mine.fileno(), 0.2):
-            peer.sendall(b"x")
-            assert mine.recv(1) == b"x"
-        threading.Event().wait(3 * _Deadline.TICK_SECONDS + 0.2)
-        peer.sendall(b"y")
-        assert mine.recv(1) == b"y" and not deadline.fired
-    finally:
-        mine.close()
-        peer.close()
+    with deadline.armed(mine.fileno(), 0.2):
+        peer.sendall(b"x")
+        assert mine.recv(1) == b"x"
+    threading.Event().wait(3 * _Deadline.TICK_SECONDS + 0.2)
+    peer.sendall(b"y")
+    assert mine.recv(1) == b"y" and not deadline.fired
 
 
-def test_deadline_thread_ends_with_its_owner() -> None:
+def test_deadline_thread_ends_with_its_owner(pair: tuple[socket.socket, socket.socket]) -> None:
     deadline = _Deadline()
-    mine, peer = socket.socketpair()
-    try:
-        with deadline.armed(mine.fileno(), 60):
-            pass
-        thread = deadline._thread
-        assert thread is not None and thread.is_alive()
-        del deadline  # e.g. a sandbox rebuilt with new settings: no thread left polling
-        thread.join(30)
-        assert not thread.is_alive()
-    finally:
-        mine.close()
-        peer.close()
+    with deadline.armed(pair[0].fileno(), 60):
+        pass
+    thread = deadline._thread
+    assert thread is not None and thread.is_alive()
+    del deadline  # e.g. a sandbox rebuilt with new settings: no thread left polling
+    thread.join(30)
+    assert not thread.is_alive()
