@@ -208,6 +208,11 @@ def test_parse_result_merges_headers_with_multi_value_taking_precedence() -> Non
         {"statusCode": "abc"},
         {"statusCode": 200, "headers": ["x"]},
         {"statusCode": 200, "body": "!!", "isBase64Encoded": True},
+        # a line break in a header would split the response (header injection)
+        {"statusCode": 200, "headers": {"X-A": "1\r\nSet-Cookie: evil=1"}},
+        {"statusCode": 200, "multiValueHeaders": {"X-A": ["ok", "2\nX-B: 3"]}},
+        {"statusCode": 200, "headers": {"Bad Name": "1"}},
+        {"statusCode": 200, "headers": {"X-Snow": "\u2603"}},  # not ISO-8859-1
     ],
 )
 def test_parse_result_rejects_what_api_gateway_would_502(bad: Any) -> None:
@@ -251,10 +256,12 @@ class _FakeBackend:
         self.respond = respond
         self.events: list[dict[str, Any]] = []
 
-    def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         self.events.append(event)
-        reply: dict[str, Any] = self.respond(event)
-        return reply
+        reply: Any = self.respond(event)
+        if asyncio.iscoroutine(reply):
+            reply = await reply
+        return dict(reply)
 
     def close(self) -> None:
         pass
@@ -330,10 +337,11 @@ def test_http_front_answers_502_on_function_error_and_504_on_timeout() -> None:
 
 
 def test_http_front_serves_requests_concurrently() -> None:
-    barrier = threading.Barrier(4, timeout=5)
+    barrier = asyncio.Barrier(4)
 
-    def respond(event: dict[str, Any]) -> dict[str, Any]:
-        barrier.wait()  # only returns when 4 requests are in flight at once
+    async def respond(event: dict[str, Any]) -> dict[str, Any]:
+        async with asyncio.timeout(5):
+            await barrier.wait()  # only returns when 4 requests are in flight at once
         return {"ok": True, "result": {"statusCode": 204, "body": ""}}
 
     gateway, _ = _serve(respond)
@@ -372,8 +380,12 @@ class _FakeSandbox:
         self.behaviour = behaviour
         self.broken = False
         self.stopped = False
+        self.served = 0
 
-    def invoke(self, event: dict[str, Any], timeout_s: float, **_: Any) -> dict[str, Any]:
+    async def ainvoke(self, event: dict[str, Any], timeout_s: float, **_: Any) -> dict[str, Any]:
+        self.served += 1
+        if self.behaviour == "slow":
+            await asyncio.sleep(0.05)
         if self.behaviour == "timeout":
             self.broken = True
             raise SandboxTimeoutError(f"{self.name} timed out")
@@ -408,7 +420,7 @@ def test_http_front_answers_expect_100_continue_before_the_body_arrives() -> Non
         return {"ok": True, "result": {"statusCode": 202, "body": event["body"]}}
 
     gateway, _ = _serve(respond)
-    host, port = gateway.server.server_address[:2]
+    host, port = gateway.server_address[:2]
     try:
         with socket.create_connection((str(host), int(port)), timeout=10) as sock:
             sock.sendall(
@@ -426,3 +438,50 @@ def test_http_front_answers_expect_100_continue_before_the_body_arrives() -> Non
             assert b" 202 " in final.split(b"\r\n", 1)[0]
     finally:
         gateway.close()
+
+
+def _event(n: int = 0) -> dict[str, Any]:
+    return {"requestContext": {"requestId": f"r{n}"}}
+
+
+def test_pool_queues_requests_beyond_its_sandboxes_and_serves_them_all() -> None:
+    sandboxes = [_FakeSandbox("a", "slow"), _FakeSandbox("b", "slow")]
+    pool = SandboxPool(sandboxes, respawn=lambda dead: dead)
+
+    async def burst() -> list[dict[str, Any]]:
+        return await asyncio.gather(*(pool.invoke(_event(i), 5) for i in range(10)))
+
+    replies = asyncio.run(burst())
+    assert [r["ok"] for r in replies] == [True] * 10
+    assert sorted(s.served for s in sandboxes) == [5, 5]  # both took turns, none served two at once
+
+
+def test_pool_gives_up_when_no_sandbox_frees_in_time_and_keeps_the_sandbox() -> None:
+    busy = _FakeSandbox("busy", "slow")
+    pool = SandboxPool([busy], respawn=lambda dead: dead)
+
+    async def crowd() -> list[Any]:
+        first = asyncio.ensure_future(pool.invoke(_event(1), 5))
+        await asyncio.sleep(0)  # the first takes the only sandbox
+        late = await asyncio.gather(pool.invoke(_event(2), 0.01), return_exceptions=True)
+        return [await first, *late, await pool.invoke(_event(3), 5)]
+
+    first, late, after = asyncio.run(crowd())
+    assert first["ok"] and after["ok"]
+    assert isinstance(late, TimeoutError)
+    assert pool.size == 1 and busy.served == 2  # the waiter that gave up took nothing
+
+
+def test_pool_wakes_a_waiting_request_when_a_sandbox_joins_from_another_thread() -> None:
+    pool = SandboxPool([], respawn=lambda dead: dead)
+    joining = _FakeSandbox("late")
+
+    async def wait_for_one() -> dict[str, Any]:
+        waiting = asyncio.ensure_future(pool.invoke(_event(), 5))
+        await asyncio.sleep(0.01)
+        threading.Thread(target=pool.add, args=(joining,)).start()  # as sandboxes initialise
+        return await waiting
+
+    assert asyncio.run(wait_for_one())["result"]["body"] == "late"
+    pool.close()
+    assert joining.stopped

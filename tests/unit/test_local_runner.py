@@ -3,6 +3,7 @@ endpoint (driven by real boto3), the API key and the sandbox environment."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import stat
@@ -18,7 +19,7 @@ from botocore.config import Config
 from asyncz.local.config import default_data_dir, resolve_api_key, sandbox_env
 from asyncz.local.embedded import ServerUrls
 from asyncz.local.lambda_endpoint import LambdaEndpoint, function_name_of
-from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec
+from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec, SandboxTimeoutError
 
 pytestmark = pytest.mark.unit
 
@@ -66,11 +67,22 @@ def _sandbox(handler: str, kind: str = "plain", **kw: Any) -> SandboxProcess:
     return sandbox
 
 
-def test_sandbox_runs_invocations_warm_with_a_lambda_context() -> None:
+def _invoke(mode: str, sandbox: SandboxProcess, *args: Any, **kw: Any) -> dict[str, Any]:
+    """Invoke through the blocking call (the fleet) or on an event loop (the HTTP front)."""
+    if mode == "blocking":
+        return sandbox.invoke(*args, **kw)
+    return asyncio.run(sandbox.ainvoke(*args, **kw))
+
+
+MODES = pytest.mark.parametrize("mode", ["blocking", "event-loop"])
+
+
+@MODES
+def test_sandbox_runs_invocations_warm_with_a_lambda_context(mode: str) -> None:
     sandbox = _sandbox("echo_handler")
     try:
-        first = sandbox.invoke({"a": 1}, 900, request_id="req-1")
-        second = sandbox.invoke({"a": 2}, 30)
+        first = _invoke(mode, sandbox, {"a": 1}, 900, request_id="req-1")
+        second = _invoke(mode, sandbox, {"a": 2}, 30)
     finally:
         sandbox.stop(grace_s=2)
     assert first["ok"] and second["ok"]
@@ -99,12 +111,51 @@ def test_sigterm_brings_the_deadline_forward_so_the_handler_returns() -> None:
     assert sandbox.process.exitcode == 0
 
 
-def test_a_crashed_sandbox_is_reported_and_marked_dead() -> None:
+@MODES
+def test_a_crashed_sandbox_is_reported_and_marked_dead(mode: str) -> None:
     sandbox = _sandbox("crash_handler")
     with pytest.raises(SandboxError, match="died"):
-        sandbox.invoke({}, 30)
+        _invoke(mode, sandbox, {}, 30)
     assert not sandbox.alive()
     sandbox.stop(grace_s=0)
+
+
+def test_event_loop_invocation_past_its_wait_is_a_timeout_and_retires_the_sandbox() -> None:
+    sandbox = _sandbox("until_deadline_handler")
+    try:
+        with pytest.raises(SandboxTimeoutError):
+            _invoke("event-loop", sandbox, {}, 900, wait_s=0.3)
+        assert not sandbox.alive()  # its late reply must not answer someone else
+    finally:
+        sandbox.stop(grace_s=0)
+
+
+def test_event_loop_invocation_reads_a_reply_larger_than_the_pipe_buffer() -> None:
+    sandbox = _sandbox("echo_handler")
+    big = {"blob": "x" * (1024 * 1024)}  # a pipe holds 64 KiB: the reply arrives in pieces
+    try:
+        reply = _invoke("event-loop", sandbox, big, 30)
+        again = _invoke("event-loop", sandbox, {"a": 1}, 30)
+    finally:
+        sandbox.stop(grace_s=2)
+    assert reply["result"]["event"] == big
+    assert again["result"]["event"] == {"a": 1}
+
+
+def test_one_sandbox_refuses_a_second_concurrent_invocation() -> None:
+    sandbox = _sandbox("until_deadline_handler")
+
+    async def both() -> None:
+        first = asyncio.ensure_future(sandbox.ainvoke({}, 1))
+        await asyncio.sleep(0.05)
+        with pytest.raises(SandboxError, match="already serving"):
+            await sandbox.ainvoke({}, 1)
+        assert (await first)["result"] == {"stopped": True}
+
+    try:
+        asyncio.run(both())
+    finally:
+        sandbox.stop(grace_s=2)
 
 
 def test_an_init_failure_is_reported() -> None:
@@ -115,11 +166,12 @@ def test_an_init_failure_is_reported() -> None:
     sandbox.stop(grace_s=0)
 
 
-def test_fleet_sandbox_asks_the_runner_for_each_worker_invocation() -> None:
+@MODES
+def test_fleet_sandbox_asks_the_runner_for_each_worker_invocation(mode: str) -> None:
     asked: list[int] = []
     sandbox = _sandbox("scale", kind="fleet", on_invoke_worker=lambda: asked.append(1))
     try:
-        reply = sandbox.invoke({}, 60)
+        reply = _invoke(mode, sandbox, {}, 60)
     finally:
         sandbox.stop(grace_s=2)
     assert reply["result"] == {"started": 2}

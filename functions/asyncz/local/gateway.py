@@ -3,23 +3,28 @@
 Each HTTP request becomes a REST v1 proxy event for the resource ``/{proxy+}`` (``/`` for the
 root), is handed to an idle api sandbox, and the handler's proxy response is written back. Like
 API Gateway it answers 502 when the function fails or returns garbage, and 504 after 29 s.
+
+Everything here runs on one event loop (:mod:`asyncz.local.http1`): a request waits for a free
+sandbox and for its reply without holding a thread; the loop watches each sandbox's pipe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
-import queue
+import re
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from asyncz.local.http1 import HttpServer, Request, Response
 from asyncz.local.sandbox import ACCOUNT_ID, log_line
 
 INTEGRATION_TIMEOUT_S = 29.0
@@ -33,6 +38,8 @@ TEXT_TYPES = (
     "application/javascript",
     "application/graphql",
 )
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "upgrade"}
 
 
@@ -187,7 +194,16 @@ def parse_result(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
             raise BadResponseError("body is not valid base64") from exc
     else:
         raw = str(body).encode("utf-8")
-    return status, [(k, v) for k, v in out if k.lower() not in HOP_BY_HOP], raw
+    kept = [(k, v) for k, v in out if k.lower() not in HOP_BY_HOP]
+    for name, value in kept:
+        # a line break would split the response; API Gateway refuses such a result too
+        if not _HEADER_NAME.fullmatch(name) or _BAD_VALUE.search(value):
+            raise BadResponseError(f"header {name!r} cannot be sent")
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError as exc:
+            raise BadResponseError(f"header {name!r} is not ISO-8859-1") from exc
+    return status, kept, raw
 
 
 def gateway_error(status: int, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -201,18 +217,23 @@ def gateway_error(status: int, message: str) -> tuple[int, list[tuple[str, str]]
 class ApiBackend(Protocol):
     """Runs the api function for one event; raises ``TimeoutError`` or returns the reply."""
 
-    def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]: ...
+    async def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
 
 
 class SandboxPool:
-    """Api sandboxes; each takes one request at a time, like Lambda execution environments."""
+    """Api sandboxes; each takes one request at a time, like Lambda execution environments.
+
+    :meth:`invoke` runs on the front's event loop; :meth:`add` may be called from any thread
+    (sandboxes initialise on threads of their own, ~2 s each).
+    """
 
     def __init__(self, sandboxes: list[Any], respawn: Callable[[Any], Any]) -> None:
-        self._idle: queue.Queue[Any] = queue.Queue()
         self._respawn = respawn
         self._lock = threading.Lock()
+        self._idle: deque[Any] = deque()
+        self._waiters: deque[asyncio.Future[Any]] = deque()
         self._all: list[Any] = []
         self._closed = False
         for sandbox in sandboxes:
@@ -229,27 +250,72 @@ class SandboxPool:
                 sandbox.stop(grace_s=0)
                 return
             self._all.append(sandbox)
-        self._idle.put(sandbox)
+        self._release(sandbox)
 
-    def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        started = time.monotonic()
+    def _release(self, sandbox: Any) -> None:
+        with self._lock:
+            if not self._waiters:
+                self._idle.append(sandbox)
+                return
+            waiter = self._waiters.popleft()
+        loop = waiter.get_loop()
+        if _running_loop() is loop:
+            self._hand(waiter, sandbox)
+        else:
+            loop.call_soon_threadsafe(self._hand, waiter, sandbox)
+
+    def _hand(self, waiter: asyncio.Future[Any], sandbox: Any) -> None:
+        if waiter.done():  # its request gave up meanwhile
+            self._release(sandbox)
+        else:
+            waiter.set_result(sandbox)
+
+    async def _acquire(self, timeout_s: float) -> Any:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._idle:
+                return self._idle.popleft()
+            waiter: asyncio.Future[Any] = loop.create_future()
+            self._waiters.append(waiter)
+        timer = loop.call_later(timeout_s, _give_up, waiter)
         try:
-            sandbox = self._idle.get(timeout=timeout_s)
-        except queue.Empty as exc:
-            raise TimeoutError("no api sandbox became free") from exc
+            return await waiter
+        except BaseException:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._release(waiter.result())  # handed over just as we were cancelled
+            raise
+        finally:
+            timer.cancel()
+
+    async def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        started = time.monotonic()
+        sandbox = await self._acquire(timeout_s)
         try:
             remaining = max(0.1, timeout_s - (time.monotonic() - started))
-            reply: dict[str, Any] = sandbox.invoke(
+            reply: dict[str, Any] = await sandbox.ainvoke(
                 event, timeout_s, request_id=event["requestContext"]["requestId"], wait_s=remaining
             )
             return reply
         finally:
-            if not sandbox.alive():  # crashed or timed out: a fresh one takes its place
+            if sandbox.alive():
+                self._release(sandbox)
+            else:  # crashed or timed out: a fresh one takes its place, off the event loop
                 with self._lock:
                     self._all.remove(sandbox)
-                self.add(self._respawn(sandbox))
-            else:
-                self._idle.put(sandbox)
+                threading.Thread(
+                    target=self._replace, args=(sandbox,), name="api-respawn", daemon=True
+                ).start()
+
+    def _replace(self, dead: Any) -> None:
+        try:
+            fresh = self._respawn(dead)
+        except Exception as exc:  # noqa: BLE001 - the pool runs on with one sandbox fewer
+            log_line("gateway", f"api sandbox could not be replaced: {exc}", "ERROR")
+            return
+        self.add(fresh)
 
     def close(self) -> None:
         with self._lock:
@@ -259,78 +325,86 @@ class SandboxPool:
             sandbox.stop(grace_s=2)
 
 
-# --------------------------------------------------------------------------- HTTP server
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
-class _GatewayServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-    backend: ApiBackend
-    stage: str
-    access_log: bool
+def _give_up(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError("no api sandbox became free"))
 
 
-class _ProxyHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in separate writes: without this, Nagle's algorithm and the
-    # client's delayed ACK add ~40 ms to every keep-alive response.
-    disable_nagle_algorithm = True
-    # Buffer the response: status line, headers and body leave in one send when the request
-    # is done (``handle_one_request`` flushes), not one per write (the client would wake
-    # for the headers, then again for the body).
-    wbufsize = 64 * 1024
-    server: _GatewayServer
+# --------------------------------------------------------------------------- HTTP front
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # we write one structured access line per request instead
 
-    def handle_expect_100(self) -> bool:
-        answered = super().handle_expect_100()
-        self.wfile.flush()  # the client waits for "100 Continue" before it sends the body
-        return answered
+class Gateway:
+    """The HTTP front: serves until :meth:`close`, on a background thread and event loop.
 
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
+    ``backend`` may be swapped while serving (the runner starts with a placeholder).
+    """
 
-    def _proxy(self) -> None:
-        started = time.monotonic()
-        request_id = str(uuid.uuid4())
-        body = self._read_body()
+    def __init__(
+        self,
+        backend: ApiBackend,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        stage: str = "local",
+        access_log: bool = True,
+    ) -> None:
+        self.backend = backend
+        self.stage = stage
+        self.access_log = access_log
+        self.http = HttpServer(self._serve, host, port, on_error=self._on_error)
+        self.server_address = self.http.server_address
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> None:
+        self.http.start()
+
+    def close(self) -> None:
+        self.http.close()
+
+    @staticmethod
+    def _on_error(exc: Exception) -> None:
+        log_line("gateway", f"front failed: {exc!r}", "ERROR")
+
+    def _event(self, request: Request, request_id: str) -> dict[str, Any]:
         event = build_event(
-            self.command,
-            self.path,
-            self.headers.items(),
-            body,
-            source_ip=self.client_address[0],
-            stage=self.server.stage,
+            request.method,
+            request.target,
+            request.headers,
+            request.body,
+            source_ip=request.peer,
+            stage=self.stage,
             request_id=request_id,
         )
-        fwd = self.headers.get("X-Forwarded-For")
+        fwd = next((v for k, v in request.headers if k.lower() == "x-forwarded-for"), None)
         extra = {
-            "X-Forwarded-For": f"{fwd}, {self.client_address[0]}"
-            if fwd
-            else self.client_address[0],
+            "X-Forwarded-For": f"{fwd}, {request.peer}" if fwd else request.peer,
             "X-Forwarded-Proto": "http",
-            "X-Forwarded-Port": str(self.server.server_address[1]),
+            "X-Forwarded-Port": str(self.server_address[1]),
         }
         event["headers"] = {**(event["headers"] or {}), **extra}
         event["multiValueHeaders"] = {
             **(event["multiValueHeaders"] or {}),
             **{k: [v] for k, v in extra.items()},
         }
+        return event
+
+    async def _serve(self, request: Request) -> Response:
+        started = time.monotonic()
+        request_id = str(uuid.uuid4())
         try:
-            reply = self.server.backend.invoke(event, INTEGRATION_TIMEOUT_S)
+            event = self._event(request, request_id)
+            reply = await self.backend.invoke(event, INTEGRATION_TIMEOUT_S)
             if not reply.get("ok"):
                 log_line(
                     "gateway",
@@ -353,54 +427,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         except Exception as exc:  # noqa: BLE001 - a crashed sandbox: API Gateway says 502 too
             log_line("gateway", f"api sandbox failed: {exc}", "ERROR", request_id=request_id)
             status, headers, payload = gateway_error(502, "Internal server error")
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("x-amzn-RequestId", request_id)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
-        if self.server.access_log:
+        if self.access_log:
             log_line(
                 "gateway",
-                f"{self.command} {self.path} {status}",
+                f"{request.method} {request.target} {status}",
                 request_id=request_id,
                 status=status,
                 ms=round((time.monotonic() - started) * 1000, 1),
             )
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_HEAD = _proxy
-
-
-class Gateway:
-    """The HTTP front: serves until :meth:`close`, on a background thread."""
-
-    def __init__(
-        self,
-        backend: ApiBackend,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 8000,
-        stage: str = "local",
-        access_log: bool = True,
-    ) -> None:
-        self.server = _GatewayServer((host, port), _ProxyHandler)
-        self.server.backend = backend
-        self.server.stage = stage
-        self.server.access_log = access_log
-        self._thread = threading.Thread(
-            target=self.server.serve_forever, args=(0.1,), name="gateway", daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return Response(status, [*headers, ("x-amzn-RequestId", request_id)], payload)

@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import json
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -197,6 +198,11 @@ class SandboxTimeoutError(SandboxError, TimeoutError):
     """An invocation outlived the time the caller would wait for it."""
 
 
+def _wake(future: asyncio.Future[bool], readable: bool) -> None:
+    if not future.done():
+        future.set_result(readable)
+
+
 class SandboxProcess:
     """Parent-side handle of one sandbox process; :meth:`invoke` runs one invocation in it."""
 
@@ -237,6 +243,9 @@ class SandboxProcess:
         if not self._conn.poll(timeout):
             self.broken = True
             raise SandboxTimeoutError(f"{self.spec.name} timed out after {timeout:.0f}s")
+        return self._read()
+
+    def _read(self) -> dict[str, Any]:
         try:
             msg: dict[str, Any] = self._conn.recv()
         except (EOFError, OSError) as exc:
@@ -245,6 +254,24 @@ class SandboxProcess:
                 f"{self.spec.name} died (exit code {self.process.exitcode})"
             ) from exc
         return msg
+
+    def _begin(self, event: dict[str, Any], timeout_s: float, request_id: str | None) -> None:
+        self.invocations += 1
+        msg = {
+            "type": "invoke",
+            "event": event,
+            "timeout_s": timeout_s,
+            "request_id": request_id or str(uuid.uuid4()),
+        }
+        # what Connection.send does, without building a ForkingPickler per message
+        self._conn.send_bytes(pickle.dumps(msg, pickle.HIGHEST_PROTOCOL))
+
+    def _answered(self, msg: dict[str, Any]) -> bool:
+        """Whether ``msg`` ends the invocation (a request for one more worker does not)."""
+        if msg.get("type") == "invoke_worker" and self.on_invoke_worker is not None:
+            self.on_invoke_worker()
+            return False
+        return True
 
     def invoke(
         self,
@@ -256,25 +283,57 @@ class SandboxProcess:
     ) -> dict[str, Any]:
         """Run one invocation and return the reply; ``wait_s`` bounds the wait."""
         with self._lock:
-            self.invocations += 1
-            self._conn.send(
-                {
-                    "type": "invoke",
-                    "event": event,
-                    "timeout_s": timeout_s,
-                    "request_id": request_id or str(uuid.uuid4()),
-                }
-            )
+            self._begin(event, timeout_s, request_id)
             deadline = time.monotonic() + (wait_s if wait_s is not None else timeout_s + 5)
             try:
                 while True:
                     msg = self._recv(max(0.0, deadline - time.monotonic()))
-                    if msg.get("type") == "invoke_worker" and self.on_invoke_worker is not None:
-                        self.on_invoke_worker()
-                        continue
-                    return msg
+                    if self._answered(msg):
+                        return msg
             finally:
                 self.last_used = time.monotonic()
+
+    async def ainvoke(
+        self,
+        event: dict[str, Any],
+        timeout_s: float,
+        *,
+        request_id: str | None = None,
+        wait_s: float | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`invoke` on an event loop: the pipe is watched by the loop, no thread waits."""
+        if not self._lock.acquire(blocking=False):
+            raise SandboxError(f"{self.spec.name} is already serving an invocation")
+        loop = asyncio.get_running_loop()
+        try:
+            self._begin(event, timeout_s, request_id)
+            deadline = loop.time() + (wait_s if wait_s is not None else timeout_s + 5)
+            while True:
+                await self._readable(loop, deadline)
+                # readable: a whole message follows at once (the sandbox writes it in one go)
+                msg = self._read()
+                if self._answered(msg):
+                    return msg
+        except asyncio.CancelledError:
+            self.broken = True  # its reply would answer the next invocation: retire it
+            raise
+        finally:
+            self.last_used = time.monotonic()
+            self._lock.release()
+
+    async def _readable(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        woken: asyncio.Future[bool] = loop.create_future()
+        fd = self._conn.fileno()
+        loop.add_reader(fd, _wake, woken, True)
+        timer = loop.call_at(deadline, _wake, woken, False)
+        try:
+            readable = await woken
+        finally:
+            loop.remove_reader(fd)
+            timer.cancel()
+        if not readable:
+            self.broken = True
+            raise SandboxTimeoutError(f"{self.spec.name} did not answer in time")
 
     def alive(self) -> bool:
         return self.process.is_alive() and not self.broken

@@ -142,7 +142,7 @@ class DevRunner:
         fleet.env = env
 
         backend = self._api_backend(env)
-        gateway.server.backend = backend
+        gateway.backend = backend
         if opts.workers:
             for _ in range(opts.workers):
                 fleet.invoke(repeat=True)
@@ -292,7 +292,7 @@ class DevRunner:
 class _LazyBackend:
     """Placeholder until the api sandboxes are up: the front answers 503 meanwhile."""
 
-    def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         body = '{"error": "starting", "message": "the local stack is starting"}'
         return {
             "ok": True,
