@@ -394,6 +394,9 @@ class _FakeSandbox:
     def alive(self) -> bool:
         return not self.broken
 
+    def unwatch(self) -> None:
+        pass
+
     def stop(self, grace_s: float = 0) -> None:
         self.stopped = True
 
@@ -485,3 +488,14 @@ def test_pool_wakes_a_waiting_request_when_a_sandbox_joins_from_another_thread()
     assert asyncio.run(wait_for_one())["result"]["body"] == "late"
     pool.close()
     assert joining.stopped
+
+
+def test_pool_replaces_a_sandbox_that_died_while_idle_before_giving_it_work() -> None:
+    died = _FakeSandbox("died")
+    fresh = _FakeSandbox("fresh")
+    pool = SandboxPool([died], respawn=lambda dead: fresh)
+    died.broken = True  # what the loop records when the idle sandbox's pipe reaches EOF
+
+    reply = asyncio.run(pool.invoke(_event(), 5))
+    assert reply["result"]["body"] == "fresh"  # the request waited for the replacement
+    assert died.served == 0 and pool.size == 1

@@ -142,6 +142,25 @@ def test_event_loop_invocation_reads_a_reply_larger_than_the_pipe_buffer() -> No
     assert again["result"]["event"] == {"a": 1}
 
 
+def test_a_sandbox_that_dies_while_idle_is_noticed_by_the_loop_watching_it() -> None:
+    sandbox = _sandbox("echo_handler")
+
+    async def serve_then_lose_it() -> None:
+        assert (await sandbox.ainvoke({"a": 1}, 30))["ok"]
+        assert sandbox.alive()
+        sandbox.process.kill()  # between requests, as an OOM kill would
+        for _ in range(500):  # the pipe's EOF wakes the loop; no invocation is needed
+            if sandbox.broken:
+                break
+            await asyncio.sleep(0.01)
+
+    try:
+        asyncio.run(serve_then_lose_it())
+        assert sandbox.broken and not sandbox.alive()
+    finally:
+        sandbox.stop(grace_s=0)
+
+
 def test_one_sandbox_refuses_a_second_concurrent_invocation() -> None:
     sandbox = _sandbox("until_deadline_handler")
 

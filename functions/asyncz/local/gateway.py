@@ -273,8 +273,12 @@ class SandboxPool:
     async def _acquire(self, timeout_s: float) -> Any:
         loop = asyncio.get_running_loop()
         with self._lock:
-            if self._idle:
-                return self._idle.popleft()
+            while self._idle:
+                sandbox = self._idle.popleft()
+                if not sandbox.broken:
+                    return sandbox
+                self._all.remove(sandbox)  # died while idle (its pipe said so): replace it
+                self._retire(sandbox)
             waiter: asyncio.Future[Any] = loop.create_future()
             self._waiters.append(waiter)
         timer = loop.call_later(timeout_s, _give_up, waiter)
@@ -302,12 +306,17 @@ class SandboxPool:
         finally:
             if sandbox.alive():
                 self._release(sandbox)
-            else:  # crashed or timed out: a fresh one takes its place, off the event loop
+            else:  # crashed or timed out: a fresh one takes its place
                 with self._lock:
                     self._all.remove(sandbox)
-                threading.Thread(
-                    target=self._replace, args=(sandbox,), name="api-respawn", daemon=True
-                ).start()
+                self._retire(sandbox)
+
+    def _retire(self, dead: Any) -> None:
+        """Stop watching ``dead`` (here, on the loop) and replace it off the loop."""
+        dead.unwatch()
+        threading.Thread(
+            target=self._replace, args=(dead,), name="api-respawn", daemon=True
+        ).start()
 
     def _replace(self, dead: Any) -> None:
         try:

@@ -198,9 +198,9 @@ class SandboxTimeoutError(SandboxError, TimeoutError):
     """An invocation outlived the time the caller would wait for it."""
 
 
-def _wake(future: asyncio.Future[bool], readable: bool) -> None:
+def _give_up(future: asyncio.Future[Any]) -> None:
     if not future.done():
-        future.set_result(readable)
+        future.set_result(None)
 
 
 class SandboxProcess:
@@ -221,6 +221,8 @@ class SandboxProcess:
             target=sandbox_main, args=(child, spec, os.getpid()), name=spec.name, daemon=False
         )
         self._lock = threading.Lock()
+        self._watcher: asyncio.AbstractEventLoop | None = None  # the loop watching the pipe
+        self._waiter: asyncio.Future[Any] | None = None  # an invocation awaiting its reply
         self.invocations = 0
         self.last_used = time.monotonic()
         self.broken = False
@@ -301,17 +303,20 @@ class SandboxProcess:
         request_id: str | None = None,
         wait_s: float | None = None,
     ) -> dict[str, Any]:
-        """:meth:`invoke` on an event loop: the pipe is watched by the loop, no thread waits."""
+        """:meth:`invoke` on an event loop: the loop watches the pipe, no thread waits.
+
+        The first call registers the pipe with the running loop for good (one registration,
+        not two system calls per invocation); :meth:`unwatch` ends it, on the same loop.
+        """
         if not self._lock.acquire(blocking=False):
             raise SandboxError(f"{self.spec.name} is already serving an invocation")
         loop = asyncio.get_running_loop()
         try:
+            self._watch(loop)
             self._begin(event, timeout_s, request_id)
             deadline = loop.time() + (wait_s if wait_s is not None else timeout_s + 5)
             while True:
-                await self._readable(loop, deadline)
-                # readable: a whole message follows at once (the sandbox writes it in one go)
-                msg = self._read()
+                msg: dict[str, Any] = await self._next_message(loop, deadline)
                 if self._answered(msg):
                     return msg
         except asyncio.CancelledError:
@@ -321,25 +326,68 @@ class SandboxProcess:
             self.last_used = time.monotonic()
             self._lock.release()
 
-    async def _readable(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
-        woken: asyncio.Future[bool] = loop.create_future()
-        fd = self._conn.fileno()
-        loop.add_reader(fd, _wake, woken, True)
-        timer = loop.call_at(deadline, _wake, woken, False)
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._watcher is loop:
+            return
+        if self._watcher is not None and not self._watcher.is_closed():
+            raise SandboxError(f"{self.spec.name} is watched by another event loop")
+        loop.add_reader(self._conn.fileno(), self._on_readable)
+        self._watcher = loop
+
+    def unwatch(self) -> None:
+        """Stop watching the pipe (call on the watching loop's thread, before :meth:`stop`)."""
+        if self._watcher is not None:
+            if not self._watcher.is_closed():
+                self._watcher.remove_reader(self._conn.fileno())
+            self._watcher = None
+
+    def _on_readable(self) -> None:
+        # Read here, in the loop's callback: a drained pipe cannot report a stale readiness.
+        waiter = self._waiter
         try:
-            readable = await woken
+            msg = self._read()  # a whole message follows readiness (written in one go)
+        except SandboxError as exc:  # EOF: the process is gone (``broken`` is set)
+            self.unwatch()
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(exc)
+            return
+        if waiter is None or waiter.done():
+            # Spoke out of turn (a reply after its invocation gave up): it cannot serve the
+            # next request; the pool sees it is not alive and replaces it.
+            self.broken = True
+            self.unwatch()
+            return
+        waiter.set_result(msg)
+
+    async def _next_message(self, loop: asyncio.AbstractEventLoop, deadline: float) -> Any:
+        self._waiter = waiting = loop.create_future()
+        timer = loop.call_at(deadline, _give_up, waiting)
+        try:
+            msg = await waiting
         finally:
-            loop.remove_reader(fd)
+            self._waiter = None
             timer.cancel()
-        if not readable:
+        if msg is None:
             self.broken = True
             raise SandboxTimeoutError(f"{self.spec.name} did not answer in time")
+        return msg
 
     def alive(self) -> bool:
         return self.process.is_alive() and not self.broken
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM (the handler's deadline comes forward), then SIGKILL after ``grace_s``."""
+        watcher = self._watcher
+        if watcher is not None and not watcher.is_closed():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is watcher:
+                self.unwatch()
+            else:  # the closed pipe's registration must go on the loop's own thread
+                with contextlib.suppress(RuntimeError):
+                    watcher.call_soon_threadsafe(self.unwatch)
         if self.process.is_alive():
             if self.process.pid is not None:
                 with contextlib.suppress(ProcessLookupError):
