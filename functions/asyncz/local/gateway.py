@@ -304,9 +304,10 @@ class SandboxPool:
             )
             return reply
         finally:
-            if sandbox.alive():
+            # The loop watches each pipe: a crash or a timeout has set ``broken`` by now.
+            if not sandbox.broken:
                 self._release(sandbox)
-            else:  # crashed or timed out: a fresh one takes its place
+            else:  # a fresh one takes its place
                 with self._lock:
                     self._all.remove(sandbox)
                 self._retire(sandbox)

@@ -181,13 +181,18 @@ def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
         finally:
             current.remove(ctx)
         try:
-            conn.send(reply)
-        except (TypeError, ValueError) as exc:  # an unpicklable result
+            conn.send_bytes(_pickled(reply))
+        except (TypeError, ValueError, pickle.PicklingError) as exc:  # an unpicklable result
             conn.send({"type": "result", "ok": False, "error": f"unserialisable result: {exc}"})
         except OSError:
             _exit_now()
         if stopping.is_set():
             _exit_now()
+
+
+def _pickled(msg: dict[str, Any]) -> bytes:
+    """What ``Connection.send`` writes, without building a ForkingPickler per message."""
+    return pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
 
 
 class SandboxError(RuntimeError):
@@ -265,8 +270,7 @@ class SandboxProcess:
             "timeout_s": timeout_s,
             "request_id": request_id or str(uuid.uuid4()),
         }
-        # what Connection.send does, without building a ForkingPickler per message
-        self._conn.send_bytes(pickle.dumps(msg, pickle.HIGHEST_PROTOCOL))
+        self._conn.send_bytes(_pickled(msg))
 
     def _answered(self, msg: dict[str, Any]) -> bool:
         """Whether ``msg`` ends the invocation (a request for one more worker does not)."""
