@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from asyncz.local.http1 import HttpServer, Request, Response
-from asyncz.local.sandbox import ACCOUNT_ID, log_line
+from asyncz.local.sandbox import ACCOUNT_ID, log_line, running_loop
 
 INTEGRATION_TIMEOUT_S = 29.0
 TEXT_TYPES = (
@@ -259,7 +259,7 @@ class SandboxPool:
                 return
             waiter = self._waiters.popleft()
         loop = waiter.get_loop()
-        if _running_loop() is loop:
+        if running_loop() is loop:
             self._hand(waiter, sandbox)
         else:
             loop.call_soon_threadsafe(self._hand, waiter, sandbox)
@@ -333,13 +333,6 @@ class SandboxPool:
             sandboxes, self._all = self._all, []
         for sandbox in sandboxes:
             sandbox.stop(grace_s=2)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _give_up(waiter: asyncio.Future[Any]) -> None:

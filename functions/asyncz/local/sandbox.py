@@ -203,7 +203,15 @@ class SandboxTimeoutError(SandboxError, TimeoutError):
     """An invocation outlived the time the caller would wait for it."""
 
 
-def _give_up(future: asyncio.Future[Any]) -> None:
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running on this thread, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _no_reply(future: asyncio.Future[Any]) -> None:
     if not future.done():
         future.set_result(None)
 
@@ -365,7 +373,7 @@ class SandboxProcess:
 
     async def _next_message(self, loop: asyncio.AbstractEventLoop, deadline: float) -> Any:
         self._waiter = waiting = loop.create_future()
-        timer = loop.call_at(deadline, _give_up, waiting)
+        timer = loop.call_at(deadline, _no_reply, waiting)
         try:
             msg = await waiting
         finally:
@@ -383,11 +391,7 @@ class SandboxProcess:
         """SIGTERM (the handler's deadline comes forward), then SIGKILL after ``grace_s``."""
         watcher = self._watcher
         if watcher is not None and not watcher.is_closed():
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is watcher:
+            if running_loop() is watcher:
                 self.unwatch()
             else:  # the closed pipe's registration must go on the loop's own thread
                 with contextlib.suppress(RuntimeError):
