@@ -43,50 +43,65 @@ def served() -> Iterator[tuple[HttpServer, _Echo]]:
         server.close()
 
 
-def _connect(server: HttpServer) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5)
+class _Client:
+    """One raw connection to the server: send bytes, read whole responses in order."""
 
+    def __init__(self, server: HttpServer) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5)
+        self.buf = bytearray()  # what arrived beyond the responses read so far
 
-def _read_response(sock: socket.socket, buf: bytearray, head_only: bool = False) -> dict[str, Any]:
-    """One response off ``sock`` (``buf`` keeps what arrived beyond it)."""
-    while b"\r\n\r\n" not in buf:
-        chunk = sock.recv(65536)
-        assert chunk, f"connection closed mid-response: {bytes(buf)!r}"
-        buf += chunk
-    head, _, _ = bytes(buf).partition(b"\r\n\r\n")
-    del buf[: len(head) + 4]
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(": ")
-        headers[name.lower()] = value
-    length = 0 if head_only else int(headers["content-length"])
-    while len(buf) < length:
-        chunk = sock.recv(65536)
-        assert chunk, "connection closed mid-body"
-        buf += chunk
-    body = bytes(buf[:length])
-    del buf[:length]
-    return {"status": int(lines[0].split(" ")[1]), "headers": headers, "body": body}
+    def __enter__(self) -> _Client:
+        return self
 
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-def _closed(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, raw: bytes) -> None:
+        self.sock.sendall(raw)
+
+    def _fill(self, what: str) -> None:
+        chunk = self.sock.recv(65536)
+        assert chunk, f"connection closed mid-{what}: {bytes(self.buf)!r}"
+        self.buf += chunk
+
+    def read(self, head_only: bool = False) -> dict[str, Any]:
+        """The next response (``head_only``: an answer to HEAD, which has no body)."""
+        while b"\r\n\r\n" not in self.buf:
+            self._fill("response")
+        head, _, _ = bytes(self.buf).partition(b"\r\n\r\n")
+        del self.buf[: len(head) + 4]
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(": ")
+            headers[name.lower()] = value
+        length = 0 if head_only else int(headers["content-length"])
+        while len(self.buf) < length:
+            self._fill("body")
+        body = bytes(self.buf[:length])
+        del self.buf[:length]
+        return {"status": int(lines[0].split(" ")[1]), "headers": headers, "body": body}
+
+    def closed(self) -> bool:
+        """Whether the server closed the connection (after everything read so far)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
 
 
 def test_keep_alive_serves_pipelined_requests_in_order(served: tuple[HttpServer, _Echo]) -> None:
     server, app = served
-    with _connect(server) as sock:
-        sock.sendall(
+    with _Client(server) as client:
+        client.send(
             b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\none"
             b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\ntwo"
             b"GET /c?q=1 HTTP/1.1\r\nHost: x\r\n\r\n"
         )
-        buf = bytearray()
-        replies = [_read_response(sock, buf) for _ in range(3)]
+        replies = [client.read() for _ in range(3)]
     assert [r["body"] for r in replies] == [b"one", b"two", b""]
     assert [r["headers"]["x-target"] for r in replies] == ["/slow", "/b", "/c?q=1"]
     assert all("connection" not in r["headers"] for r in replies)
@@ -97,11 +112,11 @@ def test_keep_alive_serves_pipelined_requests_in_order(served: tuple[HttpServer,
 def test_a_body_sent_a_byte_at_a_time_is_assembled(served: tuple[HttpServer, _Echo]) -> None:
     server, _ = served
     request = b"PUT /x HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhello world"
-    with _connect(server) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with _Client(server) as client:
+        client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for i in range(len(request)):
-            sock.send(request[i : i + 1])
-        reply = _read_response(sock, bytearray())
+            client.sock.send(request[i : i + 1])
+        reply = client.read()
     assert reply["body"] == b"hello world"
 
 
@@ -109,14 +124,13 @@ def test_chunked_body_with_extensions_and_trailers_is_decoded(
     served: tuple[HttpServer, _Echo],
 ) -> None:
     server, app = served
-    with _connect(server) as sock:
-        sock.sendall(
+    with _Client(server) as client:
+        client.send(
             b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
             b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"
             b"GET /after HTTP/1.1\r\nHost: x\r\n\r\n"
         )
-        buf = bytearray()
-        first, second = _read_response(sock, buf), _read_response(sock, buf)
+        first, second = client.read(), client.read()
     assert first["body"] == b"hello world"
     assert second["headers"]["x-target"] == "/after"
     assert ("Transfer-Encoding", "chunked") in app.requests[0].headers
@@ -124,14 +138,13 @@ def test_chunked_body_with_extensions_and_trailers_is_decoded(
 
 def test_head_answers_the_length_without_the_body(served: tuple[HttpServer, _Echo]) -> None:
     server, _ = served
-    with _connect(server) as sock:
-        sock.sendall(
+    with _Client(server) as client:
+        client.send(
             b"HEAD /h HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody"
             b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n"
         )
-        buf = bytearray()
-        head = _read_response(sock, buf, head_only=True)
-        after = _read_response(sock, buf)
+        head = client.read(head_only=True)
+        after = client.read()
     assert head["headers"]["content-length"] == "4"
     assert after["headers"]["x-target"] == "/next"  # no stray body bytes between the two
 
@@ -149,48 +162,46 @@ def test_connection_persistence_follows_the_version_and_connection_header(
     served: tuple[HttpServer, _Echo], request_head: bytes, closes: bool
 ) -> None:
     server, _ = served
-    with _connect(server) as sock:
-        sock.sendall(request_head)
-        reply = _read_response(sock, bytearray())
+    with _Client(server) as client:
+        client.send(request_head)
+        reply = client.read()
         assert reply["status"] == 200
         assert (reply["headers"].get("connection") == "close") is closes
         if closes:
-            assert _closed(sock)
+            assert client.closed()
         else:
-            sock.sendall(b"GET /again HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert _read_response(sock, bytearray())["headers"]["x-target"] == "/again"
+            client.send(b"GET /again HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert client.read()["headers"]["x-target"] == "/again"
 
 
 def test_a_half_closed_client_still_gets_its_answers(served: tuple[HttpServer, _Echo]) -> None:
     server, _ = served
-    with _connect(server) as sock:
-        sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
-        sock.shutdown(socket.SHUT_WR)
-        buf = bytearray()
-        replies = [_read_response(sock, buf) for _ in range(2)]
-        assert _closed(sock)
+    with _Client(server) as client:
+        client.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+        client.sock.shutdown(socket.SHUT_WR)
+        replies = [client.read() for _ in range(2)]
+        assert client.closed()
     assert [r["headers"]["x-target"] for r in replies] == ["/slow", "/b"]
 
 
 def test_an_app_error_is_a_500_and_the_server_serves_on(served: tuple[HttpServer, _Echo]) -> None:
     server, app = served
-    with _connect(server) as sock:
-        sock.sendall(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
-        buf = bytearray()
-        assert _read_response(sock, buf)["status"] == 500
-        assert _read_response(sock, buf)["status"] == 200
+    with _Client(server) as client:
+        client.send(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert client.read()["status"] == 500
+        assert client.read()["status"] == 200
     assert [str(e) for e in app.errors] == ["app bug"]
 
 
 def test_a_client_that_leaves_mid_request_harms_no_one(served: tuple[HttpServer, _Echo]) -> None:
     server, app = served
-    with _connect(server) as gone:
-        gone.sendall(b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npartial")
-    with _connect(server) as quitter:
-        quitter.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-    with _connect(server) as sock:
-        sock.sendall(b"GET /fine HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert _read_response(sock, bytearray())["status"] == 200
+    with _Client(server) as gone:
+        gone.send(b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npartial")
+    with _Client(server) as quitter:
+        quitter.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    with _Client(server) as client:
+        client.send(b"GET /fine HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert client.read()["status"] == 200
     assert "/fine" in [r.target for r in app.requests]
     assert app.errors == []
 
@@ -224,12 +235,12 @@ def test_a_request_it_cannot_frame_is_refused_and_the_connection_closed(
     served: tuple[HttpServer, _Echo], raw: bytes, status: int
 ) -> None:
     server, app = served
-    with _connect(server) as sock:
-        sock.sendall(raw)
-        reply = _read_response(sock, bytearray())
+    with _Client(server) as client:
+        client.send(raw)
+        reply = client.read()
         assert reply["status"] == status
         assert reply["headers"]["connection"] == "close"
-        assert _closed(sock)
+        assert client.closed()
     assert app.requests == []  # nothing half-understood reaches the function
 
 
@@ -237,15 +248,15 @@ def test_length_beside_chunked_is_read_as_chunked_and_then_the_connection_closes
     served: tuple[HttpServer, _Echo],
 ) -> None:
     server, app = served
-    with _connect(server) as sock:
-        sock.sendall(
+    with _Client(server) as client:
+        client.send(
             b"POST /a HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
             b"2\r\nok\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n"
         )
-        reply = _read_response(sock, bytearray())
+        reply = client.read()
         assert (reply["status"], reply["body"]) == (200, b"ok")
         assert reply["headers"]["connection"] == "close"
-        assert _closed(sock)
+        assert client.closed()
     assert [r.target for r in app.requests] == ["/a"]
 
 
@@ -253,9 +264,9 @@ def test_leading_blank_lines_before_a_request_are_ignored(
     served: tuple[HttpServer, _Echo],
 ) -> None:
     server, _ = served
-    with _connect(server) as sock:
-        sock.sendall(b"\r\n\r\nGET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert _read_response(sock, bytearray())["status"] == 200
+    with _Client(server) as client:
+        client.send(b"\r\n\r\nGET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert client.read()["status"] == 200
 
 
 def test_close_drops_open_connections_and_frees_the_port() -> None:
@@ -263,12 +274,12 @@ def test_close_drops_open_connections_and_frees_the_port() -> None:
     server = HttpServer(app, "127.0.0.1", 0, on_error=app.errors.append)
     server.start()
     port = server.server_address[1]
-    sock = _connect(server)
-    sock.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-    _read_response(sock, bytearray())
+    client = _Client(server)
+    client.send(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+    client.read()
     server.close()
-    assert _closed(sock)
-    sock.close()
+    assert client.closed()
+    client.close()
     again = HttpServer(app, "127.0.0.1", port, on_error=app.errors.append)  # rebinds at once
     again.close()
 
