@@ -203,6 +203,12 @@ class SandboxTimeoutError(SandboxError, TimeoutError):
     """An invocation outlived the time the caller would wait for it."""
 
 
+def _wait_bound(timeout_s: float, wait_s: float | None) -> float:
+    """How long a caller waits for a reply: ``wait_s``, else the invocation's timeout plus a
+    margin for the sandbox to report it."""
+    return wait_s if wait_s is not None else timeout_s + 5
+
+
 def running_loop() -> asyncio.AbstractEventLoop | None:
     """The event loop running on this thread, if any."""
     try:
@@ -298,7 +304,7 @@ class SandboxProcess:
         """Run one invocation and return the reply; ``wait_s`` bounds the wait."""
         with self._lock:
             self._begin(event, timeout_s, request_id)
-            deadline = time.monotonic() + (wait_s if wait_s is not None else timeout_s + 5)
+            deadline = time.monotonic() + _wait_bound(timeout_s, wait_s)
             try:
                 while True:
                     msg = self._recv(max(0.0, deadline - time.monotonic()))
@@ -326,7 +332,7 @@ class SandboxProcess:
         try:
             self._watch(loop)
             self._begin(event, timeout_s, request_id)
-            deadline = loop.time() + (wait_s if wait_s is not None else timeout_s + 5)
+            deadline = loop.time() + _wait_bound(timeout_s, wait_s)
             while True:
                 msg: dict[str, Any] = await self._next_message(loop, deadline)
                 if self._answered(msg):
