@@ -56,7 +56,10 @@ class NullMetrics:
 class SubmitStore(Protocol):
     """What submitting needs from Postgres: the async pool, or the api's blocking lane."""
 
-    async def insert_job(self, job_id: str, new: NewJob) -> Row | None: ...
+    async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
+        """``{"run_at_ms": int, "due": bool}``; ``None`` when the idempotency key exists."""
+        ...
+
     async def get_by_idempotency_key(self, key: str) -> Row | None: ...
 
 
@@ -239,15 +242,20 @@ class Submitter:
             raise DuplicateJobError(str(existing["id"]), existing["status"])
         self.metrics.add_metric("JobsSubmitted", "Count", 1)
         crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
-        enqueued = await self.enqueue_quietly([row])
+        it = Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
+        enqueued = await self.dispatch_quietly([it])
         return Submitted(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
 
     async def enqueue_quietly(self, rows: Sequence[Row]) -> bool:
+        """Enqueue the jobs of these rows (id, queue, priority, run_at, due)."""
+        return await self.dispatch_quietly([_dispatch(r) for r in rows])
+
+    async def dispatch_quietly(self, items: Sequence[Dispatch]) -> bool:
         """Enqueue ids; when Redis is down, say so and rely on recovery (the rows are safe)."""
-        if not rows:
+        if not items:
             return True
         try:
-            await self.broker.enqueue([_dispatch(r) for r in rows])
+            await self.broker.enqueue(items)
             return True
         except BrokerUnavailableError as exc:
             log.warning("enqueue deferred to recovery: %s", exc)

@@ -2,12 +2,14 @@
 -- (%(name)s); nothing is ever formatted into this text.
 
 -- name: insert_job
--- No idempotency key: a plain INSERT (no speculative insertion to pay for).
+-- No idempotency key: a plain INSERT (no speculative insertion to pay for). It returns
+-- only what the caller does not know already: when the job is due (server clock), and
+-- whether it is due now; a uuid and a timestamptz cost more to load than the rest of the row.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds, run_at)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)))
-RETURNING id, status, queue, priority, run_at, run_at <= now() AS due;
+RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: insert_job_idempotent
 -- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
@@ -18,7 +20,7 @@ VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s, %(idempotency_key)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)))
 ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING id, status, queue, priority, run_at, run_at <= now() AS due;
+RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: get_job_by_idempotency_key
 SELECT id, status FROM jobs WHERE idempotency_key = %(idempotency_key)s;
