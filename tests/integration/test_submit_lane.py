@@ -16,8 +16,11 @@ from typing import Any
 
 import psycopg
 import pytest
+import redis
 
 from asyncz.api import handler as api_handler
+from asyncz.broker.dispatch import Dispatch, epoch_ms
+from asyncz.broker.redis import RedisSubmitBroker, ready_score
 from asyncz.connections import hash_api_key
 from asyncz.errors import StoreUnavailableError
 from asyncz.jobs import NewJob
@@ -254,3 +257,86 @@ def test_deadline_thread_ends_with_its_owner(pair: tuple[socket.socket, socket.s
     del deadline  # e.g. a sandbox rebuilt with new settings: no thread left polling
     thread.join(30)
     assert not thread.is_alive()
+
+
+# --- what the lane puts in Redis, and the blocking broker ----------------------------------
+
+
+def test_lane_enqueues_due_and_delayed_jobs_where_and_when_postgres_says(
+    settings: Settings,
+) -> None:
+    sandbox = both_fronts(settings)["lane"]
+    submitted = {}
+    for name, body in (
+        ("due", {"task": "echo", "priority": 7}),
+        ("delayed", {"task": "echo", "queue": "later", "delay_seconds": 300}),
+    ):
+        reply = sandbox(rest_event("POST", "/jobs", body=body, api_key=KEY), FakeContext())
+        assert reply["statusCode"] == 202, reply
+        submitted[name] = json.loads(reply["body"])["job_id"]
+    run_at = {
+        str(r["id"]): epoch_ms(r["run_at"])
+        for r in rows(settings.database_url or "", "SELECT id, run_at FROM jobs")
+    }
+    r = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+    prefix = settings.redis_prefix
+    due = submitted["due"]
+    assert r.zrange(f"{prefix}:{{default}}:ready", 0, -1, withscores=True) == [
+        (due, float(ready_score(7, run_at[due])))
+    ]
+    later = submitted["delayed"]
+    assert r.zrange(f"{prefix}:{{later}}:delayed", 0, -1, withscores=True) == [
+        (f"0|{later}", float(run_at[later]))
+    ]
+    assert r.zcard(f"{prefix}:{{later}}:ready") == 0
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_redis_down_at_the_first_submit_still_accepts_the_job(settings: Settings) -> None:
+    # The blocking client connects when it is built: that must happen under the broker's
+    # guard, so an unreachable Redis is "enqueue deferred to recovery", not a 500.
+    down = settings.model_copy(
+        update={
+            "redis_url": f"redis://127.0.0.1:{_closed_port()}/0",
+            "redis_socket_timeout_seconds": 0.5,
+        }
+    )
+    sandbox = both_fronts(down)["lane"]
+    for _ in range(2):  # and the next submit tries again, still without an error
+        reply = sandbox(
+            rest_event("POST", "/jobs", body={"task": "echo"}, api_key=KEY), FakeContext()
+        )
+        assert reply["statusCode"] == 202, reply
+    queued = rows(settings.database_url or "", "SELECT status FROM jobs")
+    assert [r["status"] for r in queued] == ["queued", "queued"]
+
+
+def test_submit_broker_survives_its_connection_being_killed(redis_server_url: str) -> None:
+    prefix = f"lane-{uuid.uuid4().hex[:8]}"
+    broker = RedisSubmitBroker.from_url(redis_server_url, prefix=prefix, socket_timeout=2.0)
+    admin = redis.Redis.from_url(redis_server_url)
+    try:
+
+        def enqueue(n: int) -> int:
+            return drive(broker.enqueue([Dispatch(f"job-{n}", "default", 0, n, True)]))
+
+        assert enqueue(1) == 1  # the first enqueue to a queue also registers it
+        assert enqueue(2) == 1  # then one ZADD on the kept connection
+        me = _client_id(broker)
+        assert admin.client_kill_filter(_id=me) == 1
+        assert enqueue(3) == 1  # reconnected by the client's retry, no error
+        assert _client_id(broker) != me
+        assert admin.zcard(f"{prefix}:{{default}}:ready") == 3
+    finally:
+        broker.close()
+        admin.delete(f"{prefix}:{{default}}:ready", f"{prefix}:queues")
+
+
+def _client_id(broker: RedisSubmitBroker) -> int:
+    """The server's id for the broker's one connection."""
+    return int(broker._r.client_id())
