@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 T = TypeVar("T")
 SERVICE = "asyncz"
@@ -64,7 +65,16 @@ def lambda_entry(
 
 
 class PowertoolsMetricsSink:
-    """Adapts the service's MetricsSink protocol to Powertools Metrics (EMF)."""
+    """Adapts the service's MetricsSink protocol to Powertools Metrics (EMF).
+
+    With metrics disabled (``POWERTOOLS_METRICS_DISABLED``, or ``POWERTOOLS_DEV`` alone,
+    read when the sink is built) it records nothing: Powertools would keep every value (its
+    flush skips a disabled set without clearing it), print the set anyway at each 100th
+    value, and format the growing list into a debug message at every call."""
+
+    def __init__(self) -> None:
+        self.enabled = not is_metrics_disabled()
 
     def add_metric(self, name: str, unit: str, value: float) -> None:
-        metrics.add_metric(name=name, unit=MetricUnit(unit), value=value)
+        if self.enabled:
+            metrics.add_metric(name=name, unit=MetricUnit(unit), value=value)
