@@ -128,7 +128,12 @@ def test_get_with_multi_value_headers_and_query_matches_recorded_event() -> None
     _subset(event, RECORDED_GET)
     assert event["requestContext"]["requestTimeEpoch"] == 1_790_000_000_000
     assert event["requestContext"]["requestId"] == event["requestContext"]["extendedRequestId"]
-    assert event["requestContext"]["requestTime"].endswith("+0000")
+    assert event["requestContext"]["requestTime"] == "21/Sep/2026:14:13:20 +0000"
+    # the text is kept for a second, and only for that second
+    later = build_event("GET", "/", [], b"", now=1_790_000_000.9)["requestContext"]
+    assert later["requestTime"] == "21/Sep/2026:14:13:20 +0000"
+    later = build_event("GET", "/", [], b"", now=1_790_000_001.0)["requestContext"]
+    assert later["requestTime"] == "21/Sep/2026:14:13:21 +0000"
 
 
 def test_binary_body_is_base64_encoded_and_path_params_keep_the_whole_proxy_path() -> None:
@@ -302,7 +307,13 @@ def test_http_front_round_trip_with_binary_response_and_multi_value_headers() ->
             f"{gateway.url}/jobs?a=1&a=2",
             data=b'{"x":1}',
             method="POST",
-            headers={"Content-Type": "application/json", "X-Tag": "one"},
+            headers={
+                "Content-Type": "application/json",
+                "X-Tag": "one",
+                "x-forwarded-for": "198.51.100.9",
+                "x-forwarded-proto": "https",
+                "X-Forwarded-Port": "443",
+            },
         )
         assert status == 201
         assert body == PNG
@@ -311,7 +322,14 @@ def test_http_front_round_trip_with_binary_response_and_multi_value_headers() ->
         event = backend.events[-1]
         assert event["body"] == '{"x":1}' and event["isBase64Encoded"] is False
         assert event["multiValueQueryStringParameters"] == {"a": ["1", "2"]}
-        assert event["headers"]["X-Forwarded-Proto"] == "http"
+        # API Gateway's own X-Forwarded-* replace the client's; the client's address is appended
+        forwarded = {k: v for k, v in event["headers"].items() if k.lower().startswith("x-forw")}
+        assert forwarded == {
+            "X-Forwarded-For": "198.51.100.9, 127.0.0.1",
+            "X-Forwarded-Proto": "http",
+            "X-Forwarded-Port": str(gateway.server_address[1]),
+        }
+        assert event["multiValueHeaders"]["X-Forwarded-Proto"] == ["http"]
         assert event["requestContext"]["identity"]["sourceIp"] == "127.0.0.1"
     finally:
         gateway.close()

@@ -66,17 +66,37 @@ def encode_body(body: bytes, content_type: str | None) -> tuple[str | None, bool
     return base64.b64encode(body).decode("ascii"), True
 
 
-def _single_and_multi(
+def _header_maps(
     pairs: Iterable[tuple[str, str]],
-) -> tuple[dict[str, str], dict[str, list[str]]]:
+) -> tuple[dict[str, str], dict[str, list[str]], dict[str, str]]:
+    """The event's single- and multi-value header maps, and the last value by lower-case name."""
     single: dict[str, str] = {}
     multi: dict[str, list[str]] = {}
+    lower: dict[str, str] = {}
     spelled: dict[str, str] = {}  # header names are case-insensitive: keep the first spelling
     for name, value in pairs:
-        key = spelled.setdefault(name.lower(), name)
-        single[key] = value  # API Gateway: the last value wins in the single-value map
-        multi.setdefault(key, []).append(value)
-    return single, multi
+        low = name.lower()
+        key = spelled.setdefault(low, name)
+        single[key] = lower[low] = value  # API Gateway: the last value wins in the single map
+        if key in multi:
+            multi[key].append(value)
+        else:
+            multi[key] = [value]
+    return single, multi, lower
+
+
+_request_time: tuple[int, str] = (0, "")
+
+
+def request_time(now: float) -> str:
+    """``requestContext.requestTime`` (one ``strftime`` per second, not per request)."""
+    global _request_time
+    second = int(now)
+    cached = _request_time
+    if cached[0] != second:
+        text = datetime.fromtimestamp(second, UTC).strftime("%d/%b/%Y:%H:%M:%S +0000")
+        cached = _request_time = (second, text)
+    return cached[1]
 
 
 def build_event(
@@ -95,10 +115,8 @@ def build_event(
     now = time.time() if now is None else now
     split = urlsplit(target)
     path = unquote(split.path or "/")
-    pairs = list(headers)
-    header_map, multi_headers = _single_and_multi(pairs)
-    lower = {k.lower(): v for k, v in header_map.items()}
-    query = parse_qsl(split.query, keep_blank_values=True)
+    header_map, multi_headers, lower = _header_maps(headers)
+    query = parse_qsl(split.query, keep_blank_values=True) if split.query else []
     qs_single, qs_multi = ({k: v for k, v in query}, _multi(query)) if query else (None, None)
     body_text, is_b64 = encode_body(body, lower.get("content-type"))
     resource = "/" if path == "/" else "/{proxy+}"
@@ -117,7 +135,7 @@ def build_event(
             "resourcePath": resource,
             "httpMethod": method.upper(),
             "extendedRequestId": request_id,
-            "requestTime": datetime.fromtimestamp(now, UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "requestTime": request_time(now),
             "path": f"/{stage}{path}",
             "accountId": ACCOUNT_ID,
             "protocol": "HTTP/1.1",
@@ -176,14 +194,12 @@ def parse_result(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     if not isinstance(multi, dict) or not isinstance(single, dict):
         raise BadResponseError("headers must be objects")
     # Both maps merge; a name in multiValueHeaders takes its values from there only.
-    out: list[tuple[str, str]] = []
-    multi_names = {str(name).lower() for name in multi}
-    for name, value in single.items():
-        if str(name).lower() not in multi_names:
-            out.append((str(name), str(value)))
-    for name, values in multi.items():
-        for value in values if isinstance(values, list) else [values]:
-            out.append((str(name), str(value)))
+    pairs: list[tuple[str, Any]] = [(str(name), value) for name, value in single.items()]
+    if multi:
+        taken = {str(name).lower() for name in multi}
+        pairs = [pair for pair in pairs if pair[0].lower() not in taken]
+        for name, values in multi.items():
+            pairs.extend((str(name), v) for v in (values if isinstance(values, list) else [values]))
     body = result.get("body")
     if body is None:
         raw = b""
@@ -194,15 +210,20 @@ def parse_result(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
             raise BadResponseError("body is not valid base64") from exc
     else:
         raw = str(body).encode("utf-8")
-    kept = [(k, v) for k, v in out if k.lower() not in HOP_BY_HOP]
-    for name, value in kept:
+    kept: list[tuple[str, str]] = []
+    for name, value in pairs:
+        if name.lower() in HOP_BY_HOP:
+            continue
+        text = str(value)
         # a line break would split the response; API Gateway refuses such a result too
-        if not _HEADER_NAME.fullmatch(name) or _BAD_VALUE.search(value):
+        if not _HEADER_NAME.fullmatch(name) or _BAD_VALUE.search(text):
             raise BadResponseError(f"header {name!r} cannot be sent")
-        try:
-            value.encode("latin-1")
-        except UnicodeEncodeError as exc:
-            raise BadResponseError(f"header {name!r} is not ISO-8859-1") from exc
+        if not text.isascii():
+            try:
+                text.encode("latin-1")
+            except UnicodeEncodeError as exc:
+                raise BadResponseError(f"header {name!r} is not ISO-8859-1") from exc
+        kept.append((name, text))
     return status, kept, raw
 
 
@@ -363,6 +384,7 @@ class Gateway:
         self.access_log = access_log
         self.http = HttpServer(self._serve, host, port, on_error=self._on_error)
         self.server_address = self.http.server_address
+        self._port = str(self.server_address[1])
 
     @property
     def url(self) -> str:
@@ -380,27 +402,31 @@ class Gateway:
         log_line("gateway", f"front failed: {exc!r}", "ERROR")
 
     def _event(self, request: Request, request_id: str) -> dict[str, Any]:
-        event = build_event(
+        """The proxy event, with the ``X-Forwarded-*`` headers API Gateway sets: the client's
+        address appended to ``X-Forwarded-For``, its own protocol and port."""
+        pairs: list[tuple[str, str]] = []
+        forwarded_for = None
+        for name, value in request.headers:
+            low = name.lower()
+            if low == "x-forwarded-for":
+                forwarded_for = value if forwarded_for is None else f"{forwarded_for}, {value}"
+            elif low not in ("x-forwarded-proto", "x-forwarded-port"):
+                pairs.append((name, value))
+        peer = request.peer
+        pairs += (
+            ("X-Forwarded-For", f"{forwarded_for}, {peer}" if forwarded_for else peer),
+            ("X-Forwarded-Proto", "http"),
+            ("X-Forwarded-Port", self._port),
+        )
+        return build_event(
             request.method,
             request.target,
-            request.headers,
+            pairs,
             request.body,
-            source_ip=request.peer,
+            source_ip=peer,
             stage=self.stage,
             request_id=request_id,
         )
-        fwd = next((v for k, v in request.headers if k.lower() == "x-forwarded-for"), None)
-        extra = {
-            "X-Forwarded-For": f"{fwd}, {request.peer}" if fwd else request.peer,
-            "X-Forwarded-Proto": "http",
-            "X-Forwarded-Port": str(self.server_address[1]),
-        }
-        event["headers"] = {**(event["headers"] or {}), **extra}
-        event["multiValueHeaders"] = {
-            **(event["multiValueHeaders"] or {}),
-            **{k: [v] for k, v in extra.items()},
-        }
-        return event
 
     async def _serve(self, request: Request) -> Response:
         started = time.monotonic()
