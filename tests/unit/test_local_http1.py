@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,8 @@ class _Echo:
             raise RuntimeError("app bug")
         if request.target == "/slow":
             await asyncio.sleep(0.2)
+        if request.target == "/slower":
+            await asyncio.sleep(1.2)
         headers = [("X-Method", request.method), ("X-Target", request.target)]
         return Response(200, headers, request.body)
 
@@ -292,3 +295,64 @@ def test_a_busy_port_fails_at_construction() -> None:
             HttpServer(app, "127.0.0.1", first.server_address[1], on_error=app.errors.append)
     finally:
         first.close()
+
+
+# --- connections that hold the server -------------------------------------------------------
+
+
+@pytest.fixture
+def impatient() -> Iterator[tuple[HttpServer, _Echo]]:
+    app = _Echo()
+    server = HttpServer(
+        app, "127.0.0.1", 0, on_error=app.errors.append, idle_timeout=0.4, request_timeout=0.4
+    )
+    server.start()
+    try:
+        yield server, app
+    finally:
+        server.close()
+
+
+def test_a_kept_alive_connection_left_idle_is_closed(
+    impatient: tuple[HttpServer, _Echo],
+) -> None:
+    server, _ = impatient
+    with _Client(server) as client:
+        client.send(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert client.read()["status"] == 200
+        assert client.closed()  # blocks until the server closes it (the socket timeout is 5 s)
+        assert client.buf == b""  # closed without a word: there was no request to answer
+
+
+def test_a_request_that_stops_arriving_is_answered_408_and_closed(
+    impatient: tuple[HttpServer, _Echo],
+) -> None:
+    server, app = impatient
+    with _Client(server) as client:
+        client.send(b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        reply = client.read()
+        assert reply["status"] == 408
+        assert reply["headers"]["connection"] == "close"
+        assert client.closed()
+    with _Client(server) as client:  # a head that never ends, sent a byte at a time
+        client.send(b"GET /b HTTP/1.1\r\n")
+        for _ in range(200):  # each byte within the timeout: trickling does not extend it
+            try:
+                client.send(b"X")
+            except OSError:
+                break
+            threading.Event().wait(0.05)
+        assert client.read()["status"] == 408
+    assert app.requests == []
+
+
+def test_a_request_the_app_takes_long_to_answer_is_not_cut(
+    impatient: tuple[HttpServer, _Echo],
+) -> None:
+    server, app = impatient
+    with _Client(server) as client:
+        client.send(b"GET /slower HTTP/1.1\r\nHost: x\r\n\r\n")  # the app takes 1.2 s
+        assert client.read()["status"] == 200
+        client.send(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")  # and the connection lives on
+        assert client.read()["status"] == 200
+    assert [r.target for r in app.requests] == ["/slower", "/a"]

@@ -5,7 +5,11 @@
 the Postgres INSERT it fronts. This parses what a front needs (request line, headers,
 ``Content-Length`` and chunked bodies, ``Expect: 100-continue``, keep-alive, pipelining) and
 writes each response in one send. It refuses what it does not understand with a 4xx and
-closes the connection; it never guesses where a request ends.
+closes the connection; it never guesses where a request ends. A connection may not hold the
+server forever: one idle between requests is closed after ``idle_timeout``, and a request
+that has not fully arrived within ``request_timeout`` of its first byte (a stalled or
+trickling client) is answered 408 and closed. While the app serves a request no timer runs
+(the gateway bounds that: API Gateway's 29 s).
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ MAX_HEAD_BYTES = 64 * 1024  # request line + headers
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,8})[ \t]*(?:;[^\r\n]*)?")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+IDLE_TIMEOUT_S = 60.0  # a kept-alive connection with no request in progress
+REQUEST_TIMEOUT_S = 30.0  # from a request's first byte to its last
+_IDLE, _PARTIAL, _BUSY = "idle", "partial", "busy"
 
 
 @dataclass(slots=True)
@@ -187,6 +194,10 @@ class _Connection(asyncio.Protocol):
         self.busy = False
         self.paused = False
         self.eof = False
+        # idle, partial (a request is arriving) or busy (the app serves it); the deadline is
+        # set when the state is entered, so a client trickling bytes does not extend it
+        self.state = _IDLE
+        self.deadline = server.loop.time() + server.idle_timeout
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -223,9 +234,26 @@ class _Connection(asyncio.Protocol):
         if request is None:
             if self.eof and self.transport is not None:
                 self.transport.close()  # nothing more will come to complete it
+            state = _PARTIAL if self.buf or self.head is not None else _IDLE
+            if state != self.state:
+                self.state = state
+                timeout = (
+                    self.server.request_timeout if state is _PARTIAL else self.server.idle_timeout
+                )
+                self.deadline = self.server.loop.time() + timeout
             return
         self.busy = True
+        self.state = _BUSY
         self.server.loop.create_task(self._serve(request))
+
+    def expire(self, now: float) -> None:
+        """Close the connection if it has been idle, or its request arriving, for too long."""
+        if self.state is _BUSY or now < self.deadline or self.transport is None:
+            return
+        if self.state is _PARTIAL:
+            self._refuse(HttpError(408, "Request Timeout"))
+        else:
+            self.transport.close()
 
     def _parse(self) -> Request | None:
         buf = self.buf
@@ -332,9 +360,15 @@ class HttpServer:
         *,
         on_error: Callable[[Exception], None],
         backlog: int = 256,
+        idle_timeout: float = IDLE_TIMEOUT_S,
+        request_timeout: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.app = app
         self.on_error = on_error
+        self.idle_timeout = idle_timeout
+        self.request_timeout = request_timeout
+        # connections are checked on one timer, not a timer per request
+        self._sweep_every = min(1.0, idle_timeout / 4, request_timeout / 4)
         self.sock = socket.create_server((host, port), backlog=backlog)
         self.server_address: tuple[Any, ...] = self.sock.getsockname()
         self.loop = asyncio.new_event_loop()
@@ -352,6 +386,7 @@ class HttpServer:
         server = loop.run_until_complete(
             loop.create_server(lambda: _Connection(self), sock=self.sock)
         )
+        loop.call_later(self._sweep_every, self._sweep)
         try:
             loop.run_forever()
         finally:
@@ -365,6 +400,12 @@ class HttpServer:
             loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
             loop.run_until_complete(server.wait_closed())
             loop.close()
+
+    def _sweep(self) -> None:
+        now = self.loop.time()
+        for conn in list(self.connections):
+            conn.expire(now)
+        self.loop.call_later(self._sweep_every, self._sweep)
 
     def close(self) -> None:
         """Stop accepting, drop open connections and wait for the loop to finish."""
