@@ -22,7 +22,7 @@ from asyncz.api import handler as api_handler
 from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.broker.redis import RedisSubmitBroker, ready_score
 from asyncz.connections import hash_api_key
-from asyncz.errors import StoreUnavailableError
+from asyncz.errors import InvalidInputError, StoreUnavailableError
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
 from asyncz.runtime import drive
@@ -70,6 +70,10 @@ REQUESTS: list[tuple[str, dict[str, Any]]] = [
     ("naive run_at", {"body": {"task": "echo", "run_at": "2030-01-01T00:00:00"}}),
     ("payload not object", {"body": {"task": "echo", "payload": [1]}}),
     ("nul in payload", {"body": {"task": "echo", "payload": {"a": "x\u0000y"}}}),
+    ("nul in key", {"body": {"task": "echo", "idempotency_key": "a\u0000b"}}),
+    ("nul in queue", {"body": {"task": "echo", "queue": "q\u0000"}}),
+    ("run_at", {"body": {"task": "echo", "run_at": "2030-01-01T00:00:00+02:00", "priority": -3}}),
+    ("sql-looking", {"body": {"task": "echo", "queue": "q'; DROP TABLE jobs;--"}}),
     ("too large", {"body": {"task": "echo", "payload": {"x": "y" * 9000}}}),
     ("not json", {"raw_body": b"task=echo", "headers": {"Content-Type": "text/plain"}}),
     ("no content type", {"raw_body": b'{"task": "echo"}', "headers": {}}),
@@ -270,6 +274,7 @@ def test_lane_enqueues_due_and_delayed_jobs_where_and_when_postgres_says(
     for name, body in (
         ("due", {"task": "echo", "priority": 7}),
         ("delayed", {"task": "echo", "queue": "later", "delay_seconds": 300}),
+        ("at", {"task": "echo", "queue": "at", "run_at": "2030-01-01T00:00:00+02:00"}),
     ):
         reply = sandbox(rest_event("POST", "/jobs", body=body, api_key=KEY), FakeContext())
         assert reply["statusCode"] == 202, reply
@@ -289,6 +294,11 @@ def test_lane_enqueues_due_and_delayed_jobs_where_and_when_postgres_says(
         (f"0|{later}", float(run_at[later]))
     ]
     assert r.zcard(f"{prefix}:{{later}}:ready") == 0
+    at = submitted["at"]
+    assert run_at[at] == 1_893_456_000_000 - 2 * 3600 * 1000  # 2030-01-01 00:00 at +02:00
+    assert r.zrange(f"{prefix}:{{at}}:delayed", 0, -1, withscores=True) == [
+        (f"0|{at}", float(run_at[at]))
+    ]
 
 
 def _closed_port() -> int:
@@ -340,3 +350,60 @@ def test_submit_broker_survives_its_connection_being_killed(redis_server_url: st
 def _client_id(broker: RedisSubmitBroker) -> int:
     """The server's id for the broker's one connection."""
     return int(broker._r.client_id())
+
+
+# --- the lane's INSERT through libpq ------------------------------------------------------
+
+
+def _server_statements(store: PostgresSubmitStore) -> list[str]:
+    assert store._conn is not None
+    found = store._conn.execute("SELECT name FROM pg_prepared_statements ORDER BY name")
+    return [r["name"] for r in found.fetchall() if r["name"].startswith("asyncz_")]
+
+
+@pytest.mark.parametrize("prepare", [True, False], ids=["prepared", "unprepared"])
+def test_lane_insert_prepares_only_when_allowed(pg_url: str, clean: None, prepare: bool) -> None:
+    # prepare=False is the RDS Proxy setting: a named statement would pin the session
+    store = PostgresSubmitStore(pg_url, prepare=prepare)
+    try:
+        for key in (None, "k-1", "k-1"):
+            new = NewJob(task="echo", payload={"n": 1}, idempotency_key=key, **DEFAULTS)
+            drive(store.insert_job(str(uuid.uuid4()), new))
+        expected = ["asyncz_insert_job", "asyncz_insert_job_idempotent"] if prepare else []
+        assert _server_statements(store) == expected
+    finally:
+        store.close()
+    stored = rows(pg_url, "SELECT idempotency_key, payload FROM jobs ORDER BY created_at")
+    assert stored == [
+        {"idempotency_key": None, "payload": {"n": 1}},
+        {"idempotency_key": "k-1", "payload": {"n": 1}},  # the third insert was a duplicate
+    ]
+
+
+def test_lane_insert_survives_its_statement_being_forgotten(pg_url: str, clean: None) -> None:
+    store = PostgresSubmitStore(pg_url)
+    try:
+        assert _insert(store) is not None
+        assert store._conn is not None
+        store._conn.execute("DEALLOCATE ALL")  # what DISCARD ALL or a pooler does
+        assert _insert(store) is not None  # prepared again, no error
+        assert _server_statements(store) == ["asyncz_insert_job"]
+    finally:
+        store.close()
+    assert rows(pg_url, "SELECT count(*) AS n FROM jobs") == [{"n": 2}]
+
+
+def test_lane_insert_returns_none_for_a_duplicate_key(pg_url: str, clean: None) -> None:
+    store = PostgresSubmitStore(pg_url)
+    try:
+        new = NewJob(task="echo", payload={}, idempotency_key="same", **DEFAULTS)
+        first = drive(store.insert_job(str(uuid.uuid4()), new))
+        assert first is not None and first["due"] is True and isinstance(first["run_at_ms"], int)
+        assert drive(store.insert_job(str(uuid.uuid4()), new)) is None
+        with pytest.raises(InvalidInputError):  # a NUL cannot travel as text: refused, not cut
+            drive(
+                store.insert_job(str(uuid.uuid4()), NewJob(task="e\x00cho", payload={}, **DEFAULTS))
+            )
+        assert _insert(store) is not None  # and the connection is still good
+    finally:
+        store.close()
