@@ -7,11 +7,19 @@ import asyncio
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-from asyncz.local.http1 import MAX_BODY_BYTES, HttpServer, Request, Response
+from asyncz.local.http1 import (
+    IDLE_TIMEOUT_S,
+    MAX_BODY_BYTES,
+    REQUEST_TIMEOUT_S,
+    HttpServer,
+    Request,
+    Response,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -35,15 +43,31 @@ class _Echo:
         return Response(200, headers, request.body)
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[HttpServer, _Echo]]:
+@contextmanager
+def _running(
+    idle_timeout: float = IDLE_TIMEOUT_S, request_timeout: float = REQUEST_TIMEOUT_S
+) -> Iterator[tuple[HttpServer, _Echo]]:
+    """A server for an echo app on a free port, closed at the end."""
     app = _Echo()
-    server = HttpServer(app, "127.0.0.1", 0, on_error=app.errors.append)
+    server = HttpServer(
+        app,
+        "127.0.0.1",
+        0,
+        on_error=app.errors.append,
+        idle_timeout=idle_timeout,
+        request_timeout=request_timeout,
+    )
     server.start()
     try:
         yield server, app
     finally:
         server.close()
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[HttpServer, _Echo]]:
+    with _running() as running:
+        yield running
 
 
 class _Client:
@@ -302,15 +326,8 @@ def test_a_busy_port_fails_at_construction() -> None:
 
 @pytest.fixture
 def impatient() -> Iterator[tuple[HttpServer, _Echo]]:
-    app = _Echo()
-    server = HttpServer(
-        app, "127.0.0.1", 0, on_error=app.errors.append, idle_timeout=0.4, request_timeout=0.4
-    )
-    server.start()
-    try:
-        yield server, app
-    finally:
-        server.close()
+    with _running(idle_timeout=0.4, request_timeout=0.4) as running:
+        yield running
 
 
 def test_a_kept_alive_connection_left_idle_is_closed(
