@@ -24,6 +24,7 @@ from asyncz.errors import (
     InvalidCursorError,
     InvalidTransitionError,
     JobNotFoundError,
+    UnknownQueueError,
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import (
@@ -211,6 +212,11 @@ class Submitter:
         """Fill per-task then global defaults; raises UnknownTaskError for an unknown task."""
         spec = self.registry.get(new.task)
         s = self.settings
+        if new.queue not in s.queue_list:  # no worker polls it: it would never run
+            raise UnknownQueueError(
+                f"unknown queue {new.queue!r}; this deployment runs {', '.join(s.queue_list)} "
+                "(ASYNCZ_QUEUES)"
+            )
         max_retries = new.max_retries
         if max_retries is None:
             max_retries = (
@@ -488,12 +494,13 @@ class JobService:
         )
         if row is None:
             return None
+        status = JobStatus(row["status"])  # a cancel requested meanwhile wins (SQL decides)
         if status is JobStatus.QUEUED:
             self.metrics.add_metric("JobsRetried", "Count", 1)
             await self.submitter.enqueue_quietly([{**row, "due": delay <= 0}])
         elif status is JobStatus.DEAD:
             self.metrics.add_metric("JobsDeadLettered", "Count", 1)
-        return FailOutcome(status, delay)
+        return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)
 
     # --- recovery ------------------------------------------------------------------------
 
