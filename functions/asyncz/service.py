@@ -127,6 +127,8 @@ class JobBroker(SubmitBroker, Protocol):
     async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]: ...
     async def register_worker(self, worker_id: str, ttl_seconds: float) -> None: ...
     async def unregister_worker(self, worker_id: str) -> None: ...
+    async def scan_position(self) -> str | None: ...
+    async def save_scan_position(self, position: str | None) -> None: ...
     async def ping(self) -> None: ...
 
 
@@ -521,7 +523,12 @@ class JobService:
                 break
         if report.dead:
             self.metrics.add_metric("JobsDeadLettered", "Count", len(report.dead))
-        after: tuple[datetime, str] | None = None
+        # The scan resumes where the last run stopped, so a backlog larger than one run's
+        # cap is still covered in full (a lost position just restarts it from the start).
+        try:
+            after = decode_cursor(await self.broker.scan_position())
+        except InvalidCursorError:
+            after = None
         for _ in range(s.recovery_max_batches):
             rows = await self.store.scan_queued(after, s.recovery_batch_size)
             if rows:
@@ -529,8 +536,10 @@ class JobService:
                 report.reenqueued += sum(1 for r in rows if r["due"])
                 report.restored_delayed += sum(1 for r in rows if not r["due"])
             if len(rows) < s.recovery_batch_size:
+                after = None  # reached the end: the next run starts over
                 break
             after = (rows[-1]["run_at"], str(rows[-1]["id"]))
+        await self.broker.save_scan_position(encode_cursor(*after) if after else None)
         await self.broker.promote_due(
             sorted(set(await self.broker.known_queues()) | set(s.queue_list))
         )

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+import redis
 
 from asyncz.errors import UnknownQueueError
 from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
@@ -96,3 +97,34 @@ def test_a_queue_no_worker_polls_is_refused_at_submit(settings: Settings) -> Non
     assert [r["queue"] for r in rows(settings.database_url or "", "SELECT queue FROM jobs")] == [
         "emails"
     ]
+
+
+def test_after_a_redis_flush_every_queued_row_is_restored_beyond_one_runs_cap(
+    clean: None, pg_url: str, redis_server_url: str, tmp_path: Any
+) -> None:
+    # one recovery run re-enqueues at most 2 x 50 = 100 rows
+    settings = make_settings(
+        pg_url,
+        redis_server_url,
+        recovery_batch_size=50,
+        recovery_max_batches=2,
+        artifact_dir=str(tmp_path),
+    )
+
+    async def scenario() -> list[int]:
+        async with open_service(settings) as svc:
+            for i in range(300):
+                await svc.submit(NewJob(task="echo", payload={"i": i}, delay_seconds=3600))
+            r = redis.Redis.from_url(redis_server_url)
+            r.flushdb()
+            restored = []
+            for _ in range(4):
+                await svc.recover()
+                restored.append(
+                    sum(r.zcard(k) for k in r.keys(f"{settings.redis_prefix}:*:delayed"))
+                )
+            return restored
+
+    restored = run(scenario())
+    assert restored[-1] == 300, f"restored after each run: {restored}"
+    assert restored[0] == 100  # each run stays within its cap

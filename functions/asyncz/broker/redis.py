@@ -214,6 +214,20 @@ class RedisBroker(_KeySpace):
         with _guard():
             return bool(await self._r.set(key, "1", **options))
 
+    async def scan_position(self) -> str | None:
+        """Where recovery's re-enqueue scan stopped last time (``None``: at the start)."""
+        with _guard():
+            value = await self._r.get(f"{self._prefix}:recovery:scan-position")
+        return str(value) if value is not None else None
+
+    async def save_scan_position(self, position: str | None) -> None:
+        key = f"{self._prefix}:recovery:scan-position"
+        with _guard():
+            if position is None:
+                await self._r.delete(key)
+            else:
+                await self._r.set(key, position)
+
     async def ping(self) -> None:
         with _guard():
             await self._r.ping()
