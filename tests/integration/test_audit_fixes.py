@@ -128,3 +128,34 @@ def test_after_a_redis_flush_every_queued_row_is_restored_beyond_one_runs_cap(
     restored = run(scenario())
     assert restored[-1] == 300, f"restored after each run: {restored}"
     assert restored[0] == 100  # each run stays within its cap
+
+
+def test_an_unexpected_error_in_one_heartbeat_does_not_end_the_heartbeats(
+    settings: Settings,
+) -> None:
+    async def scenario() -> tuple[int, Any]:
+        async with open_service(settings) as svc:
+            sub = await svc.submit(NewJob(task="sleep", payload={"seconds": 3}))
+            real = svc.heartbeat
+            calls = 0
+
+            async def flaky_heartbeat(leases: Any) -> Any:
+                nonlocal calls
+                calls += 1
+                if calls == 1:
+                    raise RuntimeError("an error no guard expected")
+                return await real(leases)
+
+            svc.heartbeat = flaky_heartbeat  # type: ignore[method-assign]
+            stop = asyncio.Event()
+            loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
+            runner = asyncio.create_task(loop.run())
+            while (await svc.get(sub.job_id)).status in (JobStatus.QUEUED, JobStatus.PROCESSING):
+                await asyncio.sleep(0.1)
+            stop.set()
+            await runner
+            return calls, await svc.get(sub.job_id)
+
+    calls, job = run(scenario())
+    assert job.status is JobStatus.COMPLETED, job
+    assert calls >= 3, f"the heartbeat stopped after {calls} call(s)"

@@ -343,8 +343,19 @@ class WorkerLoop:
         )
         while True:
             await asyncio.sleep(interval)
-            await self._announce()
-            await self.beat()
+            # Leases first (Postgres): a Redis that refuses or is gone must not hold them up;
+            # and nothing may end this loop but cancellation, or leases expire while the
+            # attempts still run.
+            try:
+                await self.beat()
+            except Exception:
+                log.exception("heartbeat failed; trying again at the next interval")
+            try:
+                await self.service.broker.register_worker(
+                    self.worker_id, self.settings.worker_presence_ttl_seconds
+                )
+            except Exception as exc:  # noqa: BLE001 - presence is best-effort
+                log.warning("could not refresh worker presence: %s", exc)
 
     async def beat(self) -> None:
         """Renew every held lease; stop attempts whose lease is gone or whose job is cancelled."""
