@@ -277,3 +277,47 @@ def test_error_bodies_carry_no_driver_text(settings: Settings) -> None:
             assert str(gone.value) == "database unavailable: try again shortly"
 
     run(scenario())
+
+
+@task("audit_big_result")
+def _big_result(payload: dict[str, Any]) -> Any:
+    return {"blob": "x" * int(payload["bytes"])}
+
+
+def test_pages_stay_under_a_lambda_response_and_big_results_fail_clearly(
+    settings: Settings,
+) -> None:
+    from asyncz.service import PAGE_BUDGET_BYTES
+
+    small = settings.model_copy(update={"max_result_bytes": 1000})
+
+    async def scenario() -> tuple[Any, list[Any], Any]:
+        async with open_service(settings) as svc:
+            for _ in range(40):  # 40 x 200 KB of payload: 8 MB, more than a response holds
+                await svc.submit(NewJob(task="echo", payload={"blob": "y" * 200_000}))
+            pages = []
+            cursor = None
+            while True:
+                page = await svc.list_jobs(limit=500, cursor=cursor)
+                pages.append(page.items)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        async with open_service(small) as svc:
+            sub = await svc.submit(NewJob(task="audit_big_result", payload={"bytes": 5000}))
+            stop = asyncio.Event()
+            loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
+            runner = asyncio.create_task(loop.run())
+            while (await svc.get(sub.job_id)).attempts == 0 or (
+                await svc.get(sub.job_id)
+            ).status is JobStatus.PROCESSING:
+                await asyncio.sleep(0.05)
+            stop.set()
+            await runner
+            return len(pages), pages, await svc.get(sub.job_id)
+
+    n, pages, big = run(scenario())
+    assert n >= 2 and sum(len(p) for p in pages) == 40
+    for items in pages:
+        assert sum(len(j.payload["blob"]) for j in items) <= PAGE_BUDGET_BYTES
+    assert "ASYNCZ_MAX_RESULT_BYTES" in (big.last_error or ""), big
