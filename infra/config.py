@@ -51,6 +51,8 @@ class StageConfig:
     redis_url: str | None = None
 
     # --- Functions.
+    # The queues this deployment runs (ASYNCZ_QUEUES): a job for any other is refused 422.
+    queues: tuple[str, ...] = ("default",)
     worker_concurrency: int = 10
     fleet_min_workers: int = 0
     fleet_max_workers: int = 10  # also the worker's reserved concurrency

@@ -74,6 +74,8 @@ class DataStack(Stack):
             backup_retention_days=config.db_backup_retention_days,
             retain=config.retain_data,
             proxy_name=f"asyncz-{config.stage}",
+            instance_identifier=f"asyncz-{config.stage}",
+            log_retention=retention(config.log_retention_days),
         )
         self.cache = Cache(
             self,
@@ -160,6 +162,7 @@ class ServiceStack(Stack):
             fleet_min_workers=config.fleet_min_workers,
             fleet_max_workers=config.fleet_max_workers,
             fleet_jobs_per_worker=config.fleet_jobs_per_worker,
+            queues=config.queues,
             max_job_timeout_seconds=config.max_job_timeout_seconds,
             lease_timeout_seconds=config.lease_timeout_seconds,
             heartbeat_seconds=config.heartbeat_seconds,

@@ -119,7 +119,7 @@ class Settings(BaseSettings):
     def require_for(self, function: FunctionName) -> Settings:
         """Raise :class:`SettingsError` naming every variable ``function`` needs but lacks."""
         missing: list[str] = []
-        if not (self.database_url or self.database_secret_arn):
+        if function != "fleet" and not (self.database_url or self.database_secret_arn):
             missing.append("ASYNCZ_DATABASE_URL or ASYNCZ_DATABASE_SECRET_ARN")
         if function != "migrate" and not self.redis_url:
             missing.append("ASYNCZ_REDIS_URL")
