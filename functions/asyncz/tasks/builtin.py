@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -46,14 +47,32 @@ def flaky(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     return {"succeeded_on_attempt": ctx.attempt}
 
 
-def _write(folder: str, name: str, data: bytes) -> Path:
+# A warm Lambda sandbox keeps /tmp (512 MB by default) for hours: the demo tasks keep only
+# their newest files, so thousands of jobs cannot fill it.
+MAX_ARTIFACTS_PER_FOLDER = 100
+
+
+def _write(folder: str, name: str, data: bytes, keep: int = MAX_ARTIFACTS_PER_FOLDER) -> Path:
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
     target = path / name
     tmp = target.with_suffix(target.suffix + ".tmp")
     tmp.write_bytes(data)
     os.replace(tmp, target)  # a retried attempt overwrites, never leaves half a file
+    _prune(path, keep)
     return target
+
+
+def _prune(folder: Path, keep: int) -> None:
+    """Delete all but the ``keep`` newest files of ``folder`` (another worker may race us)."""
+    entries = []
+    for entry in os.scandir(folder):
+        with contextlib.suppress(FileNotFoundError):
+            if entry.is_file():
+                entries.append((entry.stat().st_mtime_ns, entry.path))
+    for _, old in sorted(entries, reverse=True)[keep:]:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(old)
 
 
 @task("email_send", timeout_seconds=60)
