@@ -305,3 +305,85 @@ def test_dev_keeps_the_audits_promises(
             break
         time.sleep(0.5)
     assert back == len(delayed), f"{back} of {len(delayed)} delayed jobs back in Redis"
+
+
+SHOUT = """from asyncz.tasks import task
+
+
+@task("shout")
+def shout(payload):
+    return {"text": payload["text"].upper()}
+"""
+
+
+def _dev_in(folder: Path, env: dict[str, str], *args: str) -> tuple[subprocess.Popen[bytes], Path]:
+    log_path = folder / "dev.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "asyncz", "dev", "--quiet", *args],
+            cwd=folder,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return proc, log_path
+
+
+def test_dev_runs_the_users_own_tasks_from_the_current_folder(
+    dev_env: dict[str, str], tmp_path: Path
+) -> None:
+    project = tmp_path / "myproject"  # outside the repository, like a user's folder
+    project.mkdir()
+    (project / "mytasks.py").write_text(SHOUT)
+    port = _free_port()
+    env = {**dev_env, "PYTHONPATH": ""}
+    proc, log_path = _dev_in(project, env, "--tasks", "mytasks", "--port", str(port), "--reload")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        dev = DevProcess.__new__(DevProcess)  # reuse its health wait on our process
+        dev.proc, dev.url, dev.log_path = proc, url, log_path
+        dev.wait_healthy()
+        status, body = call(url, "POST", "/jobs", {"task": "shout", "payload": {"text": "hi"}})
+        assert status == 202, body
+        done = wait_terminal(url, [body["job_id"]], timeout=60)[body["job_id"]]
+        assert (done["status"], done["result"]) == ("completed", {"text": "HI"}), done
+
+        # --reload: the changed task runs after a restart of everything
+        (project / "mytasks.py").write_text(SHOUT.replace(".upper()", ".upper() + '!'"))
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                status, body = call(
+                    url, "POST", "/jobs", {"task": "shout", "payload": {"text": "a"}}
+                )
+                if status == 202:
+                    job = wait_terminal(url, [body["job_id"]], timeout=60)[body["job_id"]]
+                    if job["result"] == {"text": "A!"}:
+                        break
+            except OSError:
+                pass  # restarting
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the edit never ran:\n{log_path.read_text()[-3000:]}")
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(40)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def test_dev_stops_at_once_naming_a_task_module_that_does_not_import(
+    dev_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**dev_env, "ASYNCZ_TASK_MODULES": "no_such_tasks"}
+    proc, log_path = _dev_in(tmp_path, env, "--port", str(_free_port()))
+    try:
+        code = proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    out = log_path.read_text()
+    assert code != 0 and "no_such_tasks" in out and "ModuleNotFoundError" in out, out
