@@ -19,7 +19,8 @@ from asyncz.settings import Settings, SettingsError
 from asyncz.store.migrations import available_migrations
 from asyncz.store.queries import QUERIES
 from asyncz.tasks.documents import render_email, render_pdf
-from asyncz.tasks.registry import TaskContext, TaskRegistry, load_task_modules, task
+from asyncz.tasks.loader import load_task_modules
+from asyncz.tasks.registry import TaskContext, TaskRegistry, task
 
 pytestmark = pytest.mark.unit
 

@@ -331,7 +331,7 @@ def check_task_modules(modules: str, timeout_s: float = 30.0) -> str | None:
         return None
     code = (
         "import sys\n"
-        "from asyncz.tasks.registry import load_task_modules\n"
+        "from asyncz.tasks.loader import load_task_modules\n"
         "for name in sys.argv[1:]:\n"
         "    try:\n"
         "        load_task_modules([name])\n"

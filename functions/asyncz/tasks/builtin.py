@@ -1,4 +1,5 @@
-"""Built-in tasks: test and demo tasks, and the seed's two examples doing real work."""
+"""Built-in tasks: test and demo tasks, and the seed's two examples doing real work.
+Registered by :func:`register` from the composition root (no import side effect)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from asyncz.tasks.documents import render_email, render_pdf
-from asyncz.tasks.registry import TaskContext, task
+from asyncz.tasks.registry import TaskContext, TaskRegistry
 
 
 class TaskFailedError(RuntimeError):
     """Raised by the ``fail`` and ``flaky`` tasks on purpose."""
 
 
-@task("echo", timeout_seconds=30)
 def echo(payload: dict[str, Any]) -> dict[str, Any]:
     """Returns its payload."""
     return payload
 
 
-@task("sleep")
 def sleep(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     """Sleeps ``payload.seconds`` (stops early when cancelled or timed out)."""
     seconds = float(payload.get("seconds", 1))
@@ -32,13 +31,11 @@ def sleep(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     return {"slept": round(time.monotonic() - started, 3), "interrupted": interrupted}
 
 
-@task("fail")
 def fail(payload: dict[str, Any]) -> None:
     """Always raises with ``payload.message``."""
     raise TaskFailedError(str(payload.get("message", "task failed on purpose")))
 
 
-@task("flaky")
 def flaky(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     """Fails the first ``payload.failures`` attempts, then succeeds."""
     failures = int(payload.get("failures", 1))
@@ -75,7 +72,6 @@ def _prune(folder: Path, keep: int) -> None:
             os.remove(old)
 
 
-@task("email_send", timeout_seconds=60)
 def email_send(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     """Renders the email for ``payload`` and delivers it to the outbox folder."""
     user = payload.get("user_id")
@@ -87,7 +83,6 @@ def email_send(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     return {"to": to, "subject": subject, "message_path": str(path), "bytes": len(message)}
 
 
-@task("pdf_generate", timeout_seconds=120)
 def pdf_generate(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     """Generates a PDF report from ``payload`` (title + lines or every field)."""
     title = str(payload.get("title") or f"Report {payload.get('report_id', ctx.job_id)}")
@@ -104,3 +99,13 @@ def pdf_generate(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
         "bytes": len(document),
         "sha256": hashlib.sha256(document).hexdigest(),
     }
+
+
+def register(registry: TaskRegistry) -> None:
+    """Register the built-in tasks (idempotent)."""
+    registry.register("echo", echo, timeout_seconds=30)
+    registry.register("sleep", sleep)
+    registry.register("fail", fail)
+    registry.register("flaky", flaky)
+    registry.register("email_send", email_send, timeout_seconds=60)
+    registry.register("pdf_generate", pdf_generate, timeout_seconds=120)

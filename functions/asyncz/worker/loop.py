@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from asyncz.errors import (
@@ -38,10 +38,6 @@ log = logging.getLogger("asyncz.worker")
 
 _FINISH_TRIES = 3
 _OUT_OF_MEMORY = MemoryError("the task ran out of memory")  # made now: none may be left later
-
-
-class _Abandoned(Exception):
-    """The attempt was taken away (lost lease) or cancelled while it ran."""
 
 
 @dataclass(slots=True)
@@ -63,7 +59,6 @@ class WorkerStats:
     lost_leases: int = 0
     hung_threads: int = 0
     stopped_because: str = ""
-    counts: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
