@@ -23,19 +23,14 @@ class NullMetrics:
         return None
 
 
-class SubmitStore(Protocol):
-    """What submitting needs from Postgres: the async pool, or the api's blocking lane."""
+class JobStore(Protocol):
+    """What the service needs from Postgres (see :mod:`asyncz.store.postgres`)."""
 
     async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
         """``{"run_at_ms": int, "due": bool}``; ``None`` when the idempotency key exists."""
         ...
 
     async def get_by_idempotency_key(self, key: str) -> Row | None: ...
-
-
-class JobStore(SubmitStore, Protocol):
-    """What the service needs from Postgres (see :mod:`asyncz.store.postgres`)."""
-
     async def get_job(self, job_id: str) -> Job | None: ...
     async def list_attempts(self, job_id: str) -> list[Attempt]: ...
     async def list_jobs(
@@ -79,17 +74,12 @@ class JobStore(SubmitStore, Protocol):
     async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]: ...
 
 
-class SubmitBroker(Protocol):
-    """What submitting needs from Redis (enqueue; worker presence to wake one)."""
+class JobBroker(Protocol):
+    """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int: ...
     async def live_workers(self) -> int: ...
     async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
-
-
-class JobBroker(SubmitBroker, Protocol):
-    """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
-
     async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int: ...
     async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]: ...
     async def known_queues(self) -> list[str]: ...

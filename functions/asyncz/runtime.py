@@ -98,22 +98,3 @@ def sandbox_loop() -> asyncio.AbstractEventLoop:
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the sandbox's long-lived loop (created at first use)."""
     return sandbox_loop().run_until_complete(coro)
-
-
-class SuspendedError(RuntimeError):
-    """A coroutine given to :func:`drive` tried to wait on an event loop."""
-
-
-def drive(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends, without an event loop.
-
-    The api's submit lane runs the service's ``async`` submit logic on blocking adapters
-    (their coroutines do their I/O inline and never await a future), so one step finishes
-    it. Anything that does suspend is a bug in such an adapter: refuse it loudly.
-    """
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    coro.close()
-    raise SuspendedError("a blocking-lane coroutine tried to suspend on an event loop")

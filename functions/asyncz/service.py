@@ -42,8 +42,6 @@ from asyncz.ports import (
     NullMetrics,
     Page,
     Row,
-    SubmitBroker,
-    SubmitStore,
     Submitted,
 )
 from asyncz.retry import backoff_delay
@@ -63,27 +61,25 @@ def _dispatch(row: Row) -> Dispatch:
     )
 
 
-class Submitter:
-    """The submit path on its own: commit the row, then enqueue its id.
-
-    :class:`JobService` submits through one built on its pools; the api Lambda's submit lane
-    builds one on blocking adapters whose coroutines never suspend (see
-    :func:`asyncz.runtime.drive`), so both run this one implementation.
-    """
-
+class JobService:
     def __init__(
         self,
-        store: SubmitStore,
-        broker: SubmitBroker,
+        store: JobStore,
+        broker: JobBroker,
         registry: TaskRegistry,
         settings: Settings,
-        metrics: MetricsSink,
+        *,
+        metrics: MetricsSink | None = None,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self.store = store
         self.broker = broker
         self.registry = registry
         self.settings = settings
-        self.metrics = metrics
+        self.metrics: MetricsSink = metrics or NullMetrics()
+        self._rand = rand
+
+    # --- submit ----------------------------------------------------------------------
 
     def complete_defaults(self, new: NewJob) -> NewJob:
         """Fill per-task then global defaults; raises UnknownTaskError for an unknown task."""
@@ -143,34 +139,6 @@ class Submitter:
         except BrokerUnavailableError as exc:
             log.warning("enqueue deferred to recovery: %s", exc)
             return False
-
-
-class JobService:
-    def __init__(
-        self,
-        store: JobStore,
-        broker: JobBroker,
-        registry: TaskRegistry,
-        settings: Settings,
-        *,
-        metrics: MetricsSink | None = None,
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self.store = store
-        self.broker = broker
-        self.registry = registry
-        self.settings = settings
-        self.metrics: MetricsSink = metrics or NullMetrics()
-        self._rand = rand
-        self.submitter = Submitter(store, broker, registry, settings, self.metrics)
-
-    # --- submit ----------------------------------------------------------------------
-
-    def complete_defaults(self, new: NewJob) -> NewJob:
-        return self.submitter.complete_defaults(new)
-
-    async def submit(self, new: NewJob) -> Submitted:
-        return await self.submitter.submit(new)
 
     # --- read --------------------------------------------------------------------------
 
@@ -275,14 +243,14 @@ class JobService:
                 f"job {job_id} is {job.status.value}; only dead jobs can be replayed",
                 status=job.status,
             )
-        await self.submitter.enqueue_quietly([row])
+        await self.enqueue_quietly([row])
         return await self.get(job_id)
 
     async def replay_dead(
         self, *, queue: str | None = None, task: str | None = None, limit: int = 100
     ) -> list[str]:
         rows = await self.store.replay_dead(queue=queue, task=task, limit=limit)
-        await self.submitter.enqueue_quietly(rows)
+        await self.enqueue_quietly(rows)
         return [str(r["id"]) for r in rows]
 
     async def purge(self, job_id: str) -> None:
@@ -316,7 +284,7 @@ class JobService:
         if len(leases) < len(ids):
             claimed = {lease.job_id for lease in leases}
             missed = [i for i in ids if i not in claimed]
-            await self.submitter.enqueue_quietly(await self.store.unclaimed(missed))
+            await self.enqueue_quietly(await self.store.unclaimed(missed))
         return leases
 
     async def promote(self, queues: Sequence[str]) -> int:
@@ -373,7 +341,7 @@ class JobService:
         status = JobStatus(row["status"])  # a cancel requested meanwhile wins (SQL decides)
         if status is JobStatus.QUEUED:
             self.metrics.add_metric("JobsRetried", "Count", 1)
-            await self.submitter.enqueue_quietly([{**row, "due": delay <= 0}])
+            await self.enqueue_quietly([{**row, "due": delay <= 0}])
         elif status is JobStatus.DEAD:
             self.metrics.add_metric("JobsDeadLettered", "Count", 1)
         return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)

@@ -1,15 +1,15 @@
 """The api Lambda's submit lane (``POST /jobs`` without the ASGI stack) against real servers.
 
-The lane must answer exactly as the FastAPI route does, bound every statement, and survive
-a connection the server dropped while the sandbox was idle (frozen between invocations).
+The lane must answer exactly as the FastAPI route does, and the pool under it survive a
+connection the server dropped while the sandbox was idle (frozen between invocations).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,15 +20,15 @@ import pytest
 import redis
 
 from asyncz.api import handler as api_handler
-from asyncz.broker.dispatch import Dispatch, epoch_ms
-from asyncz.broker.redis import RedisSubmitBroker, ready_score
+from asyncz.broker.dispatch import epoch_ms
+from asyncz.broker.redis import ready_score
 from asyncz.connections import hash_api_key
-from asyncz.errors import InvalidInputError, StoreUnavailableError
+from asyncz.errors import StoreUnavailableError
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
-from asyncz.runtime import drive
 from asyncz.settings import Settings
-from asyncz.store.postgres import PostgresSubmitStore, _Deadline
+from asyncz.store import postgres
+from asyncz.store.postgres import PostgresStore
 from tests.apigw import FakeContext, rest_event
 from tests.conftest import make_settings
 from tests.integration.helpers import rows
@@ -170,7 +170,7 @@ def test_invocations_carry_the_api_gateway_request_id(settings: Settings) -> Non
         api_handler.reset()
 
 
-# --- the blocking store ---------------------------------------------------------------------
+# --- the store under the lane ---------------------------------------------------------------------
 
 
 def _terminate(pg_url: str, application_name: str) -> int:
@@ -190,88 +190,55 @@ def named_url(pg_url: str) -> Iterator[tuple[str, str]]:
     yield psycopg.conninfo.make_conninfo(pg_url, application_name=name), name
 
 
-def _insert(store: PostgresSubmitStore) -> Any:
-    return drive(store.insert_job(str(uuid.uuid4()), NewJob(task="echo", payload={}, **DEFAULTS)))
-
-
 DEFAULTS: dict[str, Any] = {"max_retries": 1, "timeout_seconds": 30}
 
 
+async def _insert_with(store: PostgresStore) -> Any:
+    return await store.insert_job(str(uuid.uuid4()), NewJob(task="echo", payload={}, **DEFAULTS))
+
+
 def test_a_connection_dropped_while_idle_is_replaced_before_the_insert(
-    named_url: tuple[str, str], clean: None
+    named_url: tuple[str, str], clean: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, name = named_url
-    store = PostgresSubmitStore(url, check_after=0.0)  # every use counts as "after idle"
-    try:
-        assert _insert(store) is not None
-        assert _terminate(url, name) == 1  # e.g. a failover while the sandbox was frozen
-        assert _insert(store) is not None  # checked, found dead, replaced: no error
-    finally:
-        store.close()
+    monkeypatch.setattr(postgres, "IDLE_CHECK_SECONDS", 0.0)  # every use counts as idle
+
+    async def scenario() -> None:
+        url, name = named_url
+        store = PostgresStore.create(url, min_size=1, max_size=1)
+        await store.open()
+        try:
+            assert await _insert_with(store) is not None
+            assert _terminate(url, name) == 1  # e.g. a failover while the sandbox was frozen
+            assert await _insert_with(store) is not None  # checked, found dead, replaced
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
 
 
 def test_a_connection_dropped_mid_use_fails_once_then_reconnects(
     named_url: tuple[str, str], clean: None
 ) -> None:
-    url, name = named_url
-    store = PostgresSubmitStore(url, check_after=3600.0)
-    try:
-        assert _insert(store) is not None
-        assert _terminate(url, name) == 1
-        with pytest.raises(StoreUnavailableError, match="database unavailable"):
-            _insert(store)
-        assert _insert(store) is not None
-    finally:
-        store.close()
+    async def scenario() -> None:
+        url, name = named_url
+        store = PostgresStore.create(url, min_size=1, max_size=1)
+        await store.open()
+        try:
+            assert await _insert_with(store) is not None
+            assert _terminate(url, name) == 1
+            with pytest.raises(StoreUnavailableError, match="database unavailable"):
+                await _insert_with(store)
+            for _ in range(50):  # the pool reconnects in the background
+                try:
+                    assert await _insert_with(store) is not None
+                    return
+                except StoreUnavailableError:
+                    await asyncio.sleep(0.1)
+            raise AssertionError("the pool never reconnected")
+        finally:
+            await store.close()
 
-
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    """A connected pair: the side a driver would block on, and its peer."""
-    mine, peer = socket.socketpair()
-    with mine, peer:
-        yield mine, peer
-
-
-def test_deadline_shuts_a_socket_whose_peer_never_answers(
-    pair: tuple[socket.socket, socket.socket],
-) -> None:
-    mine, _silent_peer = pair
-    deadline = _Deadline()
-    got: list[bytes] = []
-    with deadline.armed(mine.fileno(), 0.3):
-        reader = threading.Thread(target=lambda: got.append(mine.recv(1)), daemon=True)
-        reader.start()
-        reader.join(30)  # a bound on hanging, not a timing assertion
-    assert not reader.is_alive(), "the blocked read was never ended"
-    assert got == [b""] and deadline.fired
-
-
-def test_deadline_disarmed_in_time_leaves_the_socket_alone(
-    pair: tuple[socket.socket, socket.socket],
-) -> None:
-    mine, peer = pair
-    deadline = _Deadline()
-    with deadline.armed(mine.fileno(), 0.2):
-        peer.sendall(b"x")
-        assert mine.recv(1) == b"x"
-    threading.Event().wait(3 * _Deadline.TICK_SECONDS + 0.2)
-    peer.sendall(b"y")
-    assert mine.recv(1) == b"y" and not deadline.fired
-
-
-def test_deadline_thread_ends_with_its_owner(pair: tuple[socket.socket, socket.socket]) -> None:
-    deadline = _Deadline()
-    with deadline.armed(pair[0].fileno(), 60):
-        pass
-    thread = deadline._thread
-    assert thread is not None and thread.is_alive()
-    del deadline  # e.g. a sandbox rebuilt with new settings: no thread left polling
-    thread.join(30)
-    assert not thread.is_alive()
-
-
-# --- what the lane puts in Redis, and the blocking broker ----------------------------------
+    asyncio.run(scenario())
 
 
 def test_lane_enqueues_due_and_delayed_jobs_where_and_when_postgres_says(
@@ -317,8 +284,7 @@ def _closed_port() -> int:
 
 
 def test_redis_down_at_the_first_submit_still_accepts_the_job(settings: Settings) -> None:
-    # The blocking client connects when it is built: that must happen under the broker's
-    # guard, so an unreachable Redis is "enqueue deferred to recovery", not a 500.
+    # An unreachable Redis at the first submit is "enqueue deferred to recovery", not a 500.
     down = settings.model_copy(
         update={
             "redis_url": f"redis://127.0.0.1:{_closed_port()}/0",
@@ -333,86 +299,3 @@ def test_redis_down_at_the_first_submit_still_accepts_the_job(settings: Settings
         assert reply["statusCode"] == 202, reply
     queued = rows(settings.database_url or "", "SELECT status FROM jobs")
     assert [r["status"] for r in queued] == ["queued", "queued"]
-
-
-def test_submit_broker_survives_its_connection_being_killed(redis_server_url: str) -> None:
-    prefix = f"lane-{uuid.uuid4().hex[:8]}"
-    broker = RedisSubmitBroker.from_url(redis_server_url, prefix=prefix, socket_timeout=2.0)
-    admin = redis.Redis.from_url(redis_server_url)
-    try:
-
-        def enqueue(n: int) -> int:
-            return drive(broker.enqueue([Dispatch(f"job-{n}", "default", 0, n, True)]))
-
-        assert enqueue(1) == 1  # the first enqueue to a queue also registers it
-        assert enqueue(2) == 1  # then one ZADD on the kept connection
-        me = _client_id(broker)
-        assert admin.client_kill_filter(_id=me) == 1
-        assert enqueue(3) == 1  # reconnected by the client's retry, no error
-        assert _client_id(broker) != me
-        assert admin.zcard(f"{prefix}:{{default}}:ready") == 3
-    finally:
-        broker.close()
-        admin.delete(f"{prefix}:{{default}}:ready", f"{prefix}:queues")
-
-
-def _client_id(broker: RedisSubmitBroker) -> int:
-    """The server's id for the broker's one connection."""
-    return int(broker._r.client_id())
-
-
-# --- the lane's INSERT through libpq ------------------------------------------------------
-
-
-def _server_statements(store: PostgresSubmitStore) -> list[str]:
-    assert store._conn is not None
-    found = store._conn.execute("SELECT name FROM pg_prepared_statements ORDER BY name")
-    return [r["name"] for r in found.fetchall() if r["name"].startswith("asyncz_")]
-
-
-@pytest.mark.parametrize("prepare", [True, False], ids=["prepared", "unprepared"])
-def test_lane_insert_prepares_only_when_allowed(pg_url: str, clean: None, prepare: bool) -> None:
-    # prepare=False is the RDS Proxy setting: a named statement would pin the session
-    store = PostgresSubmitStore(pg_url, prepare=prepare)
-    try:
-        for key in (None, "k-1", "k-1"):
-            new = NewJob(task="echo", payload={"n": 1}, idempotency_key=key, **DEFAULTS)
-            drive(store.insert_job(str(uuid.uuid4()), new))
-        expected = ["asyncz_insert_job", "asyncz_insert_job_idempotent"] if prepare else []
-        assert _server_statements(store) == expected
-    finally:
-        store.close()
-    stored = rows(pg_url, "SELECT idempotency_key, payload FROM jobs ORDER BY created_at")
-    assert stored == [
-        {"idempotency_key": None, "payload": {"n": 1}},
-        {"idempotency_key": "k-1", "payload": {"n": 1}},  # the third insert was a duplicate
-    ]
-
-
-def test_lane_insert_survives_its_statement_being_forgotten(pg_url: str, clean: None) -> None:
-    store = PostgresSubmitStore(pg_url)
-    try:
-        assert _insert(store) is not None
-        assert store._conn is not None
-        store._conn.execute("DEALLOCATE ALL")  # what DISCARD ALL or a pooler does
-        assert _insert(store) is not None  # prepared again, no error
-        assert _server_statements(store) == ["asyncz_insert_job"]
-    finally:
-        store.close()
-    assert rows(pg_url, "SELECT count(*) AS n FROM jobs") == [{"n": 2}]
-
-
-def test_lane_insert_returns_none_for_a_duplicate_key(pg_url: str, clean: None) -> None:
-    store = PostgresSubmitStore(pg_url)
-    try:
-        new = NewJob(task="echo", payload={}, idempotency_key="same", **DEFAULTS)
-        first = drive(store.insert_job(str(uuid.uuid4()), new))
-        assert first is not None and first["due"] is True and isinstance(first["run_at_ms"], int)
-        assert drive(store.insert_job(str(uuid.uuid4()), new)) is None
-        with pytest.raises(InvalidInputError):  # a NUL cannot travel as text: refused, not cut
-            drive(
-                store.insert_job(str(uuid.uuid4()), NewJob(task="e\x00cho", payload={}, **DEFAULTS))
-            )
-        assert _insert(store) is not None  # and the connection is still good
-    finally:
-        store.close()

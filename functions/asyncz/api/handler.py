@@ -1,5 +1,5 @@
 """API Lambda: the FastAPI app behind API Gateway (REST, proxy integration) via Mangum,
-with ``POST /jobs`` on the blocking submit lane (:mod:`asyncz.api.lane`).
+with ``POST /jobs`` on the submit lane (:mod:`asyncz.api.lane`).
 
 Importing this module does no network I/O; the app and the lane are built at the first
 invocation and kept for the sandbox's life, and they connect at the first request that
@@ -34,18 +34,6 @@ def lambda_waker(function_name: str) -> Waker:
     return wake
 
 
-def blocking_waker(function_name: str) -> Waker:
-    """The same invoke, inline: for the submit lane, which runs no event loop (an
-    ``Event`` invoke returns at once; a sandbox asks at most every few seconds)."""
-
-    async def wake() -> None:
-        from asyncz.fleet.invoke import invoke_worker
-
-        invoke_worker(function_name)
-
-    return wake
-
-
 @dataclass(frozen=True, slots=True)
 class Sandbox:
     """What an api sandbox keeps warm: the app behind Mangum, and the submit lane."""
@@ -54,23 +42,24 @@ class Sandbox:
     lane: lane.SubmitLane | None
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        # Both run on the sandbox's one event loop, so the pools bound to it at the first
+        # request serve every warm invocation, whichever path took it.
+        runtime.sandbox_loop()
         if self.lane is not None and lane.accepts(event):
             return self.lane(event)
-        # Mangum runs on the thread's current loop; keep it the sandbox's one, so the pools
-        # bound to it at the first request serve every warm invocation.
-        runtime.sandbox_loop()
         return self.adapter(event, context)
 
 
 def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
-    """``waker`` replaces the worker invoke in the app and the lane (it must not suspend)."""
+    """``waker`` replaces the worker invoke in the app and the lane."""
     fn = settings.worker_function_name if settings.wake_worker else None
     key_ok = KeyCheck(lambda: api_key_hashes(settings))
     metrics = PowertoolsMetricsSink()
+    wake = waker or (lambda_waker(fn) if fn else None)
     app = create_app(
         settings,
         metrics=metrics,
-        waker=waker or (lambda_waker(fn) if fn else None),
+        waker=wake,
         key_ok=key_ok,
     )
     submit_lane = (
@@ -78,7 +67,7 @@ def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
             settings,
             key_ok=key_ok,
             metrics=metrics,
-            waker=waker or (blocking_waker(fn) if fn else None),
+            waker=wake,
         )
         if settings.submit_lane
         else None

@@ -1,14 +1,12 @@
 """The api Lambda's submit lane: ``POST /jobs`` answered without the ASGI stack.
 
-A Lambda sandbox serves one request at a time. On the hot path, Mangum, Starlette, an
-event-loop run per invocation and the async drivers cost about three times the CPU of the
-INSERT and the ZADD themselves, and under load that halved the submit rate (BENCHMARKS.md,
-"Submit"). So the handler answers ``POST /jobs`` proxy events here, with everything the
-FastAPI route uses: the same guards (:mod:`asyncz.api.guards`), parsing and replies
-(:mod:`asyncz.api.submit`), and the same submit logic (:class:`asyncz.service.Submitter`)
-on blocking adapters driven without an event loop (:func:`asyncz.runtime.drive`). Every
-other request goes through Mangum to the FastAPI app. ``ASYNCZ_SUBMIT_LANE=false`` sends
-``POST /jobs`` there too.
+A Lambda sandbox serves one request at a time, and on the hot path Mangum and Starlette cost
+more CPU than the INSERT and the ZADD. So the handler answers ``POST /jobs`` proxy events
+here with the same guards (:mod:`asyncz.api.guards`), parsing and replies
+(:mod:`asyncz.api.submit`) as the FastAPI route, and the same job service on the same pools
+and event loop (:mod:`asyncz.runtime`): one submit implementation, one set of adapters.
+Every other request goes through Mangum to the FastAPI app; ``ASYNCZ_SUBMIT_LANE=false``
+sends ``POST /jobs`` there too.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import base64
 import binascii
 from typing import Any
 
+from asyncz import runtime
 from asyncz.api.guards import UNAUTHORIZED, KeyCheck, body_rejection
 from asyncz.api.replies import (
     Reply,
@@ -26,17 +25,11 @@ from asyncz.api.replies import (
     unexpected_reply,
 )
 from asyncz.api.submit import WakeOne, Waker, accepted, parse_submit
-from asyncz.broker.redis import RedisSubmitBroker
-from asyncz.connections import database_conninfo, redis_password
 from asyncz.errors import AsyncZError
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
-from asyncz.ports import MetricsSink, NullMetrics, Submitted
-from asyncz.runtime import drive
-from asyncz.service import Submitter
+from asyncz.ports import MetricsSink, Submitted
 from asyncz.settings import Settings
-from asyncz.store.postgres import PostgresSubmitStore
-from asyncz.tasks.loader import load_task_modules
 
 
 def accepts(event: dict[str, Any]) -> bool:
@@ -79,7 +72,8 @@ def proxy_result(reply: Reply) -> dict[str, Any]:
 
 
 class SubmitLane:
-    """One per sandbox; connects at the first submit (blocking clients, kept warm)."""
+    """One per sandbox: answers ``POST /jobs`` with the job service every other route uses,
+    on the sandbox's event loop, without the ASGI stack in between."""
 
     def __init__(
         self,
@@ -91,28 +85,8 @@ class SubmitLane:
     ) -> None:
         self.settings = settings
         self.key_ok = key_ok
-        self.metrics: MetricsSink = metrics or NullMetrics()
+        self.metrics = metrics
         self.wake_one = WakeOne(waker)
-        self._submitter: Submitter | None = None
-
-    def submitter(self) -> Submitter:
-        """Built at the first submit (the connection details may come from Secrets Manager)."""
-        if self._submitter is None:
-            s = self.settings
-            store = PostgresSubmitStore(
-                database_conninfo(s),
-                query_timeout=s.db_query_timeout_seconds,
-                prepare=s.db_prepared_statements,
-            )
-            broker = RedisSubmitBroker.from_url(
-                s.redis_url or "redis://127.0.0.1:6379/0",
-                prefix=s.redis_prefix,
-                password=redis_password(s),
-                socket_timeout=s.redis_socket_timeout_seconds,
-            )
-            registry = load_task_modules(s.task_module_list)
-            self._submitter = Submitter(store, broker, registry, s, self.metrics)
-        return self._submitter
 
     def __call__(self, event: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -138,11 +112,11 @@ class SubmitLane:
         new = parse_submit(body, headers.get("idempotency-key"))
         if isinstance(new, Reply):
             return new
-        return accepted(drive(self._submit(new)))
+        return accepted(runtime.run(self._submit(new)))
 
     async def _submit(self, new: NewJob) -> Submitted:
-        submitter = self.submitter()
-        sub = await submitter.submit(new)
+        service = await runtime.current_service(self.settings, metrics=self.metrics)
+        sub = await service.submit(new)
         logger.append_keys(job_id=sub.job_id)
-        await self.wake_one(submitter.broker)
+        await self.wake_one(service.broker)
         return sub

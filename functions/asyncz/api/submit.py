@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from asyncz.api.replies import Reply, error_reply, validation_reply
 from asyncz.api.schemas import SubmitJob
 from asyncz.jobs import NewJob
-from asyncz.ports import SubmitBroker, Submitted
+from asyncz.ports import JobBroker, Submitted
 
 log = logging.getLogger("asyncz.api")
 
@@ -66,7 +66,7 @@ class WakeOne:
         self.waker = waker
         self._workers_seen_at = 0.0
 
-    async def __call__(self, broker: SubmitBroker) -> None:
+    async def __call__(self, broker: JobBroker) -> None:
         if self.waker is None or time.monotonic() - self._workers_seen_at < WAKE_CHECK_SECONDS:
             return
         try:

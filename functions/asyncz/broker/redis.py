@@ -10,18 +10,15 @@ Keys (``{prefix}`` defaults to ``asyncz``; the hash tag keeps a queue's two sets
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from typing import Any
 
-import redis
 import redis.asyncio as aioredis
-from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.errors import BrokerUnavailableError
@@ -55,7 +52,7 @@ def ready_score(priority: int, ms: int) -> int:
 
 
 class _KeySpace:
-    """Key names and the commands that put an id in place (shared by both brokers)."""
+    """Key names and the commands that put an id in place."""
 
     def __init__(self, prefix: str) -> None:
         self._prefix = prefix
@@ -241,79 +238,3 @@ class RedisBroker(_KeySpace):
     async def ping(self) -> None:
         with _guard():
             await self._r.ping()
-
-
-class RedisSubmitBroker(_KeySpace):
-    """The api Lambda's submit lane: a blocking client (one request at a time per sandbox).
-
-    Keeps :class:`asyncz.ports.SubmitBroker`'s async signatures but never suspends: run
-    it with :func:`asyncz.runtime.drive`. Every command is bounded by the socket timeout.
-
-    The client keeps one connection for its commands (``single_connection_client``): a
-    sandbox sends one at a time, and borrowing from a pool costs a readiness poll (a
-    syscall) and bookkeeping per command, about a third of a ZADD's client CPU. That poll is
-    also what noticed a connection the server had closed (an idle timeout, a failover); here
-    a command that finds its connection closed is sent once more on a new one (every
-    command the lane sends is idempotent: ``ZADD NX``, ``SET NX``, reads). A timeout is not
-    retried: the socket timeout stays the bound on a frozen server. Such a client
-    connects when it is built, so it is built at the first command, inside the guard: Redis
-    down then is a :class:`BrokerUnavailableError` like any later outage (the job is
-    durable; recovery enqueues it), and the next command tries again.
-    """
-
-    def __init__(self, connect: Callable[[], redis.Redis], prefix: str = "asyncz") -> None:
-        super().__init__(prefix)
-        self._connect = connect
-        self._client: redis.Redis | None = None
-
-    @classmethod
-    def from_url(
-        cls, url: str, *, prefix: str, password: str | None = None, socket_timeout: float = 5.0
-    ) -> RedisSubmitBroker:
-        def connect() -> redis.Redis:
-            return redis.Redis.from_url(
-                url,
-                **_client_options(password, socket_timeout),
-                socket_timeout=socket_timeout,
-                single_connection_client=True,
-                retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-            )
-
-        return cls(connect, prefix)
-
-    @property
-    def _r(self) -> redis.Redis:
-        """The client, connected at first use (call it under :func:`_guard`)."""
-        if self._client is None:
-            self._client = self._connect()
-        return self._client
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-    async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
-        """As :meth:`RedisBroker.enqueue`: one command for one id to a known queue."""
-        if not items:
-            return 0
-        fresh = self._fresh(items, register)
-        with _guard():
-            if len(items) == 1 and not fresh:
-                return int(self._add(self._r, items[0]))
-            with self._r.pipeline(transaction=False) as pipe:
-                self._fill(pipe, items, fresh)
-                results = pipe.execute()
-        self._known |= fresh
-        return sum(int(r) for r in results[: len(items)])
-
-    async def live_workers(self) -> int:
-        with _guard(), self._r.pipeline(transaction=False) as pipe:
-            self._prune_and_count_workers(pipe)
-            _, n = pipe.execute()
-        return int(n)
-
-    async def try_lock(self, name: str, ttl_seconds: float) -> bool:
-        key, options = self._lock_args(name, ttl_seconds)
-        with _guard():
-            return bool(self._r.set(key, "1", **options))

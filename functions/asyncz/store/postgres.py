@@ -1,5 +1,5 @@
-"""PostgreSQL adapter (psycopg 3): the async pool every handler uses, and the blocking
-connection of the api's submit lane. The only module that imports the driver.
+"""PostgreSQL adapter (psycopg 3): the async pool every handler (and the api's submit
+lane) uses. The only module that imports the driver.
 
 Every state change is one statement from ``sql/queries.sql``, guarded by the lease token
 where a worker is involved; zero rows means the caller lost the race.
@@ -8,21 +8,15 @@ where a worker is involved; zero rows means the caller lost the race.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
-import re
-import socket
-import threading
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -115,7 +109,7 @@ def _db_errors(bound: float) -> Iterator[None]:
 
 
 def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
-    """The query name and parameters that insert a new job (both stores use them)."""
+    """The query name and parameters that insert a new job."""
     return (
         "insert_job_idempotent" if new.idempotency_key is not None else "insert_job",
         {
@@ -133,73 +127,16 @@ def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
     )
 
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+# A connection idle for longer than this (a Lambda sandbox frozen between invocations, a
+# failover meanwhile) is checked with an empty query before it is handed out, and replaced
+# if dead; a busy one is not, so the hot path pays no extra round trip.
+IDLE_CHECK_SECONDS = 30.0
+_used_at: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
-class _LibpqInsert:
-    """A new job's INSERT sent through libpq itself (``pgconn.exec_prepared``), for the
-    submit lane.
-
-    psycopg's cursor machinery (the placeholder conversion, the adapters, its wait loop, the
-    row maker) costs about 110 µs of CPU per INSERT here, twice what libpq spends sending it
-    and reading the answer (BENCHMARKS.md, "Submit over HTTP"). The statement is the same
-    named query, its ``%(name)s`` placeholders numbered; parameters travel as text, and the
-    answer is the two columns the query returns (``run_at_ms``, ``due``). An error comes
-    back as the exception psycopg raises for it, so :func:`_db_errors` maps it as before.
-    """
-
-    def __init__(self, query: str) -> None:
-        self.name = f"asyncz_{query}".encode()
-        self.params: list[str] = []
-
-        def number(m: re.Match[str]) -> str:
-            if m.group(1) not in self.params:
-                self.params.append(m.group(1))
-            return f"${self.params.index(m.group(1)) + 1}"
-
-        self.sql = _PLACEHOLDER.sub(number, QUERIES[query]).encode()
-
-    def args(self, values: Mapping[str, Any]) -> list[bytes | None]:
-        return [_text(values[name]) for name in self.params]
-
-    def run(self, pgconn: Any, values: Mapping[str, Any], *, prepared: bool) -> Row | None:
-        args = self.args(values)
-        if prepared:
-            res = pgconn.exec_prepared(self.name, args)
-        else:
-            res = pgconn.exec_params(self.sql, args)
-        _check(pgconn, res, pq.ExecStatus.TUPLES_OK)
-        if res.ntuples == 0:
-            return None
-        return {"run_at_ms": int(res.get_value(0, 0)), "due": res.get_value(0, 1) == b"t"}
-
-    def prepare(self, pgconn: Any) -> None:
-        _check(pgconn, pgconn.prepare(self.name, self.sql, None), pq.ExecStatus.COMMAND_OK)
-
-
-def _text(value: Any) -> bytes | None:
-    """A parameter in Postgres's text format. A NUL cannot travel in one (libpq would cut
-    the string there): it is refused, as psycopg refuses it."""
-    if value is None:
-        return None
-    if isinstance(value, Jsonb):
-        text = json.dumps(value.obj)
-    elif isinstance(value, datetime):
-        text = value.isoformat()
-    else:
-        text = str(value)
-    if "\x00" in text:
-        raise psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
-    return text.encode()
-
-
-def _check(pgconn: Any, res: Any, expected: pq.ExecStatus) -> None:
-    if res.status == expected:
-        return
-    if pgconn.status != pq.ConnStatus.OK:
-        raise psycopg.OperationalError(pgconn.get_error_message() or "connection lost")
-    # the exception psycopg itself raises for this result (class by SQLSTATE, same message)
-    raise psycopg.errors.error_from_result(res)
+async def _check_if_idle(conn: Any) -> None:
+    if time.monotonic() - _used_at.get(conn, 0.0) > IDLE_CHECK_SECONDS:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 class PostgresStore:
@@ -233,6 +170,7 @@ class PostgresStore:
             kwargs=kwargs,
             reconnect_timeout=60,
             name="asyncz",
+            check=_check_if_idle,
         )
         # A server that stops answering (frozen, black-holed network) must not hang a
         # caller: bound the wait for a connection plus the statement. (On cancellation
@@ -253,7 +191,9 @@ class PostgresStore:
                 conn.cursor() as cur,
             ):
                 await cur.execute(QUERIES[name], params)
-                return await cur.fetchall() if cur.description else []
+                rows = await cur.fetchall() if cur.description else []
+                _used_at[conn] = time.monotonic()
+                return rows
 
     async def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = await self._rows(name, params)
@@ -421,164 +361,3 @@ class PostgresStore:
                 "limit": limit,
             },
         )
-
-
-class _Deadline:
-    """Bounds blocking calls on a socket: one past its deadline gets the socket shut down
-    (both directions), so the driver's wait ends with an error instead of hanging on a
-    frozen or black-holed server. A daemon thread, started at first use and gone once its
-    deadline object is, looks a few times a second; arming and disarming take an
-    uncontended lock."""
-
-    TICK_SECONDS = 0.2
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._fd = -1
-        self._until = 0.0
-        self._thread: threading.Thread | None = None
-        self.fired = False  # the socket was shut down: the connection is unusable
-
-    @contextmanager
-    def armed(self, fd: int, seconds: float) -> Iterator[None]:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=_watch, args=(weakref.ref(self),), name="asyncz-deadline", daemon=True
-            )
-            self._thread.start()
-        with self._lock:
-            self._fd, self._until = fd, time.monotonic() + seconds
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._until = 0.0
-
-    def check(self) -> None:
-        with self._lock:
-            if not self._until or time.monotonic() < self._until:
-                return
-            self._until = 0.0
-            self.fired = True
-            # a dup shares the socket: shutting it down ends the driver's wait
-            with suppress(OSError), socket.socket(fileno=os.dup(self._fd)) as sock:
-                sock.shutdown(socket.SHUT_RDWR)
-
-
-def _watch(ref: weakref.ref[_Deadline]) -> None:
-    while True:
-        time.sleep(_Deadline.TICK_SECONDS)
-        deadline = ref()
-        if deadline is None:
-            return
-        deadline.check()
-        del deadline
-
-
-_LANE_INSERTS = {name: _LibpqInsert(name) for name in ("insert_job", "insert_job_idempotent")}
-
-
-class PostgresSubmitStore:
-    """The api Lambda's submit lane: one blocking connection per sandbox.
-
-    A Lambda sandbox serves one request at a time, so async I/O buys the hot path nothing,
-    and under load the event loop's machinery cost more CPU than the INSERT itself
-    (BENCHMARKS.md, "Submit"). The methods keep :class:`asyncz.ports.SubmitStore`'s async
-    signatures but never suspend: run them with :func:`asyncz.runtime.drive`.
-
-    Every statement is bounded by ``query_timeout`` (see :class:`_Deadline`); a connection
-    idle for longer than ``check_after`` (a thawed sandbox, a failover meanwhile) is checked
-    with an empty query before it carries an INSERT, and replaced if it is dead.
-    """
-
-    def __init__(
-        self,
-        conninfo: str,
-        *,
-        query_timeout: float = 10.0,
-        prepare: bool = True,
-        check_after: float = 30.0,
-    ) -> None:
-        """``conninfo`` carries the connect timeout (see asyncz.connections)."""
-        self._conninfo = conninfo
-        self._query_timeout = query_timeout
-        self._prepare = prepare
-        self._check_after = check_after
-        self._conn: psycopg.Connection[Row] | None = None
-        self._used_at = 0.0
-        self._deadline = _Deadline()
-        self._prepared: set[bytes] = set()  # lane INSERTs prepared on this connection
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        self._prepared.clear()
-
-    def _connection(self) -> psycopg.Connection[Row]:
-        conn = self._conn
-        if conn is not None and (
-            conn.broken
-            or conn.closed
-            or self._deadline.fired
-            or conn.pgconn.status != pq.ConnStatus.OK  # lost under a libpq-level INSERT
-        ):
-            self.close()
-            conn = None
-        elif conn is not None and time.monotonic() - self._used_at > self._check_after:
-            try:
-                with self._deadline.armed(conn.fileno(), self._query_timeout):
-                    conn.execute("")
-            except psycopg.Error:
-                self.close()
-                conn = None
-        if conn is None:
-            self._deadline.fired = False
-            conn = psycopg.connect(
-                self._conninfo,
-                autocommit=True,
-                row_factory=dict_row,
-                prepare_threshold=5 if self._prepare else None,
-            )
-            self._conn = conn
-        return conn
-
-    @contextmanager
-    def _session(self) -> Iterator[psycopg.Connection[Row]]:
-        """The connection for one statement, bounded by the deadline; errors mapped."""
-        with _db_errors(self._query_timeout):
-            conn = self._connection()
-            try:
-                with self._deadline.armed(conn.fileno(), self._query_timeout):
-                    yield conn
-            except psycopg.OperationalError as exc:
-                if self._deadline.fired:  # we shut the socket: say why
-                    raise TimeoutError from exc
-                raise
-            self._used_at = time.monotonic()
-
-    def _one(self, name: str, params: Mapping[str, Any]) -> Row | None:
-        with self._session() as conn:
-            return conn.execute(QUERIES[name], params).fetchone()  # lane statements return rows
-
-    def _insert_row(self, name: str, params: Mapping[str, Any]) -> Row | None:
-        insert = _LANE_INSERTS[name]
-        with self._session() as conn:
-            pgconn = conn.pgconn
-            if not self._prepare:
-                return insert.run(pgconn, params, prepared=False)
-            if insert.name not in self._prepared:
-                insert.prepare(pgconn)
-                self._prepared.add(insert.name)
-            try:
-                return insert.run(pgconn, params, prepared=True)
-            except psycopg.errors.InvalidSqlStatementName:  # forgotten: DISCARD ALL, a pooler
-                insert.prepare(pgconn)
-                return insert.run(pgconn, params, prepared=True)
-
-    async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
-        """Insert; ``None`` when the idempotency key exists already."""
-        return self._insert_row(*_insert(job_id, new))
-
-    async def get_by_idempotency_key(self, key: str) -> Row | None:
-        return self._one("get_job_by_idempotency_key", {"idempotency_key": key})
