@@ -27,6 +27,10 @@ CODE_EXCLUDES = [
     "*.egg-info",
     "**/tests",
     "**/*.md",
+    # dev tools, not Lambda passengers: the local runner and the CLI
+    "asyncz/local",
+    "asyncz/cli.py",
+    "asyncz/__main__.py",
 ]
 
 
