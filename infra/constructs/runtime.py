@@ -31,6 +31,7 @@ CODE_EXCLUDES = [
     "asyncz/local",
     "asyncz/cli.py",
     "asyncz/__main__.py",
+    "asyncz/testing",  # the in-memory store and broker of the unit tests
 ]
 
 

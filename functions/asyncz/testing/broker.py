@@ -1,0 +1,98 @@
+"""In-memory broker: the Redis adapter's ready/delayed sets, presence and locks in dicts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from asyncz.broker.dispatch import Dispatch, epoch_ms
+from asyncz.broker.redis import SCORE_SCALE, ready_score
+from asyncz.jobs import PRIORITY_MAX
+
+
+class MemoryBroker:
+    """The job broker (:class:`asyncz.ports.JobBroker`) on dicts; same scores as Redis."""
+
+    def __init__(self) -> None:
+        self.ready: dict[str, dict[str, int]] = {}  # queue -> {job id: score}
+        self.delayed: dict[str, dict[str, int]] = {}  # queue -> {"prio|id": run_at ms}
+        self.queues: set[str] = set()
+        self.workers: dict[str, int] = {}  # worker id -> presence expiry ms
+        self.locks: dict[str, float] = {}  # name -> expiry (monotonic)
+        self.position: str | None = None
+
+    async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
+        new = 0
+        for it in items:
+            self.queues.add(it.queue)
+            if it.due:
+                target, member = self.ready.setdefault(it.queue, {}), it.job_id
+                score = ready_score(it.priority, it.run_at_ms)
+            else:
+                target, member = self.delayed.setdefault(it.queue, {}), f"{it.priority}|{it.job_id}"
+                score = it.run_at_ms
+            if member not in target:  # ZADD NX
+                target[member] = score
+                new += 1
+        return new
+
+    async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int:
+        now, moved = epoch_ms(), 0
+        for q in queues:
+            delayed = self.delayed.get(q, {})
+            due = sorted((s, m) for m, s in delayed.items() if s <= now)[:limit]
+            for ms, member in due:
+                prio, _, job_id = member.partition("|")
+                score = (PRIORITY_MAX - int(prio)) * SCORE_SCALE + ms
+                self.ready.setdefault(q, {}).setdefault(job_id, score)
+                del delayed[member]
+                moved += 1
+        return moved
+
+    async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            for q in queues:  # BZPOPMIN: the first non-empty key, lowest scores first
+                ready = self.ready.get(q)
+                if ready:
+                    ids = sorted(ready, key=lambda i: ready[i])[:max_items]
+                    for i in ids:
+                        del ready[i]
+                    return ids
+            if time.monotonic() >= deadline:
+                return []
+            await asyncio.sleep(0.01)
+
+    async def known_queues(self) -> list[str]:
+        return sorted(self.queues)
+
+    async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]:
+        return {q: (len(self.ready.get(q, {})), len(self.delayed.get(q, {}))) for q in queues}
+
+    async def register_worker(self, worker_id: str, ttl_seconds: float) -> None:
+        self.workers[worker_id] = epoch_ms() + int(ttl_seconds * 1000)
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        self.workers.pop(worker_id, None)
+
+    async def live_workers(self) -> int:
+        now = epoch_ms()
+        self.workers = {w: t for w, t in self.workers.items() if t > now}
+        return len(self.workers)
+
+    async def try_lock(self, name: str, ttl_seconds: float) -> bool:
+        now = time.monotonic()
+        if self.locks.get(name, 0.0) > now:
+            return False
+        self.locks[name] = now + ttl_seconds
+        return True
+
+    async def scan_position(self) -> str | None:
+        return self.position
+
+    async def save_scan_position(self, position: str | None) -> None:
+        self.position = position
+
+    async def ping(self) -> None:
+        return None

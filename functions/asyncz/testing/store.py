@@ -1,0 +1,304 @@
+"""In-memory job store: the service's store port without a server, for fast unit tests.
+
+It follows the same contract as the PostgreSQL adapter (one contract suite runs against
+both: tests/support/contract.py), fences included: every state change checks the lease
+token and the status, as the SQL does. Not thread-safe; one event loop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from asyncz.broker.dispatch import epoch_ms
+from asyncz.errors import InvalidInputError
+from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, unstorable
+from asyncz.ports import Row
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryStore:
+    """The job store (:class:`asyncz.ports.JobStore`) on two dicts."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.attempts: dict[str, list[dict[str, Any]]] = {}
+
+    # --- submit and read -----------------------------------------------------------------
+
+    async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
+        for value in (new.payload, new.idempotency_key, new.queue, new.task):
+            if unstorable(value):
+                raise InvalidInputError("a value cannot be stored")
+        key = new.idempotency_key
+        if key is not None and any(j["idempotency_key"] == key for j in self.jobs.values()):
+            return None
+        now = _now()
+        run_at = new.run_at or now + timedelta(seconds=new.delay_seconds)
+        self.jobs[job_id] = {
+            "id": job_id, "task": new.task, "payload": new.payload, "queue": new.queue,
+            "priority": new.priority, "status": JobStatus.QUEUED, "attempts": 0,
+            "attempt_base": 0, "max_retries": new.max_retries, "timeout_seconds":
+            new.timeout_seconds, "idempotency_key": key, "run_at": run_at, "lease_token": None,
+            "worker_id": None, "heartbeat_at": None, "cancel_requested": False, "result": None,
+            "last_error": None, "created_at": now, "started_at": None, "finished_at": None,
+            "updated_at": now,
+        }  # fmt: skip
+        self.attempts[job_id] = []
+        return {"run_at_ms": epoch_ms(run_at), "due": run_at <= now}
+
+    async def get_by_idempotency_key(self, key: str) -> Row | None:
+        for j in self.jobs.values():
+            if j["idempotency_key"] == key:
+                return {"id": j["id"], "status": str(j["status"])}
+        return None
+
+    async def get_job(self, job_id: str) -> Job | None:
+        row = self.jobs.get(job_id)
+        return Job(**row) if row else None
+
+    async def list_attempts(self, job_id: str) -> list[Attempt]:
+        return [Attempt(**a) for a in self.attempts.get(job_id, [])][-1000:]
+
+    async def list_jobs(
+        self,
+        *,
+        status: str | None,
+        queue: str | None,
+        task: str | None,
+        limit: int,
+        after: tuple[datetime, str] | None,
+    ) -> list[Job]:
+        rows = [
+            j
+            for j in self.jobs.values()
+            if (status is None or j["status"] == status)
+            and (queue is None or j["queue"] == queue)
+            and (task is None or j["task"] == task)
+            and (after is None or (j["created_at"], uuid.UUID(j["id"])) < _key(after))
+        ]
+        rows.sort(key=lambda j: (j["created_at"], uuid.UUID(j["id"])), reverse=True)
+        return [Job(**j) for j in rows[:limit]]
+
+    async def list_dead(
+        self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
+    ) -> list[Job]:
+        rows = [
+            j
+            for j in self.jobs.values()
+            if j["status"] == JobStatus.DEAD
+            and (queue is None or j["queue"] == queue)
+            and (task is None or j["task"] == task)
+            and (after is None or (j["finished_at"], uuid.UUID(j["id"])) < _key(after))
+        ]
+        rows.sort(key=lambda j: (j["finished_at"], uuid.UUID(j["id"])), reverse=True)
+        return [Job(**j) for j in rows[:limit]]
+
+    async def counts_by_status(self) -> list[Row]:
+        counts: dict[tuple[str, str], int] = {}
+        for j in self.jobs.values():
+            counts[j["queue"], str(j["status"])] = counts.get((j["queue"], str(j["status"])), 0) + 1
+        return [{"queue": q, "status": s, "n": n} for (q, s), n in counts.items()]
+
+    def _due_queued(self) -> list[dict[str, Any]]:
+        now = _now()
+        return [j for j in self.jobs.values() if j["status"] == "queued" and j["run_at"] <= now]
+
+    async def oldest_queued_by_queue(self) -> dict[str, float]:
+        oldest: dict[str, datetime] = {}
+        for j in self._due_queued():
+            oldest[j["queue"]] = min(oldest.get(j["queue"], j["run_at"]), j["run_at"])
+        return {q: (_now() - t).total_seconds() for q, t in oldest.items()}
+
+    async def gauges(self) -> Row:
+        due = self._due_queued()
+        oldest = min((j["run_at"] for j in due), default=None)
+        return {
+            "dead": await self.count_dead(),
+            "queued": len(due),
+            "oldest_age": (_now() - oldest).total_seconds() if oldest else 0.0,
+        }
+
+    async def count_dead(self) -> int:
+        return sum(1 for j in self.jobs.values() if j["status"] == JobStatus.DEAD)
+
+    async def ping(self) -> None:
+        return None
+
+    # --- worker: claim, heartbeat, finish (fenced by the lease token) ----------------------
+
+    async def claim(self, ids: Sequence[str], worker_id: str, max_timeout: int) -> list[Lease]:
+        now, leases = _now(), []
+        for job_id in ids:
+            j = self.jobs.get(job_id)
+            if not j or j["status"] != "queued" or j["run_at"] > now or j["cancel_requested"]:
+                continue
+            if j["timeout_seconds"] > max_timeout:
+                continue
+            j.update(
+                status=JobStatus.PROCESSING, lease_token=str(uuid.uuid4()), worker_id=worker_id,
+                attempts=j["attempts"] + 1, heartbeat_at=now, started_at=now, updated_at=now,
+            )  # fmt: skip
+            self.attempts[job_id].append(
+                {"job_id": job_id, "attempt": j["attempts"], "worker_id": worker_id,
+                 "started_at": now, "finished_at": None, "outcome": None, "error": None,
+                 "duration_ms": None}
+            )  # fmt: skip
+            leases.append(
+                Lease(job_id=job_id, token=j["lease_token"], task=j["task"], payload=j["payload"],
+                      queue=j["queue"], priority=j["priority"], attempt=j["attempts"],
+                      attempt_base=j["attempt_base"], max_retries=j["max_retries"],
+                      timeout_seconds=j["timeout_seconds"])
+            )  # fmt: skip
+        return leases
+
+    async def unclaimed(self, ids: Sequence[str]) -> list[Row]:
+        now = _now()
+        return [
+            {"id": j["id"], "queue": j["queue"], "priority": j["priority"],
+             "run_at": j["run_at"], "due": j["run_at"] <= now}
+            for i in ids
+            if (j := self.jobs.get(i)) and j["status"] == "queued" and not j["cancel_requested"]
+        ]  # fmt: skip
+
+    def _held(self, lease: Lease) -> dict[str, Any] | None:
+        j = self.jobs.get(lease.job_id)
+        if j and j["status"] == "processing" and j["lease_token"] == lease.token:
+            return j
+        return None
+
+    async def heartbeat(self, leases: Sequence[Lease]) -> dict[str, bool]:
+        held = {}
+        for lease in leases:
+            if (j := self._held(lease)) is not None:
+                j["heartbeat_at"] = j["updated_at"] = _now()
+                held[lease.job_id] = bool(j["cancel_requested"])
+        return held
+
+    def _close_attempt(self, j: dict[str, Any], outcome: str, error: str | None) -> None:
+        a = self.attempts[j["id"]][-1]
+        now = _now()
+        a.update(finished_at=now, outcome=AttemptOutcome(outcome), error=error,
+                 duration_ms=int((now - a["started_at"]).total_seconds() * 1000))  # fmt: skip
+
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
+        if any(unstorable(result) for _, result in done):
+            raise InvalidInputError("a value cannot be stored")  # one statement: all or none
+        held = set()
+        for lease, result in done:
+            if (j := self._held(lease)) is not None:
+                now = _now()
+                j.update(status=JobStatus.COMPLETED, result=result, finished_at=now, updated_at=now,
+                         lease_token=None, heartbeat_at=None, last_error=None)  # fmt: skip
+                self._close_attempt(j, "completed", None)
+                held.add(lease.job_id)
+        return held
+
+    async def complete(self, lease: Lease, result: Any) -> bool:
+        return lease.job_id in await self.complete_many([(lease, result)])
+
+    async def finish_failed(
+        self,
+        lease: Lease,
+        *,
+        status: JobStatus,
+        outcome: AttemptOutcome,
+        error: str,
+        delay_seconds: float = 0.0,
+    ) -> Row | None:
+        j = self._held(lease)
+        if j is None:
+            return None
+        now = _now()
+        final = JobStatus.CANCELLED if j["cancel_requested"] else status
+        requeued = final is JobStatus.QUEUED
+        j.update(status=final, last_error=error, updated_at=now, lease_token=None,
+                 heartbeat_at=None, finished_at=None if requeued else now)  # fmt: skip
+        if requeued:
+            j["run_at"] = now + timedelta(seconds=delay_seconds)
+        self._close_attempt(j, str(outcome), error)
+        return _dispatch_row(j)
+
+    # --- operator actions --------------------------------------------------------------
+
+    async def cancel(self, job_id: str) -> Row | None:
+        j = self.jobs.get(job_id)
+        if not j or j["status"] not in ("queued", "processing"):
+            return None
+        if j["status"] == "queued":
+            j.update(status=JobStatus.CANCELLED, finished_at=_now())
+        j.update(cancel_requested=True, updated_at=_now())
+        return {"id": job_id, "status": str(j["status"]), "queue": j["queue"]}
+
+    def _replay(self, j: dict[str, Any]) -> Row:
+        j.update(status=JobStatus.QUEUED, attempt_base=j["attempts"], run_at=_now(),
+                 finished_at=None, started_at=None, worker_id=None, cancel_requested=False,
+                 updated_at=_now())  # fmt: skip
+        return _dispatch_row(j)
+
+    async def replay(self, job_id: str) -> Row | None:
+        j = self.jobs.get(job_id)
+        return self._replay(j) if j and j["status"] == "dead" else None
+
+    async def replay_dead(self, *, queue: str | None, task: str | None, limit: int) -> list[Row]:
+        dead = [
+            j
+            for j in self.jobs.values()
+            if j["status"] == "dead"
+            and (queue is None or j["queue"] == queue)
+            and (task is None or j["task"] == task)
+        ]
+        dead.sort(key=lambda j: (j["finished_at"], j["id"]))
+        return [self._replay(j) for j in dead[:limit]]
+
+    async def purge_dead(self, job_id: str) -> bool:
+        if job_id in self.jobs and self.jobs[job_id]["status"] == "dead":
+            del self.jobs[job_id], self.attempts[job_id]
+            return True
+        return False
+
+    # --- recovery ------------------------------------------------------------------------
+
+    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]:
+        now = _now()
+        stale = sorted(
+            (j for j in self.jobs.values()
+             if j["status"] == "processing"
+             and j["heartbeat_at"] < now - timedelta(seconds=lease_timeout)),
+            key=lambda j: j["heartbeat_at"],
+        )[:limit]  # fmt: skip
+        moved = []
+        for j in stale:
+            out = j["attempts"] - j["attempt_base"] > j["max_retries"]
+            final = "cancelled" if j["cancel_requested"] else "dead" if out else "queued"
+            error = f"lease expired: worker {j['worker_id'] or '?'} stopped heartbeating"
+            j.update(status=JobStatus(final), finished_at=None if final == "queued" else now,
+                     run_at=now, lease_token=None, heartbeat_at=None, updated_at=now,
+                     last_error=error)  # fmt: skip
+            self._close_attempt(j, "lost", error)
+            moved.append(_dispatch_row(j))
+        return moved
+
+    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
+        now = _now()
+        rows = sorted(
+            (j for j in self.jobs.values()
+             if j["status"] == "queued" and not j["cancel_requested"]
+             and (after is None or (j["run_at"], uuid.UUID(j["id"])) > _key(after))),
+            key=lambda j: (j["run_at"], uuid.UUID(j["id"])),
+        )[:limit]  # fmt: skip
+        return [{**_dispatch_row(j), "due": j["run_at"] <= now} for j in rows]
+
+
+def _key(after: tuple[datetime, str]) -> tuple[datetime, uuid.UUID]:
+    return after[0], uuid.UUID(after[1])
+
+
+def _dispatch_row(j: dict[str, Any]) -> Row:
+    return {"id": j["id"], "status": str(j["status"]), "queue": j["queue"],
+            "priority": j["priority"], "run_at": j["run_at"]}  # fmt: skip

@@ -1,0 +1,31 @@
+"""The store and broker contract against PostgreSQL and Redis (the production adapters)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from asyncz.broker.redis import RedisBroker
+from asyncz.store.postgres import PostgresStore
+from tests.support.contract import *  # noqa: F403 - the suite's tests run here
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def ports(clean: None, pg_url: str, redis_server_url: str) -> Any:
+    @asynccontextmanager
+    async def open_ports() -> AsyncIterator[tuple[PostgresStore, RedisBroker]]:
+        store = PostgresStore.create(pg_url)
+        await store.open()
+        broker = RedisBroker.from_url(redis_server_url, prefix="contract")
+        try:
+            yield store, broker
+        finally:
+            await store.close()
+            await broker.close()
+
+    return open_ports

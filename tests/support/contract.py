@@ -1,0 +1,216 @@
+"""The store and broker contract: one suite, run against the in-memory adapters (unit tier,
+tests/unit/test_contract_memory.py) and PostgreSQL + Redis (integration tier,
+tests/integration/test_contract_real.py). A module imports these tests and defines the
+``ports`` fixture: a function returning an async context manager of (store, broker)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from asyncz.broker.dispatch import Dispatch, epoch_ms
+from asyncz.errors import InvalidInputError
+from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
+
+Ports = Callable[[], Any]
+
+
+def new(**kw: Any) -> NewJob:
+    values: dict[str, Any] = {"task": "echo", "payload": {"x": 1}, "max_retries": 2}
+    values.update(kw)
+    values.setdefault("timeout_seconds", 30)
+    return NewJob(**values)
+
+
+def scenario(ports: Ports, body: Callable[[Any, Any], Any]) -> Any:
+    async def go() -> Any:
+        async with ports() as (store, broker):
+            return await body(store, broker)
+
+    return asyncio.run(go())
+
+
+async def insert(store: Any, **kw: Any) -> str:
+    job_id = str(uuid.uuid4())
+    assert await store.insert_job(job_id, new(**kw)) is not None
+    return job_id
+
+
+def test_insert_then_read_back(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        now_row = await store.insert_job(job_id := str(uuid.uuid4()), new(priority=5))
+        assert now_row["due"] is True and abs(now_row["run_at_ms"] - epoch_ms()) < 60_000
+        later = await store.insert_job(str(uuid.uuid4()), new(delay_seconds=600))
+        assert later["due"] is False
+        job = await store.get_job(job_id)
+        assert (job.status, job.priority, job.attempts, job.payload) == ("queued", 5, 0, {"x": 1})
+        assert await store.get_job(str(uuid.uuid4())) is None
+
+    scenario(ports, body)
+
+
+def test_a_repeated_idempotency_key_inserts_nothing(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        first = await insert(store, idempotency_key="k-1")
+        assert await store.insert_job(str(uuid.uuid4()), new(idempotency_key="k-1")) is None
+        assert str((await store.get_by_idempotency_key("k-1"))["id"]) == first
+
+    scenario(ports, body)
+
+
+def test_claim_is_fenced(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        due, later = await insert(store), await insert(store, delay_seconds=600)
+        long = await insert(store, timeout_seconds=900)
+        [lease] = await store.claim([due, later], "w1", 600)
+        assert lease.job_id == due and lease.attempt == 1
+        assert await store.claim([due], "w2", 600) == []  # a duplicate delivery
+        assert await store.claim([long], "w2", 600) == []  # does not fit the worker's time
+        back = {str(r["id"]): r["due"] for r in await store.unclaimed([due, later, long])}
+        assert back == {later: False, long: True}  # put back where each belongs
+
+    scenario(ports, body)
+
+
+def test_a_lost_lease_can_write_nothing(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        job_id = await insert(store)
+        [lease] = await store.claim([job_id], "w1", 600)
+        stale = replace(lease, token=str(uuid.uuid4()))  # another worker's attempt now
+        assert await store.heartbeat([stale]) == {}
+        assert await store.complete(stale, {"r": 1}) is False
+        assert (
+            await store.finish_failed(
+                stale, status=JobStatus.DEAD, outcome=AttemptOutcome.FAILED, error="x"
+            )
+            is None
+        )
+        assert await store.heartbeat([lease]) == {job_id: False}
+        assert await store.complete(lease, {"r": 1}) is True
+        job = await store.get_job(job_id)
+        assert (job.status, job.result) == ("completed", {"r": 1})
+        [attempt] = await store.list_attempts(job_id)
+        assert attempt.outcome == "completed"
+
+    scenario(ports, body)
+
+
+def test_a_failed_attempt_is_retried_later_unless_cancelled(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        retried, cancelled = await insert(store), await insert(store)
+        leases = await store.claim([retried, cancelled], "w1", 600)
+        by_id = {lease.job_id: lease for lease in leases}
+        row = await store.finish_failed(
+            by_id[retried], status=JobStatus.QUEUED, outcome=AttemptOutcome.FAILED,
+            error="boom", delay_seconds=300,
+        )  # fmt: skip
+        assert row["status"] == "queued" and epoch_ms(row["run_at"]) > epoch_ms() + 200_000
+        await store.cancel(cancelled)
+        row = await store.finish_failed(
+            by_id[cancelled], status=JobStatus.QUEUED, outcome=AttemptOutcome.TIMED_OUT,
+            error="slow", delay_seconds=1,
+        )  # fmt: skip
+        assert row["status"] == "cancelled"
+        assert (await store.get_job(retried)).last_error == "boom"
+
+    scenario(ports, body)
+
+
+def test_stale_leases_are_recovered_with_a_lost_attempt(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        again, out = await insert(store), await insert(store, max_retries=0)
+        await store.claim([again, out], "w1", 600)
+        await asyncio.sleep(0.05)
+        moved = {str(r["id"]): r["status"] for r in await store.recover_stale_leases(0.01, 10)}
+        assert moved == {again: "queued", out: "dead"}
+        [attempt] = await store.list_attempts(again)
+        assert attempt.outcome == "lost" and "stopped heartbeating" in attempt.error
+
+    scenario(ports, body)
+
+
+def test_lists_page_newest_first_by_keyset(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        ids = [await insert(store, task=f"t{i % 2}") for i in range(5)]
+        seen, after = [], None
+        while True:
+            page = await store.list_jobs(status=None, queue=None, task=None, limit=2, after=after)
+            seen += [j.id for j in page]
+            if len(page) < 2:
+                break
+            after = (page[-1].created_at, page[-1].id)
+        assert seen == list(reversed(ids))
+        only = await store.list_jobs(status="queued", queue=None, task="t1", limit=9, after=None)
+        assert {j.id for j in only} == {ids[1], ids[3]}
+
+    scenario(ports, body)
+
+
+def test_the_queued_scan_resumes_after_a_position(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        ids = {await insert(store, delay_seconds=100 + i) for i in range(5)}
+        first = await store.scan_queued(None, 3)
+        rest = await store.scan_queued((first[-1]["run_at"], str(first[-1]["id"])), 3)
+        assert {str(r["id"]) for r in first + rest} == ids and len(rest) == 2
+        assert not any(r["due"] for r in first + rest)
+
+    scenario(ports, body)
+
+
+def test_an_unstorable_result_completes_nothing_of_its_batch(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        a, b = await insert(store), await insert(store)
+        leases = await store.claim([a, b], "w1", 600)
+        with pytest.raises(InvalidInputError):
+            await store.complete_many([(leases[0], {"ok": 1}), (leases[1], {"x": math.nan})])
+        assert {(await store.get_job(i)).status for i in (a, b)} == {"processing"}
+
+    scenario(ports, body)
+
+
+def test_the_broker_dispatches_by_priority_and_time(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        q = f"q{uuid.uuid4().hex[:6]}"
+        now = epoch_ms()
+        low, high, later = (str(uuid.uuid4()) for _ in range(3))
+        items = [
+            Dispatch(low, q, 0, now, True),
+            Dispatch(high, q, 9, now + 5, True),
+            Dispatch(later, q, 0, now + 400, False),
+        ]
+        assert await broker.enqueue(items) == 3
+        assert await broker.enqueue(items[:1]) == 0  # NX: a re-enqueue is harmless
+        assert q in await broker.known_queues()
+        assert await broker.backlog([q]) == {q: (2, 1)}
+        assert await broker.pop([q], 5, 0.1) == [high, low]
+        assert await broker.promote_due([q]) == 0
+        await asyncio.sleep(0.5)
+        assert await broker.promote_due([q]) == 1
+        assert await broker.pop([q], 5, 0.1) == [later]
+        assert await broker.pop([q], 5, 0.05) == []
+
+    scenario(ports, body)
+
+
+def test_broker_presence_locks_and_scan_position(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        name = f"lock-{uuid.uuid4().hex[:6]}"
+        assert await broker.try_lock(name, 5) is True
+        assert await broker.try_lock(name, 5) is False
+        before = await broker.live_workers()
+        await broker.register_worker(w := f"w-{uuid.uuid4().hex[:6]}", 30)
+        assert await broker.live_workers() == before + 1
+        await broker.unregister_worker(w)
+        assert await broker.live_workers() == before
+        await broker.save_scan_position("abc")
+        assert await broker.scan_position() == "abc"
+        await broker.save_scan_position(None)
+        assert await broker.scan_position() is None
+
+    scenario(ports, body)

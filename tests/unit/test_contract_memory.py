@@ -1,0 +1,23 @@
+"""The store and broker contract against the in-memory adapters (asyncz.testing)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from asyncz.testing import MemoryBroker, MemoryStore
+from tests.support.contract import *  # noqa: F403 - the suite's tests run here
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def ports() -> Any:
+    @asynccontextmanager
+    async def open_ports() -> AsyncIterator[tuple[MemoryStore, MemoryBroker]]:
+        yield MemoryStore(), MemoryBroker()
+
+    return open_ports

@@ -1,0 +1,146 @@
+"""The job service's retry, recovery and paging logic on the in-memory store and broker:
+no servers, milliseconds per test (the same adapters pass the contract suite)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from asyncz.errors import InvalidCursorError
+from asyncz.jobs import JobStatus, NewJob
+from asyncz.service import JobService
+from asyncz.settings import Settings
+from asyncz.tasks.loader import load_task_modules
+from asyncz.tasks.registry import TaskRegistry
+from asyncz.testing import MemoryBroker, MemoryStore
+
+pytestmark = pytest.mark.unit
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        self.seen[name] = self.seen.get(name, 0) + value
+
+
+def service(**settings: Any) -> JobService:
+    values: dict[str, Any] = {
+        "database_url": "postgresql://unused",
+        "redis_url": "redis://unused",
+        "backoff_base_seconds": 2.0,
+        "backoff_max_seconds": 60.0,
+        "lease_timeout_seconds": 0.01,
+    }
+    values.update(settings)
+    return JobService(
+        MemoryStore(),
+        MemoryBroker(),
+        load_task_modules([], TaskRegistry()),
+        Settings(**values),
+        metrics=Recorder(),
+        rand=lambda: 0.5,
+    )
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def claim_one(svc: JobService) -> Any:
+    [lease] = await svc.claim_next("w", ["default"], 1, 0.1, 3600)
+    return lease
+
+
+def test_a_failure_is_retried_later_with_backoff_then_dead_lettered() -> None:
+    svc = service()
+
+    async def scenario() -> list[Any]:
+        job = await svc.submit(NewJob(task="fail", payload={}, max_retries=1))
+        outcomes = [await svc.fail(await claim_one(svc), "boom")]
+        # retried later: in the delayed set, not ready, nothing claimable now
+        assert await svc.broker.backlog(["default"]) == {"default": (0, 1)}
+        assert await svc.claim_next("w", ["default"], 1, 0.05, 3600) == []
+        svc.store.jobs[job.job_id]["run_at"] = svc.store.jobs[job.job_id]["created_at"]  # type: ignore[attr-defined]
+        # time passes (the row is due now): recovery puts the id in ready
+        await svc.recover()
+        outcomes.append(await svc.fail(await claim_one(svc), "boom again"))
+        outcomes.append((await svc.get(job.job_id)).status)
+        return outcomes
+
+    first, second, final = run(scenario())
+    assert first.status is JobStatus.QUEUED and first.delay_seconds == 1.0  # 2 s x 2^0 x 0.5
+    assert second.status is JobStatus.DEAD and final is JobStatus.DEAD
+    metrics = svc.metrics.seen  # type: ignore[attr-defined]
+    assert metrics["JobsRetried"] == 1 and metrics["JobsDeadLettered"] == 1
+
+
+def test_backoff_grows_per_attempt_up_to_the_cap() -> None:
+    svc = service(backoff_base_seconds=1.0, backoff_max_seconds=3.0)
+
+    async def scenario() -> list[float]:
+        job = await svc.submit(NewJob(task="fail", payload={}, max_retries=5))
+        delays = []
+        for _ in range(4):
+            out = await svc.fail(await claim_one(svc), "boom")
+            delays.append(out.delay_seconds)
+            svc.store.jobs[job.job_id]["run_at"] = svc.store.jobs[job.job_id]["created_at"]  # type: ignore[attr-defined]
+            await svc.recover()
+        return delays
+
+    assert run(scenario()) == [0.5, 1.0, 1.5, 1.5]  # 0.5 x min(3, 1, 2, 4, 8)
+
+
+def test_recovery_requeues_a_stale_lease_and_dead_letters_an_exhausted_one() -> None:
+    svc = service()
+
+    async def scenario() -> Any:
+        again = await svc.submit(NewJob(task="echo", payload={}, max_retries=1))
+        done = await svc.submit(NewJob(task="echo", payload={}, max_retries=0))
+        await svc.claim_next("w", ["default"], 2, 0.1, 3600)
+        await asyncio.sleep(0.02)  # both leases go stale (lease timeout 0.01 s)
+        report = await svc.recover()
+        return report, again.job_id, done.job_id, await svc.broker.backlog(["default"])
+
+    report, again, done, backlog = run(scenario())
+    assert report.requeued == [again] and report.dead == [done]
+    assert backlog == {"default": (1, 0)}  # the requeued one is ready again
+
+
+def test_recovery_restores_every_queued_id_across_runs_within_its_cap() -> None:
+    svc = service(recovery_batch_size=10, recovery_max_batches=2)
+
+    async def scenario() -> list[int]:
+        for i in range(55):
+            await svc.submit(NewJob(task="echo", payload={"i": i}, delay_seconds=600))
+        svc.broker.delayed.clear()  # type: ignore[attr-defined]  # a FLUSHALL
+        counts = []
+        for _ in range(3):
+            await svc.recover()
+            counts.append(len(svc.broker.delayed["default"]))  # type: ignore[attr-defined]
+        return counts
+
+    assert run(scenario()) == [20, 40, 55]
+
+
+def test_paging_follows_the_cursor_and_refuses_a_forged_one() -> None:
+    svc = service()
+
+    async def scenario() -> list[str]:
+        ids = [(await svc.submit(NewJob(task="echo", payload={"i": i}))).job_id for i in range(5)]
+        seen, cursor = [], None
+        while True:
+            page = await svc.list_jobs(limit=2, cursor=cursor)
+            seen += [j.id for j in page.items]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        with pytest.raises(InvalidCursorError):
+            await svc.list_jobs(cursor="not-a-cursor")
+        assert seen == list(reversed(ids))
+        return seen
+
+    assert len(run(scenario())) == 5
