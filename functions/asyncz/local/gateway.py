@@ -4,8 +4,9 @@ Each HTTP request becomes a REST v1 proxy event for the resource ``/{proxy+}`` (
 root), is handed to an idle api sandbox, and the handler's proxy response is written back. Like
 API Gateway it answers 502 when the function fails or returns garbage, and 504 after 29 s.
 
-Everything here runs on one event loop (:mod:`asyncz.local.http1`): a request waits for a free
-sandbox and for its reply without holding a thread; the loop watches each sandbox's pipe.
+Everything here runs on one event loop (uvicorn's, :mod:`asyncz.local.front`): a request
+waits for a free sandbox and for its reply without holding a thread; the loop watches each
+sandbox's pipe.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from asyncz.local.http1 import HttpServer, Request, Response
+from asyncz.local.front import HttpServer, Request, Response
 from asyncz.local.sandbox import ACCOUNT_ID, log_line, running_loop
 
 INTEGRATION_TIMEOUT_S = 29.0
