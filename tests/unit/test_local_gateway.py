@@ -519,3 +519,17 @@ def test_pool_replaces_a_sandbox_that_died_while_idle_before_giving_it_work() ->
     reply = asyncio.run(pool.invoke(_event(), 5))
     assert reply["result"]["body"] == "fresh"  # the request waited for the replacement
     assert died.served == 0 and pool.size == 1
+
+
+def test_the_front_answers_without_waiting_on_delayed_acks() -> None:
+    """A response's head and body must not wait on the client's delayed ACK (~40 ms): the
+    front's connections run with TCP_NODELAY."""
+    import socket as _socket
+
+    from asyncz.local.front import HttpServer
+
+    server = HttpServer(lambda r: None, "127.0.0.1", 0, on_error=lambda e: None)  # type: ignore[arg-type, return-value]
+    try:
+        assert server.sock.getsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY)
+    finally:
+        server.close()

@@ -8,7 +8,6 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,21 +47,14 @@ def crash_handler(event: dict[str, Any], context: Any) -> None:
     os._exit(3)
 
 
-def scale(invoke: Callable[[], None]) -> dict[str, int]:
-    invoke()
-    invoke()
-    return {"started": 2}
-
-
-def _sandbox(handler: str, kind: str = "plain", **kw: Any) -> SandboxProcess:
+def _sandbox(handler: str) -> SandboxProcess:
     spec = SandboxSpec(
         name="t-1",
         function_name="asyncz-local-test",
         handler=f"{HERE}.{handler}",
-        kind=kind,
         env={"LOCAL_RUNNER_TEST": "yes"},
     )
-    sandbox = SandboxProcess(spec, **kw)
+    sandbox = SandboxProcess(spec)
     sandbox.wait_ready(60)
     return sandbox
 
@@ -183,18 +175,6 @@ def test_an_init_failure_is_reported() -> None:
     with pytest.raises(SandboxError, match="failed to initialise"):
         sandbox.wait_ready(60)
     sandbox.stop(grace_s=0)
-
-
-@MODES
-def test_fleet_sandbox_asks_the_runner_for_each_worker_invocation(mode: str) -> None:
-    asked: list[int] = []
-    sandbox = _sandbox("scale", kind="fleet", on_invoke_worker=lambda: asked.append(1))
-    try:
-        reply = _invoke(mode, sandbox, {}, 60)
-    finally:
-        sandbox.stop(grace_s=2)
-    assert reply["result"] == {"started": 2}
-    assert asked == [1, 1]
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ WORKER_HANDLER = os.environ.get("ASYNCZ_DEV_WORKER_HANDLER") or "asyncz.worker.h
 RECOVERY_HANDLER = (
     os.environ.get("ASYNCZ_DEV_RECOVERY_HANDLER") or "asyncz.recovery.handler.handler"
 )
-FLEET_SCALE = os.environ.get("ASYNCZ_DEV_FLEET_SCALE") or "asyncz.fleet.handler.scale"
+FLEET_HANDLER = "asyncz.fleet.handler.handler"
 FUNCTION_PREFIX = "asyncz-local"
 
 

@@ -3,8 +3,9 @@ serves invocations one at a time over a pipe, warm, like a Lambda execution envi
 
 Messages (dicts) on the pipe: parent → sandbox ``{"type": "invoke", "event", "request_id",
 "timeout_s"}``; sandbox → parent ``{"type": "ready"}`` once initialised, ``{"type": "result",
-"ok", "result" | "error"}`` per invocation, and for the fleet function ``{"type": "invoke_worker"}``
-each time the controller asks for one more worker invocation.
+"ok", "result" | "error"}`` per invocation. Functions that invoke others (the api waking a
+worker, the fleet starting workers) do it as in AWS, with boto3, through the runner's local
+Lambda endpoint (:mod:`asyncz.local.lambda_endpoint`): one invoke path.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
 ACCOUNT_ID = "000000000000"
 REGION = "us-east-1"
@@ -92,8 +93,7 @@ class SandboxSpec:
 
     name: str  # e.g. "worker-3"
     function_name: str  # e.g. "asyncz-local-worker"
-    handler: str  # dotted path; for kind "fleet" the ``scale(invoke)`` function
-    kind: str = "plain"  # "plain" handler(event, context) | "fleet" scale(invoke)
+    handler: str  # dotted path of handler(event, context)
     env: dict[str, str] = field(default_factory=dict)
     memory_mb: int = 1024
 
@@ -165,11 +165,7 @@ def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
         )
         current.append(ctx)
         try:
-            if spec.kind == "fleet":
-                scale = cast(Callable[[Callable[[], None]], Any], handler)
-                result = scale(lambda: conn.send({"type": "invoke_worker"}))
-            else:
-                result = handler(msg["event"], ctx)
+            result = handler(msg["event"], ctx)
             reply: dict[str, Any] = {"type": "result", "ok": True, "result": result}
         except Exception as exc:  # noqa: BLE001 - a handler error is the invocation's result
             reply = {
@@ -225,15 +221,10 @@ def _no_reply(future: asyncio.Future[Any]) -> None:
 class SandboxProcess:
     """Parent-side handle of one sandbox process; :meth:`invoke` runs one invocation in it."""
 
-    def __init__(
-        self,
-        spec: SandboxSpec,
-        on_invoke_worker: Callable[[], object] | None = None,
-    ) -> None:
+    def __init__(self, spec: SandboxSpec) -> None:
         import multiprocessing
 
         self.spec = spec
-        self.on_invoke_worker = on_invoke_worker
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self.process = ctx.Process(
@@ -286,13 +277,6 @@ class SandboxProcess:
         }
         self._conn.send_bytes(_pickled(msg))
 
-    def _answered(self, msg: dict[str, Any]) -> bool:
-        """Whether ``msg`` ends the invocation (a request for one more worker does not)."""
-        if msg.get("type") == "invoke_worker" and self.on_invoke_worker is not None:
-            self.on_invoke_worker()
-            return False
-        return True
-
     def invoke(
         self,
         event: dict[str, Any],
@@ -306,10 +290,7 @@ class SandboxProcess:
             self._begin(event, timeout_s, request_id)
             deadline = time.monotonic() + _wait_bound(timeout_s, wait_s)
             try:
-                while True:
-                    msg = self._recv(max(0.0, deadline - time.monotonic()))
-                    if self._answered(msg):
-                        return msg
+                return self._recv(max(0.0, deadline - time.monotonic()))
             finally:
                 self.last_used = time.monotonic()
 
@@ -333,10 +314,8 @@ class SandboxProcess:
             self._watch(loop)
             self._begin(event, timeout_s, request_id)
             deadline = loop.time() + _wait_bound(timeout_s, wait_s)
-            while True:
-                msg: dict[str, Any] = await self._next_message(loop, deadline)
-                if self._answered(msg):
-                    return msg
+            msg: dict[str, Any] = await self._next_message(loop, deadline)
+            return msg
         except asyncio.CancelledError:
             self.broken = True  # its reply would answer the next invocation: retire it
             raise

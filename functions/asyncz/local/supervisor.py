@@ -23,7 +23,7 @@ from typing import Any
 
 from asyncz.local.config import (
     API_HANDLER,
-    FLEET_SCALE,
+    FLEET_HANDLER,
     FUNCTION_PREFIX,
     RECOVERY_HANDLER,
     DevOptions,
@@ -151,17 +151,15 @@ class DevRunner:
             threading.Thread(target=fleet.prewarm, name="prewarm", daemon=True).start()
         self._cleanups.append(lambda: fleet.stop(opts.shutdown_grace_s))
 
-        def sandbox(name: str, handler: str, kind: str = "plain") -> Callable[[], SandboxProcess]:
+        def sandbox(name: str, handler: str) -> Callable[[], SandboxProcess]:
             fn = f"{FUNCTION_PREFIX}-{name}"
             spec = SandboxSpec(
                 name=f"{name}-1",
                 function_name=fn,
                 handler=handler,
-                kind=kind,
                 env={**env, "AWS_LAMBDA_FUNCTION_NAME": fn},
             )
-            hook = fleet.invoke if kind == "fleet" else None
-            return lambda: SandboxProcess(spec, on_invoke_worker=hook)
+            return lambda: SandboxProcess(spec)
 
         schedules = [
             Schedule(
@@ -176,7 +174,7 @@ class DevRunner:
                 Schedule(
                     "fleet",
                     opts.fleet_interval_s,
-                    sandbox("fleet", FLEET_SCALE, "fleet"),
+                    sandbox("fleet", FLEET_HANDLER),
                     self.stopping,
                 )
             )
