@@ -12,11 +12,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from asyncz.broker.dispatch import Dispatch, epoch_ms
+from asyncz.broker.dispatch import Dispatch
 from asyncz.errors import (
     BrokerUnavailableError,
     DuplicateJobError,
-    InvalidCursorError,
     InvalidTransitionError,
     JobNotFoundError,
     UnknownQueueError,
@@ -29,7 +28,6 @@ from asyncz.jobs import (
     JobStatus,
     Lease,
     NewJob,
-    RecoveryReport,
     out_of_retries,
 )
 from asyncz.pagination import decode_cursor, encode_cursor, fit_page
@@ -46,22 +44,13 @@ from asyncz.ports import (
 )
 from asyncz.retry import backoff_delay
 from asyncz.settings import Settings
+from asyncz.sweeps import Sweeps, dispatch_of
 from asyncz.tasks.registry import TaskRegistry
 
 log = logging.getLogger("asyncz.service")
 
 
-def _dispatch(row: Row) -> Dispatch:
-    return Dispatch(
-        job_id=str(row["id"]),
-        queue=row["queue"],
-        priority=row["priority"],
-        run_at_ms=epoch_ms(row["run_at"]),
-        due=bool(row.get("due", True)),
-    )
-
-
-class JobService:
+class JobService(Sweeps):
     def __init__(
         self,
         store: JobStore,
@@ -127,7 +116,7 @@ class JobService:
 
     async def enqueue_quietly(self, rows: Sequence[Row]) -> bool:
         """Enqueue the jobs of these rows (id, queue, priority, run_at, due)."""
-        return await self.dispatch_quietly([_dispatch(r) for r in rows])
+        return await self.dispatch_quietly([dispatch_of(r) for r in rows])
 
     async def dispatch_quietly(self, items: Sequence[Dispatch]) -> bool:
         """Enqueue ids; when Redis is down, say so and rely on recovery (the rows are safe)."""
@@ -184,44 +173,6 @@ class JobService:
         return Page(
             kept, encode_cursor(last.finished_at, last.id) if last and last.finished_at else None
         )
-
-    async def stats(self) -> dict[str, Any]:
-        counts = await self.store.counts_by_status()
-        oldest = await self.store.oldest_queued_by_queue()
-        queues = sorted({r["queue"] for r in counts} | set(self.settings.queue_list))
-        stats: dict[str, Any] = {
-            q: {
-                "counts": {s.value: 0 for s in JobStatus},
-                "oldest_queued_age_seconds": round(oldest.get(q, 0.0), 3),
-            }
-            for q in queues
-        }
-        for r in counts:
-            stats[r["queue"]]["counts"][r["status"]] = int(r["n"])
-        live: int | None = None
-        try:
-            for q, (ready, delayed) in (await self.broker.backlog(queues)).items():
-                stats[q]["ready"] = ready
-                stats[q]["delayed"] = delayed
-            live = await self.broker.live_workers()
-        except BrokerUnavailableError:
-            for q in queues:
-                stats[q]["ready"] = stats[q]["delayed"] = None
-        return {"queues": stats, "live_workers": live}
-
-    async def health(self) -> dict[str, Any]:
-        """A ping of each dependency: no query that costs the database anything, and no
-        error text (it is logged), since anyone may call it."""
-        deps: dict[str, str] = {}
-        for name, dep in (("postgres", self.store), ("redis", self.broker)):
-            try:
-                await dep.ping()
-                deps[name] = "ok"
-            except Exception:
-                log.warning("health: %s is down", name, exc_info=True)
-                deps[name] = "down"
-        ok = all(v == "ok" for v in deps.values())
-        return {"status": "ok" if ok else "degraded", "dependencies": deps}
 
     # --- operator actions ----------------------------------------------------------------
 
@@ -345,64 +296,6 @@ class JobService:
         elif status is JobStatus.DEAD:
             self.metrics.add_metric("JobsDeadLettered", "Count", 1)
         return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)
-
-    # --- recovery ------------------------------------------------------------------------
-
-    async def recover(self) -> RecoveryReport:
-        """Stale leases → queued/dead; every queued row → (re-)enqueued, idempotently."""
-        s = self.settings
-        report = RecoveryReport()
-        for _ in range(s.recovery_max_batches):
-            rows = await self.store.recover_stale_leases(
-                s.lease_timeout_seconds, s.recovery_batch_size
-            )
-            for r in rows:
-                if r["status"] == "dead":
-                    report.dead.append(str(r["id"]))
-                elif r["status"] == "queued":  # 'cancelled' ones were asked to stop: done
-                    report.requeued.append(str(r["id"]))
-            if len(rows) < s.recovery_batch_size:
-                break
-        if report.dead:
-            self.metrics.add_metric("JobsDeadLettered", "Count", len(report.dead))
-        # The scan resumes where the last run stopped, so a backlog larger than one run's
-        # cap is still covered in full (a lost position just restarts it from the start).
-        try:
-            after = decode_cursor(await self.broker.scan_position())
-        except InvalidCursorError:
-            after = None
-        for _ in range(s.recovery_max_batches):
-            rows = await self.store.scan_queued(after, s.recovery_batch_size)
-            if rows:
-                await self.broker.enqueue([_dispatch(r) for r in rows], register=True)
-                report.reenqueued += sum(1 for r in rows if r["due"])
-                report.restored_delayed += sum(1 for r in rows if not r["due"])
-            if len(rows) < s.recovery_batch_size:
-                after = None  # reached the end: the next run starts over
-                break
-            after = (rows[-1]["run_at"], str(rows[-1]["id"]))
-        await self.broker.save_scan_position(encode_cursor(*after) if after else None)
-        await self.broker.promote_due(
-            sorted(set(await self.broker.known_queues()) | set(s.queue_list))
-        )
-        return report
-
-    async def gauges(self) -> dict[str, float]:
-        row = await self.store.gauges()
-        return {
-            "DLQDepth": float(row["dead"]),
-            "QueueDepth": float(row["queued"]),
-            "OldestQueuedAgeSeconds": float(row["oldest_age"]),
-        }
-
-    async def backlog(self) -> int:
-        return await ready_backlog(self.broker, self.settings.queue_list)
-
-
-async def ready_backlog(broker: JobBroker, declared: Sequence[str]) -> int:
-    """Jobs ready to run now across every queue (Redis only: no database round trip)."""
-    queues = sorted(set(await broker.known_queues()) | set(declared))
-    return sum(ready for ready, _ in (await broker.backlog(queues)).values())
 
 
 def _is_uuid(value: str) -> bool:

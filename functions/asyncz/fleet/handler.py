@@ -9,8 +9,8 @@ from asyncz import runtime
 from asyncz.fleet.invoke import invoke_worker
 from asyncz.observability import lambda_entry, logger, metrics
 from asyncz.scaling import workers_to_start
-from asyncz.service import ready_backlog
 from asyncz.settings import get_settings
+from asyncz.sweeps import ready_backlog
 
 
 async def _plan() -> tuple[int, int, int]:

@@ -1,0 +1,130 @@
+"""What the job service does on a schedule or for an operator's look, apart from the
+request path: the recovery sweep, the gauges, the backlog, stats and health. A base class of
+:class:`asyncz.service.JobService` (one service object, two rooms)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from asyncz.broker.dispatch import Dispatch, epoch_ms
+from asyncz.errors import BrokerUnavailableError, InvalidCursorError
+from asyncz.jobs import JobStatus, RecoveryReport
+from asyncz.pagination import decode_cursor, encode_cursor
+from asyncz.ports import JobBroker, JobStore, MetricsSink, Row
+from asyncz.settings import Settings
+
+log = logging.getLogger("asyncz.service")
+
+
+def dispatch_of(row: Row) -> Dispatch:
+    """Where a row's id belongs in Redis (ready when due, else delayed)."""
+    return Dispatch(
+        job_id=str(row["id"]),
+        queue=row["queue"],
+        priority=row["priority"],
+        run_at_ms=epoch_ms(row["run_at"]),
+        due=bool(row.get("due", True)),
+    )
+
+
+class Sweeps:
+    store: JobStore
+    broker: JobBroker
+    settings: Settings
+    metrics: MetricsSink
+
+    async def stats(self) -> dict[str, Any]:
+        counts = await self.store.counts_by_status()
+        oldest = await self.store.oldest_queued_by_queue()
+        queues = sorted({r["queue"] for r in counts} | set(self.settings.queue_list))
+        stats: dict[str, Any] = {
+            q: {
+                "counts": {s.value: 0 for s in JobStatus},
+                "oldest_queued_age_seconds": round(oldest.get(q, 0.0), 3),
+            }
+            for q in queues
+        }
+        for r in counts:
+            stats[r["queue"]]["counts"][r["status"]] = int(r["n"])
+        live: int | None = None
+        try:
+            for q, (ready, delayed) in (await self.broker.backlog(queues)).items():
+                stats[q]["ready"] = ready
+                stats[q]["delayed"] = delayed
+            live = await self.broker.live_workers()
+        except BrokerUnavailableError:
+            for q in queues:
+                stats[q]["ready"] = stats[q]["delayed"] = None
+        return {"queues": stats, "live_workers": live}
+
+    async def health(self) -> dict[str, Any]:
+        """A ping of each dependency: no query that costs the database anything, and no
+        error text (it is logged), since anyone may call it."""
+        deps: dict[str, str] = {}
+        for name, dep in (("postgres", self.store), ("redis", self.broker)):
+            try:
+                await dep.ping()
+                deps[name] = "ok"
+            except Exception:
+                log.warning("health: %s is down", name, exc_info=True)
+                deps[name] = "down"
+        ok = all(v == "ok" for v in deps.values())
+        return {"status": "ok" if ok else "degraded", "dependencies": deps}
+
+    async def recover(self) -> RecoveryReport:
+        """Stale leases → queued/dead; every queued row → (re-)enqueued, idempotently."""
+        s = self.settings
+        report = RecoveryReport()
+        for _ in range(s.recovery_max_batches):
+            rows = await self.store.recover_stale_leases(
+                s.lease_timeout_seconds, s.recovery_batch_size
+            )
+            for r in rows:
+                if r["status"] == "dead":
+                    report.dead.append(str(r["id"]))
+                elif r["status"] == "queued":  # 'cancelled' ones were asked to stop: done
+                    report.requeued.append(str(r["id"]))
+            if len(rows) < s.recovery_batch_size:
+                break
+        if report.dead:
+            self.metrics.add_metric("JobsDeadLettered", "Count", len(report.dead))
+        # The scan resumes where the last run stopped, so a backlog larger than one run's
+        # cap is still covered in full (a lost position just restarts it from the start).
+        try:
+            after = decode_cursor(await self.broker.scan_position())
+        except InvalidCursorError:
+            after = None
+        for _ in range(s.recovery_max_batches):
+            rows = await self.store.scan_queued(after, s.recovery_batch_size)
+            if rows:
+                await self.broker.enqueue([dispatch_of(r) for r in rows], register=True)
+                report.reenqueued += sum(1 for r in rows if r["due"])
+                report.restored_delayed += sum(1 for r in rows if not r["due"])
+            if len(rows) < s.recovery_batch_size:
+                after = None  # reached the end: the next run starts over
+                break
+            after = (rows[-1]["run_at"], str(rows[-1]["id"]))
+        await self.broker.save_scan_position(encode_cursor(*after) if after else None)
+        await self.broker.promote_due(
+            sorted(set(await self.broker.known_queues()) | set(s.queue_list))
+        )
+        return report
+
+    async def gauges(self) -> dict[str, float]:
+        row = await self.store.gauges()
+        return {
+            "DLQDepth": float(row["dead"]),
+            "QueueDepth": float(row["queued"]),
+            "OldestQueuedAgeSeconds": float(row["oldest_age"]),
+        }
+
+    async def backlog(self) -> int:
+        return await ready_backlog(self.broker, self.settings.queue_list)
+
+
+async def ready_backlog(broker: JobBroker, declared: Sequence[str]) -> int:
+    """Jobs ready to run now across every queue (Redis only: no database round trip)."""
+    queues = sorted(set(await broker.known_queues()) | set(declared))
+    return sum(ready for ready, _ in (await broker.backlog(queues)).values())
