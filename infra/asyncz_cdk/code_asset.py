@@ -52,18 +52,22 @@ def package_dir() -> Path:
 
 def excluded(relative: PurePosixPath, patterns: Sequence[str]) -> bool:
     """CDK's glob rules: a pattern without ``/`` matches a name at any depth; ``**/x``
-    matches ``x`` at any depth; any other pattern matches the path from the root."""
-    text = relative.as_posix()
+    matches ``x`` at any depth; any other pattern matches the path from the root; what
+    is inside an excluded folder is excluded too."""
+    parts = relative.parts
+    return any(_matches(parts[:end], patterns) for end in range(1, len(parts) + 1))
+
+
+def _matches(parts: tuple[str, ...], patterns: Sequence[str]) -> bool:
     for pattern in patterns:
         if "/" not in pattern:
-            if fnmatch.fnmatchcase(relative.name, pattern):
+            if fnmatch.fnmatchcase(parts[-1], pattern):
                 return True
         elif pattern.startswith("**/"):
             tail = pattern[3:]
-            parts = relative.parts
             if any(fnmatch.fnmatchcase("/".join(parts[i:]), tail) for i in range(len(parts))):
                 return True
-        elif fnmatch.fnmatchcase(text, pattern.rstrip("/")):
+        elif fnmatch.fnmatchcase("/".join(parts), pattern.rstrip("/")):
             return True
     return False
 

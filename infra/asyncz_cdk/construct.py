@@ -23,6 +23,7 @@ from asyncz_cdk.stacks import DataStack, ServiceStack, local_data_access
 # prefix.
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 MAX_NAME_LENGTH = 24
+_REFERENCE_STRENGTH = "@aws-cdk/core:defaultCrossStackReferences"
 # DBProxyTargetGroup takes no tags (CloudFormation rejects them).
 _UNTAGGABLE = ["AWS::RDS::DBProxyTargetGroup"]
 
@@ -87,6 +88,8 @@ class AsyncZ(Construct):
         super().__init__(scope, construct_id)
         if any(isinstance(s, cdk.Stack) for s in self.node.scopes):
             raise TypeError("AsyncZ creates its own stacks: add it to the App, not to a Stack")
+        # Strong references: the data stack cannot drop an export the service still uses.
+        self.node.set_context(_REFERENCE_STRENGTH, "strong")
         config = props.settings
         name = props.name
         if props.task_code is not None:
