@@ -1,7 +1,7 @@
 """A user's CDK app: the AsyncZ job queue running this folder's tasks.
 
-    cdk deploy --all                      # deployment "sizes" (cdk.json), stage aws
-    cdk deploy --all -c name=sizes-dev    # a second deployment beside it
+cdk deploy --all                      # deployment "sizes" (cdk.json), stage aws
+cdk deploy --all -c name=sizes-dev    # a second deployment beside it
 """
 
 from pathlib import Path
