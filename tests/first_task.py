@@ -19,3 +19,11 @@ def blocks(part: str) -> str:
 
 def parts() -> set[str]:
     return {name for name, _ in _BLOCK.findall(DOC.read_text())}
+
+
+def block_with(part: str, needle: str) -> str:
+    """The one block of ``part`` that contains ``needle``."""
+    (found,) = [
+        body for name, body in _BLOCK.findall(DOC.read_text()) if name == part and needle in body
+    ]
+    return str(found)

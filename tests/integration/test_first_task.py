@@ -53,6 +53,7 @@ def test_first_task_runs_locally_as_documented(tmp_path: Path) -> None:
         # The test's servers instead of embedded ones (the doc's other path).
         ASYNCZ_DATABASE_URL=psycopg.conninfo.make_conninfo(base, dbname=dbname),
         ASYNCZ_REDIS_URL=os.environ.get("ASYNCZ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+        ASYNCZ_DEV_PORT=port,  # where the doc says 8000
         PIP_DISABLE_PIP_VERSION_CHECK="1",
     )
     proc = subprocess.Popen(
