@@ -13,11 +13,11 @@ from asyncz.settings import Settings
 SECRET_MAX_AGE_SECONDS = 300
 
 
-def _secret(arn: str) -> str:
+def _secret(arn: str, max_age: int = SECRET_MAX_AGE_SECONDS) -> str:
     # Imported here: only AWS stages pay for boto3/Powertools parameters at first use.
     from aws_lambda_powertools.utilities import parameters
 
-    value = parameters.get_secret(arn, max_age=SECRET_MAX_AGE_SECONDS)
+    value = parameters.get_secret(arn, max_age=max_age)
     return value if isinstance(value, str) else value.decode()
 
 
@@ -56,7 +56,9 @@ def api_key_hashes(settings: Settings) -> frozenset[str]:
     """
     hashes = set(settings.api_key_hash_list)
     if settings.api_keys_secret_arn:
-        raw = _secret(settings.api_keys_secret_arn).strip()
+        # not cached here: the api's KeyCheck holds the hashes for its own short TTL, the
+        # one bound on how long a revoked key keeps working
+        raw = _secret(settings.api_keys_secret_arn, max_age=0).strip()
         keys: list[str] = []
         try:
             data = json.loads(raw)

@@ -19,6 +19,12 @@ class UnknownTaskError(AsyncZError):
     code = "unknown_task"
 
 
+class UnknownQueueError(AsyncZError):
+    """The queue is not one this deployment declares (ASYNCZ_QUEUES): no worker polls it."""
+
+    code = "unknown_queue"
+
+
 class InvalidTransitionError(AsyncZError):
     """The job is not in a state that allows the requested change."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -134,3 +135,27 @@ class RecoveryReport:
     dead: list[str] = field(default_factory=list)
     reenqueued: int = 0
     restored_delayed: int = 0
+
+
+def unstorable(value: Any) -> str | None:
+    """Why PostgreSQL's jsonb cannot hold ``value`` (a NUL in a string, NaN or Infinity,
+    a type JSON has no form for), or ``None`` when it can. Iterative: any depth."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "contains a NUL character (\\u0000), which PostgreSQL cannot store"
+        elif isinstance(item, bool) or item is None or isinstance(item, int):
+            continue
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "contains NaN or Infinity, which JSON cannot represent"
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        else:
+            return f"contains a {type(item).__name__}, which JSON cannot represent"
+    return None

@@ -24,6 +24,7 @@ from asyncz.errors import (
     InvalidCursorError,
     InvalidTransitionError,
     JobNotFoundError,
+    UnknownQueueError,
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import (
@@ -126,6 +127,8 @@ class JobBroker(SubmitBroker, Protocol):
     async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]: ...
     async def register_worker(self, worker_id: str, ttl_seconds: float) -> None: ...
     async def unregister_worker(self, worker_id: str) -> None: ...
+    async def scan_position(self) -> str | None: ...
+    async def save_scan_position(self, position: str | None) -> None: ...
     async def ping(self) -> None: ...
 
 
@@ -211,6 +214,11 @@ class Submitter:
         """Fill per-task then global defaults; raises UnknownTaskError for an unknown task."""
         spec = self.registry.get(new.task)
         s = self.settings
+        if new.queue not in s.queue_list:  # no worker polls it: it would never run
+            raise UnknownQueueError(
+                f"unknown queue {new.queue!r}; this deployment runs {', '.join(s.queue_list)} "
+                "(ASYNCZ_QUEUES)"
+            )
         max_retries = new.max_retries
         if max_retries is None:
             max_retries = (
@@ -488,12 +496,13 @@ class JobService:
         )
         if row is None:
             return None
+        status = JobStatus(row["status"])  # a cancel requested meanwhile wins (SQL decides)
         if status is JobStatus.QUEUED:
             self.metrics.add_metric("JobsRetried", "Count", 1)
             await self.submitter.enqueue_quietly([{**row, "due": delay <= 0}])
         elif status is JobStatus.DEAD:
             self.metrics.add_metric("JobsDeadLettered", "Count", 1)
-        return FailOutcome(status, delay)
+        return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)
 
     # --- recovery ------------------------------------------------------------------------
 
@@ -514,7 +523,12 @@ class JobService:
                 break
         if report.dead:
             self.metrics.add_metric("JobsDeadLettered", "Count", len(report.dead))
-        after: tuple[datetime, str] | None = None
+        # The scan resumes where the last run stopped, so a backlog larger than one run's
+        # cap is still covered in full (a lost position just restarts it from the start).
+        try:
+            after = decode_cursor(await self.broker.scan_position())
+        except InvalidCursorError:
+            after = None
         for _ in range(s.recovery_max_batches):
             rows = await self.store.scan_queued(after, s.recovery_batch_size)
             if rows:
@@ -522,8 +536,10 @@ class JobService:
                 report.reenqueued += sum(1 for r in rows if r["due"])
                 report.restored_delayed += sum(1 for r in rows if not r["due"])
             if len(rows) < s.recovery_batch_size:
+                after = None  # reached the end: the next run starts over
                 break
             after = (rows[-1]["run_at"], str(rows[-1]["id"]))
+        await self.broker.save_scan_position(encode_cursor(*after) if after else None)
         await self.broker.promote_due(
             sorted(set(await self.broker.known_queues()) | set(s.queue_list))
         )

@@ -8,6 +8,7 @@ import re
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -25,6 +26,8 @@ from tests.integration.helpers import rows, wait_until
 pytestmark = pytest.mark.integration
 
 KEY = "test-key-" + "x" * 24
+SOON = (datetime.now(UTC) + timedelta(days=40)).date().isoformat()
+TOO_LATE = (datetime.now(UTC) + timedelta(days=400)).date().isoformat()
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$")
 
 
@@ -36,6 +39,7 @@ def api_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
         api_key_hashes=hash_api_key(KEY),
         max_payload_bytes=64 * 1024,
         wake_worker=False,
+        queues="default,reports,other,q2",
     )
     with pytest.MonkeyPatch.context() as mp:
         for name, value in settings_env(settings).items():
@@ -192,19 +196,19 @@ def test_scheduling_fields(api: Any, api_settings: Settings) -> None:
     row = job_row(api_settings, r.json()["job_id"])
     assert (row["run_at"] - row["created_at"]).total_seconds() >= 59
     assert row["queue"] == "reports" and row["timeout_seconds"] == 5 and row["max_retries"] == 0
-    at = api(
-        "POST", "/jobs", body={"task": "echo", "payload": {}, "run_at": "2030-01-01T00:00:00Z"}
+    at = api("POST", "/jobs", body={"task": "echo", "payload": {}, "run_at": f"{SOON}T00:00:00Z"})
+    assert job_row(api_settings, at.json()["job_id"])["run_at"].date().isoformat() == SOON
+    too_late = api("POST", "/jobs", body={"task": "echo", "run_at": f"{TOO_LATE}T00:00:00Z"})
+    assert too_late.status == 422 and "365 days" in too_late.json()["message"] + str(
+        too_late.json()
     )
-    assert job_row(api_settings, at.json()["job_id"])["run_at"].year == 2030
     both = api(
         "POST",
         "/jobs",
-        body={"task": "echo", "payload": {}, "delay_seconds": 1, "run_at": "2030-01-01T00:00:00Z"},
+        body={"task": "echo", "payload": {}, "delay_seconds": 1, "run_at": f"{SOON}T00:00:00Z"},
     )
     assert both.status == 422 and both.json()["error"] == "validation_error"
-    naive = api(
-        "POST", "/jobs", body={"task": "echo", "payload": {}, "run_at": "2030-01-01T00:00:00"}
-    )
+    naive = api("POST", "/jobs", body={"task": "echo", "payload": {}, "run_at": f"{SOON}T00:00:00"})
     assert naive.status == 422
 
 
@@ -456,7 +460,14 @@ def test_bad_input_gets_clear_4xx_and_loses_nothing(api: Any, api_settings: Sett
     not_object = api("POST", "/jobs", body={"task": "echo", "payload": [1, 2]})
     assert not_object.status == 422
     nul = api("POST", "/jobs", body={"task": "echo", "payload": {"a": "x\u0000y"}})
-    assert nul.status == 422 and nul.json()["error"] == "invalid_input"
+    assert nul.status == 422 and nul.json()["error"] == "invalid_payload"
+    nan = api(
+        "POST",
+        "/jobs",
+        raw_body=b'{"task": "echo", "payload": {"a": [1, NaN]}}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert nan.status == 422 and nan.json()["error"] == "invalid_payload"
     nul_key = api("POST", "/jobs", body={"task": "echo", "payload": {}, "idempotency_key": "a\x00"})
     assert nul_key.status == 422
     nul_query = api("GET", "/jobs?queue=a%00b")

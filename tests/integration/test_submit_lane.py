@@ -12,6 +12,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -36,6 +37,7 @@ pytestmark = pytest.mark.integration
 
 KEY = "lane-key-" + "k" * 24
 JSON = {"Content-Type": "application/json"}
+SOON = (datetime.now(UTC) + timedelta(days=40)).date().isoformat()
 
 
 @pytest.fixture
@@ -46,6 +48,7 @@ def settings(pg_url: str, redis_server_url: str, clean: None) -> Settings:
         api_key_hashes=hash_api_key(KEY),
         max_payload_bytes=8 * 1024,
         wake_worker=False,
+        queues="default,later,at",
     )
 
 
@@ -66,13 +69,18 @@ REQUESTS: list[tuple[str, dict[str, Any]]] = [
     ("missing task", {"body": {"payload": {}}}),
     ("extra field", {"body": {"task": "echo", "surprise": 1}}),
     ("out of range", {"body": {"task": "echo", "max_retries": 99, "priority": 1000}}),
-    ("both schedules", {"body": {"task": "echo", "delay_seconds": 1, "run_at": "2030-01-01"}}),
-    ("naive run_at", {"body": {"task": "echo", "run_at": "2030-01-01T00:00:00"}}),
+    ("both schedules", {"body": {"task": "echo", "delay_seconds": 1, "run_at": SOON}}),
+    ("naive run_at", {"body": {"task": "echo", "run_at": f"{SOON}T00:00:00"}}),
     ("payload not object", {"body": {"task": "echo", "payload": [1]}}),
     ("nul in payload", {"body": {"task": "echo", "payload": {"a": "x\u0000y"}}}),
+    ("nul in payload key", {"body": {"task": "echo", "payload": {"x\u0000": 1}}}),
+    ("nan in payload", {"raw_body": b'{"task": "echo", "payload": {"a": NaN}}', "headers": JSON}),
+    ("infinity", {"raw_body": b'{"task": "echo", "payload": {"a": [-Infinity]}}', "headers": JSON}),
+    ("undeclared queue", {"body": {"task": "echo", "queue": "emails"}}),
+    ("run_at too late", {"body": {"task": "echo", "run_at": "2999-01-01T00:00:00Z"}}),
     ("nul in key", {"body": {"task": "echo", "idempotency_key": "a\u0000b"}}),
     ("nul in queue", {"body": {"task": "echo", "queue": "q\u0000"}}),
-    ("run_at", {"body": {"task": "echo", "run_at": "2030-01-01T00:00:00+02:00", "priority": -3}}),
+    ("run_at", {"body": {"task": "echo", "run_at": f"{SOON}T00:00:00+02:00", "priority": -3}}),
     ("sql-looking", {"body": {"task": "echo", "queue": "q'; DROP TABLE jobs;--"}}),
     ("too large", {"body": {"task": "echo", "payload": {"x": "y" * 9000}}}),
     ("not json", {"raw_body": b"task=echo", "headers": {"Content-Type": "text/plain"}}),
@@ -274,7 +282,7 @@ def test_lane_enqueues_due_and_delayed_jobs_where_and_when_postgres_says(
     for name, body in (
         ("due", {"task": "echo", "priority": 7}),
         ("delayed", {"task": "echo", "queue": "later", "delay_seconds": 300}),
-        ("at", {"task": "echo", "queue": "at", "run_at": "2030-01-01T00:00:00+02:00"}),
+        ("at", {"task": "echo", "queue": "at", "run_at": f"{SOON}T00:00:00+02:00"}),
     ):
         reply = sandbox(rest_event("POST", "/jobs", body=body, api_key=KEY), FakeContext())
         assert reply["statusCode"] == 202, reply
@@ -295,7 +303,8 @@ def test_lane_enqueues_due_and_delayed_jobs_where_and_when_postgres_says(
     ]
     assert r.zcard(f"{prefix}:{{later}}:ready") == 0
     at = submitted["at"]
-    assert run_at[at] == 1_893_456_000_000 - 2 * 3600 * 1000  # 2030-01-01 00:00 at +02:00
+    expected = datetime.fromisoformat(f"{SOON}T00:00:00+02:00")
+    assert run_at[at] == epoch_ms(expected)
     assert r.zrange(f"{prefix}:{{at}}:delayed", 0, -1, withscores=True) == [
         (f"0|{at}", float(run_at[at]))
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import operator
+import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from itertools import accumulate, count
@@ -19,6 +20,9 @@ from asyncz.api.replies import Reply, error_reply, render
 from asyncz.connections import hash_api_key
 
 MAX_JSON_DEPTH = 64
+# How long a sandbox trusts the keys it loaded. The secret read itself is cached for
+# connections.SECRET_MAX_AGE_SECONDS, so a revoked key works at most the sum of both.
+KEY_CACHE_SECONDS = 60.0
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 
 
@@ -46,16 +50,28 @@ def json_depth_exceeds(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 class KeyCheck:
-    """Is this an accepted API key? Hashes load once, at first use (Secrets Manager in
-    AWS); the key's SHA-256 is compared with every one in constant time (no early exit)."""
+    """Is this an accepted API key? The hashes are loaded at first use and again once they
+    are ``ttl_seconds`` old (Secrets Manager in AWS), so a revoked key stops working within
+    that bound; the key's SHA-256 is compared with every one in constant time."""
 
-    def __init__(self, load: Callable[[], frozenset[str]]) -> None:
+    def __init__(
+        self,
+        load: Callable[[], frozenset[str]],
+        *,
+        ttl_seconds: float = KEY_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._load = load
+        self._ttl = ttl_seconds
+        self._clock = clock
         self._hashes: frozenset[str] | None = None
+        self._loaded_at = 0.0
 
     def __call__(self, key: str) -> bool:
-        if self._hashes is None:
+        now = self._clock()
+        if self._hashes is None or now - self._loaded_at >= self._ttl:
             self._hashes = self._load()
+            self._loaded_at = now
         digest = hash_api_key(key)
         matched = False
         for known in self._hashes:

@@ -22,6 +22,7 @@ from asyncz.errors import (
     InvalidTransitionError,
     JobNotFoundError,
     StoreUnavailableError,
+    UnknownQueueError,
     UnknownTaskError,
     error_body,
 )
@@ -31,6 +32,7 @@ log = logging.getLogger("asyncz.api")
 STATUS_OF: dict[type[AsyncZError], int] = {
     JobNotFoundError: 404,
     UnknownTaskError: 422,
+    UnknownQueueError: 422,
     InvalidCursorError: 422,
     InvalidInputError: 422,
     InvalidTransitionError: 409,
@@ -77,6 +79,10 @@ def unexpected_reply() -> Reply:
     return error_reply(500, "internal_error", "unexpected error; it has been logged")
 
 
+# detail types that name the problem better than "validation_error", most specific first
+_SPECIFIC_CODES = (("json_invalid", "invalid_json"), ("invalid_payload", "invalid_payload"))
+
+
 def validation_reply(errors: Sequence[Any], prefix: tuple[str, ...] = ()) -> Reply:
     details = [
         {
@@ -86,8 +92,10 @@ def validation_reply(errors: Sequence[Any], prefix: tuple[str, ...] = ()) -> Rep
         }
         for e in errors
     ]
-    code = (
-        "invalid_json" if any(d["type"] == "json_invalid" for d in details) else "validation_error"
+    types = {d["type"] for d in details}
+    code = next(
+        (c for t, c in _SPECIFIC_CODES if t in types),
+        "validation_error",
     )
     fields = ", ".join(d["field"] for d in details) or "body"
     return error_reply(422, code, f"invalid input: {fields}", details=details)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from asyncz.jobs import PRIORITY_MAX, PRIORITY_MIN, Attempt, Job
+from asyncz.jobs import PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
+MAX_DELAY = timedelta(days=365)  # for delay_seconds and run_at alike
 StatusName = Literal["queued", "processing", "completed", "dead", "cancelled"]
 
 
@@ -28,9 +30,24 @@ class SubmitJob(BaseModel):
     )
     max_retries: int | None = Field(default=None, ge=0, le=20)
     timeout_seconds: int | None = Field(default=None, ge=1, le=86_400)
-    delay_seconds: float | None = Field(default=None, ge=0, le=365 * 86_400)
+    delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY.total_seconds())
     run_at: datetime | None = Field(default=None, description="ISO 8601 with a time zone")
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("payload")
+    @classmethod
+    def _storable_payload(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        problem = unstorable(payload)
+        if problem:
+            raise PydanticCustomError("invalid_payload", "payload {problem}", {"problem": problem})
+        return payload
+
+    @field_validator("idempotency_key")
+    @classmethod
+    def _no_nul_in_key(cls, key: str | None) -> str | None:
+        if key is not None and "\x00" in key:
+            raise PydanticCustomError("invalid_key", "the key contains a NUL character")
+        return key
 
     @model_validator(mode="after")
     def _one_schedule(self) -> SubmitJob:
@@ -38,6 +55,8 @@ class SubmitJob(BaseModel):
             raise ValueError("give delay_seconds or run_at, not both")
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise ValueError("run_at needs a time zone (for example 2026-01-01T00:00:00Z)")
+        if self.run_at is not None and self.run_at > datetime.now(UTC) + MAX_DELAY:
+            raise ValueError("run_at is more than 365 days ahead")
         return self
 
 

@@ -27,8 +27,12 @@ def parse_submit(body: bytes, idempotency_header: str | None) -> NewJob | Reply:
     if not isinstance(task, str) or not task:
         return error_reply(422, "missing_task", "give `task` (or `payload.task`)")
     idempotency_key = req.idempotency_key or idempotency_header
-    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
-        return error_reply(422, "validation_error", "Idempotency-Key is 1 to 200 characters")
+    if idempotency_key is not None and (
+        not 1 <= len(idempotency_key) <= 200 or "\x00" in idempotency_key
+    ):
+        return error_reply(
+            422, "validation_error", "Idempotency-Key is 1 to 200 characters, no NUL"
+        )
     return NewJob(
         task=task,
         payload=req.payload,

@@ -18,6 +18,7 @@ import redis
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
@@ -33,11 +34,15 @@ _UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 @contextmanager
 def _guard() -> Iterator[None]:
-    """Turn driver connection errors into the domain's :class:`BrokerUnavailableError`."""
+    """Turn driver errors into the domain's :class:`BrokerUnavailableError`: a server that
+    cannot be reached, and one that refuses commands (OOM under maxmemory, READONLY after
+    a failover) alike, so every caller's outage handling covers both."""
     try:
         yield
     except _UNAVAILABLE as exc:
         raise BrokerUnavailableError(f"redis unavailable: {exc}") from exc
+    except ResponseError as exc:
+        raise BrokerUnavailableError(f"redis refused the command: {exc}") from exc
 
 
 def ready_score(priority: int, ms: int) -> int:
@@ -213,6 +218,20 @@ class RedisBroker(_KeySpace):
         key, options = self._lock_args(name, ttl_seconds)
         with _guard():
             return bool(await self._r.set(key, "1", **options))
+
+    async def scan_position(self) -> str | None:
+        """Where recovery's re-enqueue scan stopped last time (``None``: at the start)."""
+        with _guard():
+            value = await self._r.get(f"{self._prefix}:recovery:scan-position")
+        return str(value) if value is not None else None
+
+    async def save_scan_position(self, position: str | None) -> None:
+        key = f"{self._prefix}:recovery:scan-position"
+        with _guard():
+            if position is None:
+                await self._r.delete(key)
+            else:
+                await self._r.set(key, position)
 
     async def ping(self) -> None:
         with _guard():

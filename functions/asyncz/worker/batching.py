@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from asyncz.errors import InvalidInputError
 from asyncz.jobs import Lease
 from asyncz.service import JobService
 
@@ -46,7 +47,18 @@ class CompletionBatcher:
 
     async def _write(self, batch: list[tuple[Lease, Any, asyncio.Future[bool]]]) -> None:
         try:
-            held = await self.service.complete_many([(lease, result) for lease, result, _ in batch])
+            try:
+                held = await self.service.complete_many(
+                    [(lease, result) for lease, result, _ in batch]
+                )
+            except InvalidInputError:
+                if len(batch) == 1:
+                    raise
+                # one value the database refused must not sink the others: one by one, so
+                # only its own attempt fails
+                for item in batch:
+                    await self._write([item])
+                return
         except BaseException as exc:
             for _, _, future in batch:
                 if not future.done():

@@ -22,8 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from asyncz.errors import AsyncZError, BrokerUnavailableError, StoreUnavailableError, describe
-from asyncz.jobs import AttemptOutcome, Lease
+from asyncz.errors import (
+    AsyncZError,
+    BrokerUnavailableError,
+    InvalidInputError,
+    StoreUnavailableError,
+    describe,
+)
+from asyncz.jobs import AttemptOutcome, Lease, unstorable
 from asyncz.service import JobService
 from asyncz.tasks.registry import TaskContext, TaskSpec
 from asyncz.worker.batching import CompletionBatcher
@@ -259,7 +265,7 @@ class WorkerLoop:
                 result = await asyncio.wait_for(
                     self._call(spec, running), timeout=lease.timeout_seconds
                 )
-                json.dumps(result)  # a result Postgres cannot store is the task's failure
+                _check_storable(result)  # a result Postgres cannot store fails this attempt
             except TimeoutError:
                 running.finishing = True
                 running.ctx.cancelled.set()
@@ -310,7 +316,14 @@ class WorkerLoop:
             raise
 
     async def _finish_completed(self, lease: Lease, result: Any) -> None:
-        ok = await self._retrying(lambda: self._completions.complete(lease, result))
+        try:
+            ok = await self._retrying(lambda: self._completions.complete(lease, result))
+        except InvalidInputError as exc:  # the database refused this result alone
+            self.stats.failed += 1
+            await self._finish_failed(
+                lease, f"result is not storable: {exc}", AttemptOutcome.FAILED
+            )
+            return
         if ok:
             self.stats.completed += 1
         elif ok is False:
@@ -343,8 +356,19 @@ class WorkerLoop:
         )
         while True:
             await asyncio.sleep(interval)
-            await self._announce()
-            await self.beat()
+            # Leases first (Postgres): a Redis that refuses or is gone must not hold them up;
+            # and nothing may end this loop but cancellation, or leases expire while the
+            # attempts still run.
+            try:
+                await self.beat()
+            except Exception:
+                log.exception("heartbeat failed; trying again at the next interval")
+            try:
+                await self.service.broker.register_worker(
+                    self.worker_id, self.settings.worker_presence_ttl_seconds
+                )
+            except Exception as exc:  # noqa: BLE001 - presence is best-effort
+                log.warning("could not refresh worker presence: %s", exc)
 
     async def beat(self) -> None:
         """Renew every held lease; stop attempts whose lease is gone or whose job is cancelled."""
@@ -363,6 +387,20 @@ class WorkerLoop:
             running.stop_reason = "lost" if job_id in outcome.lost else "cancel"
             running.ctx.cancelled.set()
             running.task.cancel()
+
+
+class UnstorableResultError(ValueError):
+    """The task returned a value that cannot be stored as its JSON result."""
+
+
+def _check_storable(result: Any) -> None:
+    try:
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UnstorableResultError(f"result is not storable as JSON: {exc}") from None
+    problem = unstorable(result)
+    if problem:
+        raise UnstorableResultError(f"result is not storable as JSON: it {problem}")
 
 
 def _ids(lease: Lease) -> dict[str, Any]:

@@ -100,13 +100,16 @@ SELECT id FROM done;
 
 -- name: finish_failed_job
 -- Ends a failed/timed-out/cancelled attempt: the job becomes %(status)s ('queued' with a
--- backoff, 'dead' or 'cancelled'), fenced by the lease token.
+-- backoff, 'dead' or 'cancelled'), fenced by the lease token. A cancel requested while the
+-- attempt ran wins over a retry or a dead-letter: the job ends 'cancelled', never 'queued'
+-- with the flag set (nothing would ever claim it).
 WITH done AS (
     UPDATE jobs
-       SET status = %(status)s,
-           run_at = CASE WHEN %(status)s = 'queued'
+       SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE %(status)s END,
+           run_at = CASE WHEN %(status)s = 'queued' AND NOT cancel_requested
                          THEN now() + make_interval(secs => %(delay_seconds)s) ELSE run_at END,
-           finished_at = CASE WHEN %(status)s = 'queued' THEN NULL ELSE now() END,
+           finished_at = CASE WHEN %(status)s = 'queued' AND NOT cancel_requested
+                              THEN NULL ELSE now() END,
            last_error = %(error)s, updated_at = now(), lease_token = NULL, heartbeat_at = NULL
      WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
     RETURNING id, attempts, status, queue, priority, run_at, updated_at
