@@ -50,6 +50,9 @@ class StageConfig:
     database_url: str | None = None
     redis_url: str | None = None
 
+    # --- Queues the api accepts and the workers poll (ASYNCZ_QUEUES); any other is refused.
+    queues: tuple[str, ...] = ("default",)
+
     # --- Functions.
     worker_concurrency: int = 10
     fleet_min_workers: int = 0
@@ -81,6 +84,12 @@ class StageConfig:
         if self.kind == "local" and not (self.database_url and self.redis_url):
             raise ValueError(
                 f"stage {self.stage!r}: a local stage needs database_url and redis_url"
+            )
+        if not self.queues or not all(
+            q and q.replace("-", "_").isidentifier() for q in self.queues
+        ):
+            raise ValueError(
+                f"queues must be names such as 'default' or 'reports', got {self.queues!r}"
             )
         if self.fleet_max_workers < self.fleet_min_workers:
             raise ValueError("fleet_max_workers must be >= fleet_min_workers")

@@ -41,6 +41,10 @@ def _architecture(value: str) -> str:
     return value
 
 
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
 # context key -> (StageConfig field, parser); the rest of StageConfig is fixed per stage.
 CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "architecture": ("architecture", _architecture),
@@ -54,6 +58,7 @@ CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "db_multi_az": ("db_multi_az", _flag),
     "cache_replicas": ("cache_replicas", int),
     "tracing": ("tracing", _flag),
+    "queues": ("queues", _names),
 }
 
 

@@ -179,6 +179,7 @@ class ServiceStack(Stack):
             network=data.network,
             metrics_namespace=metrics_namespace(name),
             task_modules=tuple(task_modules),
+            queues=config.queues,
         )
         functions = Functions(
             self,

@@ -40,9 +40,11 @@ def test_context_overrides() -> None:
                 "architecture": "arm64",
                 "alarm_period_seconds": "30",
                 "alarm_email": "ops@example.com",
+                "queues": "default, reports",
             }
         )
     )
+    assert config.queues == ("default", "reports")
     assert (config.database_url, config.redis_url) == ("postgresql://db/x", "redis://r/3")
     assert config.architecture == "arm64"
     assert config.alarm_period_seconds == 30
@@ -62,6 +64,7 @@ def test_context_overrides() -> None:
         {"architecture": "sparc"},
         {"deletion_protection": "maybe"},
         {"alarm_period_seconds": "45"},
+        {"queues": "a b"},
     ],
 )
 def test_bad_context_fails_clearly(context: dict[str, str]) -> None:
