@@ -41,13 +41,31 @@ async def build_service(
         query_timeout=settings.db_query_timeout_seconds,
     )
     await store.open()
-    broker = RedisBroker.from_url(
+    broker = build_broker(settings)
+    return JobService(store, broker, registry, settings, metrics=metrics)
+
+
+def build_broker(settings: Settings) -> RedisBroker:
+    """The Redis adapter alone (connecting lazily): what the fleet controller needs."""
+    return RedisBroker.from_url(
         settings.redis_url or "redis://127.0.0.1:6379/0",
         prefix=settings.redis_prefix,
         password=redis_password(settings),
         socket_timeout=settings.redis_socket_timeout_seconds,
     )
-    return JobService(store, broker, registry, settings, metrics=metrics)
+
+
+_brokers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Settings, RedisBroker]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def current_broker(settings: Settings) -> RedisBroker:
+    """The broker bound to the running event loop, built at first use."""
+    per_loop = _brokers.setdefault(asyncio.get_running_loop(), {})
+    if settings not in per_loop:
+        per_loop[settings] = build_broker(settings)
+    return per_loop[settings]
 
 
 async def close_service(service: JobService) -> None:

@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     default_timeout_seconds: int = Field(default=300, ge=1)
     max_timeout_seconds: int = Field(default=840, ge=1)
     max_payload_bytes: int = Field(default=256 * 1024, ge=1)
+    # A larger result fails its attempt: GET /jobs/{id} must fit a 6 MB Lambda response.
+    max_result_bytes: int = Field(default=1024 * 1024, ge=1, le=4 * 1024 * 1024)
     queues: str = "default"  # comma-separated queues a worker polls
     task_modules: str = ""  # comma-separated modules imported at worker start
 
@@ -117,7 +119,7 @@ class Settings(BaseSettings):
     def require_for(self, function: FunctionName) -> Settings:
         """Raise :class:`SettingsError` naming every variable ``function`` needs but lacks."""
         missing: list[str] = []
-        if not (self.database_url or self.database_secret_arn):
+        if function != "fleet" and not (self.database_url or self.database_secret_arn):
             missing.append("ASYNCZ_DATABASE_URL or ASYNCZ_DATABASE_SECRET_ARN")
         if function != "migrate" and not self.redis_url:
             missing.append("ASYNCZ_REDIS_URL")

@@ -50,10 +50,9 @@ class StageConfig:
     database_url: str | None = None
     redis_url: str | None = None
 
-    # --- Queues the api accepts and the workers poll (ASYNCZ_QUEUES); any other is refused.
-    queues: tuple[str, ...] = ("default",)
-
     # --- Functions.
+    # The queues this deployment runs (ASYNCZ_QUEUES): a job for any other is refused 422.
+    queues: tuple[str, ...] = ("default",)
     worker_concurrency: int = 10
     fleet_min_workers: int = 0
     fleet_max_workers: int = 10  # also the worker's reserved concurrency

@@ -93,6 +93,8 @@ class DataStack(Stack):
             backup_retention_days=config.db_backup_retention_days,
             retain=config.retain_data,
             proxy_name=f"{name}-db",
+            instance_identifier=f"{name}-db",
+            log_retention=retention(config.log_retention_days),
         )
         self.cache = Cache(
             self,
@@ -179,7 +181,6 @@ class ServiceStack(Stack):
             network=data.network,
             metrics_namespace=metrics_namespace(name),
             task_modules=tuple(task_modules),
-            queues=config.queues,
         )
         functions = Functions(
             self,
@@ -190,6 +191,7 @@ class ServiceStack(Stack):
             fleet_min_workers=config.fleet_min_workers,
             fleet_max_workers=config.fleet_max_workers,
             fleet_jobs_per_worker=config.fleet_jobs_per_worker,
+            queues=config.queues,
             max_job_timeout_seconds=config.max_job_timeout_seconds,
             lease_timeout_seconds=config.lease_timeout_seconds,
             heartbeat_seconds=config.heartbeat_seconds,

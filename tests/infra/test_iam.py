@@ -67,7 +67,7 @@ def test_each_function_has_its_own_role(stage: Synth) -> None:
 
 def test_secrets_readable_only_by_their_users(aws: Synth) -> None:
     assert secret_readers(aws) == {
-        "database": {"api", "worker", "fleet", "recovery", "migrate"},
+        "database": {"api", "worker", "recovery", "migrate"},  # the fleet reads Redis only
         "redis": {"api", "worker", "fleet", "recovery"},
         "api_keys": {"api"},
     }

@@ -153,6 +153,30 @@ def test_dlq_alarm_notifies_sns(stage: Synth) -> None:
     assert outputs["DlqAlarmName"]["Value"] == {"Ref": ids.pop()}
 
 
+def test_gauge_alarms_breach_on_missing_data_and_functions_have_error_alarms(
+    stage: Synth,
+) -> None:
+    alarms = list(resources(stage.service, "AWS::CloudWatch::Alarm").values())
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for a in alarms:
+        by_metric.setdefault(a["Properties"]["MetricName"], []).append(a["Properties"])
+    for gauge in ("DLQDepth", "OldestQueuedAgeSeconds", "Degraded"):
+        [alarm] = by_metric[gauge]
+        # silence from recovery (down, or a dependency down) must not read as "all fine"
+        assert alarm["TreatMissingData"] == "breaching", gauge
+    assert by_metric["Degraded"][0]["Threshold"] == 1
+    functions = {"Api", "Worker", "Fleet", "Recovery", "Migrate"}
+    for kind in ("Errors", "Throttles"):
+        named = {
+            dim["Value"]["Ref"]
+            for a in by_metric[kind]
+            for dim in a["Dimensions"]
+            if dim["Name"] == "FunctionName"
+        }
+        assert len(named) == len(functions), (kind, named)
+        assert all(a["Namespace"] == "AWS/Lambda" and a["AlarmActions"] for a in by_metric[kind])
+
+
 def test_alarm_period_per_stage(aws: Synth, local: Synth) -> None:
     assert aws.config.alarm_period_seconds == 60
     assert local.config.alarm_period_seconds == 10
@@ -178,3 +202,24 @@ def test_dashboard_shows_jobs_queue_and_lambda_health(stage: Synth) -> None:
         "Throttles",
     ):
         assert metric in body, metric
+
+
+def test_every_function_knows_the_declared_queues_and_the_fleet_no_database(
+    stage: Synth,
+) -> None:
+    fns = asyncz_functions(stage.service)
+    for name in ("api", "worker", "fleet", "recovery"):
+        assert environment(fns[name][1])["ASYNCZ_QUEUES"] == ",".join(stage.config.queues)
+    fleet_env = environment(fns["fleet"][1])
+    assert not [k for k in fleet_env if k.startswith("ASYNCZ_DATABASE")], fleet_env
+
+
+def test_database_log_exports_expire(aws: Synth) -> None:
+    [instance] = resources(aws.data, "AWS::RDS::DBInstance").values()
+    name = instance["Properties"]["DBInstanceIdentifier"]
+    groups = [
+        g["Properties"]
+        for g in resources(aws.data, "AWS::Logs::LogGroup").values()
+        if g["Properties"].get("LogGroupName") == f"/aws/rds/instance/{name}/postgresql"
+    ]
+    assert len(groups) == 1 and groups[0]["RetentionInDays"] > 0

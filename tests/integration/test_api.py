@@ -363,7 +363,6 @@ def test_health_ok_without_key_and_503_when_redis_is_down(api: Any, api_settings
     assert ok.json() == {
         "status": "ok",
         "dependencies": {"postgres": "ok", "redis": "ok"},
-        "dlq_depth": 1,
     }
     broken = make_settings(
         api_settings.database_url or "", "redis://127.0.0.1:1/0", redis_socket_timeout_seconds=0.5
@@ -371,8 +370,7 @@ def test_health_ok_without_key_and_503_when_redis_is_down(api: Any, api_settings
     adapter = sandbox(broken, front)
     down = call(adapter, "GET", "/health")
     assert down.status == 503
-    assert down.json()["dependencies"]["redis"].startswith("down")
-    assert down.json()["dependencies"]["postgres"] == "ok"
+    assert down.json()["dependencies"] == {"redis": "down", "postgres": "ok"}  # no error text
 
 
 def test_stats_per_queue(api: Any, api_settings: Settings) -> None:

@@ -228,3 +228,96 @@ def test_a_task_returning_nan_or_nul_fails_with_a_clear_error_others_complete(
     for kind in ("nan", "nul"):
         assert jobs[kind].status is JobStatus.DEAD, jobs[kind]
         assert "result is not storable as JSON" in (jobs[kind].last_error or ""), jobs[kind]
+
+
+def test_health_is_a_cached_ping_without_error_text(settings: Settings) -> None:
+    from asyncz.api.app import HEALTH_CACHE_SECONDS, ApiState
+
+    broken = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})
+    state = ApiState(broken, None, None)
+
+    async def scenario() -> list[dict[str, Any]]:
+        svc = await state.service()
+        pings = []
+        real_ping = svc.store.ping
+
+        async def counted_ping() -> None:
+            pings.append(1)
+            await real_ping()
+
+        svc.store.ping = counted_ping  # type: ignore[method-assign]
+        reports = [await state.health() for _ in range(5)]
+        assert len(pings) == 1, "each /health call reached the database"
+        state._health = (state._health[0] - HEALTH_CACHE_SECONDS, state._health[1])  # type: ignore[index]
+        reports.append(await state.health())
+        assert len(pings) == 2
+        return reports
+
+    reports = run(asyncio.wait_for(scenario(), 60))
+    assert reports[-1] == {
+        "status": "degraded",
+        "dependencies": {"postgres": "ok", "redis": "down"},
+    }
+
+
+def test_error_bodies_carry_no_driver_text(settings: Settings) -> None:
+    from asyncz.errors import StoreUnavailableError
+
+    async def scenario() -> None:
+        async with open_service(settings) as svc:
+            with pytest.raises(InvalidInputError) as bad:
+                await svc.list_jobs(queue="a\u0000b")
+            assert "syntax" not in str(bad.value) and "0x00" not in str(bad.value)
+        down = settings.model_copy(
+            update={"database_url": "postgresql://postgres@127.0.0.1:1/none"}
+        )
+        async with open_service(down) as svc:
+            with pytest.raises(StoreUnavailableError) as gone:
+                await svc.get("00000000-0000-0000-0000-000000000000")
+            assert str(gone.value) == "database unavailable: try again shortly"
+
+    run(scenario())
+
+
+@task("audit_big_result")
+def _big_result(payload: dict[str, Any]) -> Any:
+    return {"blob": "x" * int(payload["bytes"])}
+
+
+def test_pages_stay_under_a_lambda_response_and_big_results_fail_clearly(
+    settings: Settings,
+) -> None:
+    from asyncz.service import PAGE_BUDGET_BYTES
+
+    small = settings.model_copy(update={"max_result_bytes": 1000})
+
+    async def scenario() -> tuple[Any, list[Any], Any]:
+        async with open_service(settings) as svc:
+            for _ in range(40):  # 40 x 200 KB of payload: 8 MB, more than a response holds
+                await svc.submit(NewJob(task="echo", payload={"blob": "y" * 200_000}))
+            pages = []
+            cursor = None
+            while True:
+                page = await svc.list_jobs(limit=500, cursor=cursor)
+                pages.append(page.items)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        async with open_service(small) as svc:
+            sub = await svc.submit(NewJob(task="audit_big_result", payload={"bytes": 5000}))
+            stop = asyncio.Event()
+            loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
+            runner = asyncio.create_task(loop.run())
+            while (await svc.get(sub.job_id)).attempts == 0 or (
+                await svc.get(sub.job_id)
+            ).status is JobStatus.PROCESSING:
+                await asyncio.sleep(0.05)
+            stop.set()
+            await runner
+            return len(pages), pages, await svc.get(sub.job_id)
+
+    n, pages, big = run(scenario())
+    assert n >= 2 and sum(len(p) for p in pages) == 40
+    for items in pages:
+        assert sum(len(j.payload["blob"]) for j in items) <= PAGE_BUDGET_BYTES
+    assert "ASYNCZ_MAX_RESULT_BYTES" in (big.last_error or ""), big

@@ -7,12 +7,14 @@ import io
 import json
 import zipfile
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from asyncz.errors import AsyncZError
 from asyncz.fleet import handler as fleet_handler
 from asyncz.fleet import invoke as fleet_invoke
 from asyncz.jobs import NewJob
@@ -116,7 +118,44 @@ def test_recovery_handler_publishes_the_gauges(aws_env: Settings) -> None:
     assert out["gauges"]["DLQDepth"] == 1.0 and out["gauges"]["QueueDepth"] == 1.0
     cw = boto3.client("cloudwatch")
     names = {m["MetricName"] for m in cw.list_metrics(Namespace="AsyncZ")["Metrics"]}
-    assert names == {"DLQDepth", "QueueDepth", "OldestQueuedAgeSeconds"}
+    assert names == {"DLQDepth", "QueueDepth", "OldestQueuedAgeSeconds", "Degraded"}
+    assert out["gauges"]["Degraded"] == 0.0
+
+
+def _published(name: str) -> list[float]:
+    cw = boto3.client("cloudwatch")
+    stats = cw.get_metric_statistics(
+        Namespace="AsyncZ",
+        MetricName=name,
+        StartTime=datetime.now(UTC) - timedelta(minutes=5),
+        EndTime=datetime.now(UTC) + timedelta(minutes=5),
+        Period=60,
+        Statistics=["Maximum"],
+    )
+    return [p["Maximum"] for p in stats["Datapoints"]]
+
+
+@pytest.mark.parametrize("down", ["redis", "postgres"])
+def test_recovery_publishes_the_gauges_and_degraded_when_a_dependency_is_down(
+    aws_env: Settings, monkeypatch: pytest.MonkeyPatch, down: str
+) -> None:
+    submit(aws_env, 1)
+    rows(aws_env.database_url, "UPDATE jobs SET status='dead', finished_at=now()")
+    if down == "redis":
+        monkeypatch.setenv("ASYNCZ_REDIS_URL", "redis://127.0.0.1:1/0")
+    else:
+        monkeypatch.setenv("ASYNCZ_DATABASE_URL", "postgresql://postgres@127.0.0.1:1/none")
+    monkeypatch.setenv("ASYNCZ_REDIS_SOCKET_TIMEOUT_SECONDS", "0.5")
+    monkeypatch.setenv("ASYNCZ_DB_CONNECT_TIMEOUT_SECONDS", "1")
+    monkeypatch.setenv("ASYNCZ_DB_QUERY_TIMEOUT_SECONDS", "2")
+    get_settings.cache_clear()
+    with pytest.raises(AsyncZError):
+        recovery_handler.handler({}, FakeContext(function_name="asyncz-recovery"))
+    assert _published("Degraded") == [1.0], "the degraded run published no Degraded gauge"
+    if down == "redis":  # Postgres answers: the alarms still see the dead job
+        assert _published("DLQDepth") == [1.0]
+    else:  # nothing to read: left out, and the alarms treat missing data as breaching
+        assert _published("DLQDepth") == []
 
 
 def test_migrate_handler_is_idempotent(aws_env: Settings) -> None:

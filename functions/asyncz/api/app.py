@@ -6,6 +6,7 @@ request). Every error leaves through :func:`_error` with one shape:
 """
 
 import logging
+import time
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -48,6 +49,7 @@ from asyncz.service import JobService, MetricsSink
 from asyncz.settings import Settings
 
 log = logging.getLogger("asyncz.api")
+HEALTH_CACHE_SECONDS = 2.0
 
 __all__ = ["Waker", "create_app"]
 
@@ -76,9 +78,23 @@ class ApiState:
         self.settings = settings
         self.metrics = metrics
         self.wake_one = WakeOne(waker)
+        self._health: tuple[float, dict[str, Any]] | None = None
 
     async def service(self) -> JobService:
         return await runtime.current_service(self.settings, metrics=self.metrics)
+
+    async def health(self) -> dict[str, Any]:
+        """The health report, reused for a few seconds: an unauthenticated caller cannot
+        turn it into load on the database."""
+        now = time.monotonic()
+        if self._health is None or now - self._health[0] >= HEALTH_CACHE_SECONDS:
+            try:
+                report = await (await self.service()).health()
+            except Exception:
+                log.warning("health: configuration unavailable", exc_info=True)
+                report = {"status": "degraded", "dependencies": {"config": "down"}}
+            self._health = (now, report)
+        return self._health[1]
 
 
 def create_app(
@@ -210,16 +226,7 @@ def create_app(
         responses={503: {"model": Health, "description": "a dependency is down"}},
     )
     async def health() -> Any:
-        try:
-            svc = await state.service()
-        except Exception as exc:  # noqa: BLE001 - e.g. the secret could not be read
-            body = {
-                "status": "degraded",
-                "dependencies": {"config": f"down: {exc}"},
-                "dlq_depth": None,
-            }
-            return JSONResponse(body, status_code=503)
-        report = await svc.health()
+        report = await state.health()
         return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
 
     return app

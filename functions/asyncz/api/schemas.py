@@ -187,4 +187,3 @@ class Stats(BaseModel):
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
     dependencies: dict[str, str]
-    dlq_depth: int | None

@@ -9,6 +9,7 @@ Keys (``{prefix}`` defaults to ``asyncz``; the hash tag keeps a queue's two sets
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -26,6 +27,8 @@ from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.errors import BrokerUnavailableError
 from asyncz.jobs import PRIORITY_MAX
 
+log = logging.getLogger("asyncz.broker")
+
 # Scores: one band of 10**13 ms (~317 years) per priority step keeps FIFO inside a band,
 # and the largest score (201 * 10**13) stays exact in a double (< 2**53).
 SCORE_SCALE = 10**13
@@ -40,9 +43,11 @@ def _guard() -> Iterator[None]:
     try:
         yield
     except _UNAVAILABLE as exc:
-        raise BrokerUnavailableError(f"redis unavailable: {exc}") from exc
+        log.warning("redis unavailable: %s", exc)
+        raise BrokerUnavailableError("the queue (Redis) is unavailable") from exc
     except ResponseError as exc:
-        raise BrokerUnavailableError(f"redis refused the command: {exc}") from exc
+        log.warning("redis refused the command: %s", exc)
+        raise BrokerUnavailableError("the queue (Redis) refused the command") from exc
 
 
 def ready_score(priority: int, ms: int) -> int:

@@ -9,14 +9,16 @@ from asyncz import runtime
 from asyncz.fleet.invoke import invoke_worker
 from asyncz.observability import lambda_entry, logger, metrics
 from asyncz.scaling import workers_to_start
+from asyncz.service import ready_backlog
 from asyncz.settings import get_settings
 
 
 async def _plan() -> tuple[int, int, int]:
     settings = get_settings()
-    service = await runtime.current_service(settings)
-    backlog = await service.backlog()
-    live = await service.broker.live_workers()
+    # Redis alone: the fleet never touches the database (nor is granted its secret).
+    broker = await runtime.current_broker(settings)
+    backlog = await ready_backlog(broker, settings.queue_list)
+    live = await broker.live_workers()
     start = workers_to_start(
         backlog,
         live,

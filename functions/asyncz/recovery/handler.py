@@ -25,17 +25,33 @@ def publish_gauges(settings: Settings, gauges: dict[str, float]) -> None:
 async def _recover() -> dict[str, Any]:
     settings = get_settings().require_for("recovery")
     service = await runtime.current_service(settings, metrics=PowertoolsMetricsSink())
-    report = await service.recover()
-    gauges = await service.gauges()
+    summary: dict[str, Any] = {}
+    failure: Exception | None = None
+    try:
+        report = await service.recover()
+        summary = {
+            "requeued": len(report.requeued),
+            "dead": len(report.dead),
+            "reenqueued": report.reenqueued,
+            "restored_delayed": report.restored_delayed,
+        }
+    except Exception as exc:  # noqa: BLE001 - reported below, after the gauges
+        failure = exc
+    # The gauges go out even when a dependency is down: the alarms must get louder then,
+    # not quieter. What cannot be read is left out (the alarms treat missing as breaching).
+    gauges: dict[str, float] = {}
+    try:
+        gauges.update(await service.gauges())
+    except Exception as exc:  # noqa: BLE001
+        failure = failure or exc
+    gauges["Degraded"] = 1.0 if failure else 0.0
     if settings.publish_gauges:
         publish_gauges(settings, gauges)
-    return {
-        "requeued": len(report.requeued),
-        "dead": len(report.dead),
-        "reenqueued": report.reenqueued,
-        "restored_delayed": report.restored_delayed,
-        "gauges": gauges,
-    }
+    summary["gauges"] = gauges
+    if failure is not None:
+        logger.exception("recovery failed; gauges published as degraded", exc_info=failure)
+        raise failure  # the function's Errors metric (and its alarm) count this run
+    return summary
 
 
 @lambda_entry()

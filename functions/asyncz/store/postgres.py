@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import socket
@@ -29,6 +30,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from asyncz.errors import InvalidInputError, StoreUnavailableError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.queries import QUERIES
+
+log = logging.getLogger("asyncz.store")
 
 Row = dict[str, Any]
 
@@ -94,15 +97,21 @@ def _lease(row: Mapping[str, Any]) -> Lease:
 
 @contextmanager
 def _db_errors(bound: float) -> Iterator[None]:
-    """Driver errors as domain errors: unavailable (503) or not storable (422)."""
+    """Driver errors as domain errors: unavailable (503) or not storable (422). The driver's
+    text is logged here; the error carries a fixed message, safe to show any caller."""
     try:
         yield
     except (psycopg.OperationalError, PoolTimeout) as exc:
-        raise StoreUnavailableError(f"database unavailable: {exc}") from exc
+        log.warning("database unavailable: %s", exc)
+        raise StoreUnavailableError("database unavailable: try again shortly") from exc
     except TimeoutError as exc:
-        raise StoreUnavailableError(f"database unavailable: no answer within {bound:g} s") from exc
+        log.warning("database unavailable: no answer within %g s", bound)
+        raise StoreUnavailableError("database unavailable: try again shortly") from exc
     except psycopg.DataError as exc:  # e.g. NUL in text, \u0000 in jsonb
-        raise InvalidInputError(f"value not storable: {exc}") from exc
+        log.warning("value not storable: %s", exc)
+        raise InvalidInputError(
+            "a value cannot be stored (for example a NUL character in text)"
+        ) from exc
 
 
 def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:

@@ -265,7 +265,8 @@ class WorkerLoop:
                 result = await asyncio.wait_for(
                     self._call(spec, running), timeout=lease.timeout_seconds
                 )
-                _check_storable(result)  # a result Postgres cannot store fails this attempt
+                # a result Postgres cannot store, or too large to read back, fails the attempt
+                _check_storable(result, self.settings.max_result_bytes)
             except TimeoutError:
                 running.finishing = True
                 running.ctx.cancelled.set()
@@ -393,11 +394,15 @@ class UnstorableResultError(ValueError):
     """The task returned a value that cannot be stored as its JSON result."""
 
 
-def _check_storable(result: Any) -> None:
+def _check_storable(result: Any, max_bytes: int) -> None:
     try:
-        json.dumps(result, allow_nan=False)
+        size = len(json.dumps(result, allow_nan=False).encode())
     except (TypeError, ValueError, RecursionError) as exc:
         raise UnstorableResultError(f"result is not storable as JSON: {exc}") from None
+    if size > max_bytes:
+        raise UnstorableResultError(
+            f"result is {size} bytes of JSON; the limit is {max_bytes} (ASYNCZ_MAX_RESULT_BYTES)"
+        )
     problem = unstorable(result)
     if problem:
         raise UnstorableResultError(f"result is not storable as JSON: it {problem}")

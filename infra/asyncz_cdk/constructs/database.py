@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_rds as rds
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -36,6 +37,8 @@ class Database(Construct):
         backup_retention_days: int,
         retain: bool,
         proxy_name: str,
+        instance_identifier: str,
+        log_retention: logs.RetentionDays,
     ) -> None:
         super().__init__(scope, construct_id)
         major = engine_version.split(".")[0]
@@ -74,9 +77,20 @@ class Database(Construct):
             deletion_protection=deletion_protection,
             backup_retention=Duration.days(backup_retention_days),
             auto_minor_version_upgrade=True,
+            instance_identifier=instance_identifier,
             cloudwatch_logs_exports=["postgresql"],
             removal_policy=RemovalPolicy.SNAPSHOT if retain else RemovalPolicy.DESTROY,
         )
+        # The exported PostgreSQL log, made here (not by RDS) so that it expires; no
+        # LogRetention custom resource (a Lambda with a managed policy) needed.
+        self.log_group = logs.LogGroup(
+            self,
+            "PostgresLog",
+            log_group_name=f"/aws/rds/instance/{instance_identifier}/postgresql",
+            retention=log_retention,
+            removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+        )
+        self.instance.node.add_dependency(self.log_group)
         secret = self.instance.secret
         assert secret is not None  # from_generated_secret always creates one
         self.secret: secretsmanager.ISecret = secret

@@ -21,7 +21,8 @@ API_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
 class Functions(Construct):
     """The four long-lived functions, each with its own role.
 
-    Grants: each of the four reads the database secret and the Redis AUTH token; only
+    Grants: each reads the Redis AUTH token; all but the fleet (Redis only) read the
+    database secret; only
     the api reads the API key secret; only fleet and api may invoke, and only the
     worker; only recovery may put metric data, and only in the AsyncZ namespace.
     """
@@ -37,6 +38,7 @@ class Functions(Construct):
         fleet_min_workers: int,
         fleet_max_workers: int,
         fleet_jobs_per_worker: int,
+        queues: tuple[str, ...],
         max_job_timeout_seconds: int,
         lease_timeout_seconds: int,
         heartbeat_seconds: int,
@@ -60,7 +62,12 @@ class Functions(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
 
-        data_env = {**data.database_environment, **data.redis_environment, **data.extra}
+        redis_env = {
+            **data.redis_environment,
+            **data.extra,
+            "ASYNCZ_QUEUES": ",".join(queues),
+        }
+        data_env = {**data.database_environment, **redis_env}
         jobs_env = {"ASYNCZ_MAX_TIMEOUT_SECONDS": str(max_job_timeout_seconds)}
         lease_env = {
             "ASYNCZ_LEASE_TIMEOUT_SECONDS": str(lease_timeout_seconds),
@@ -96,7 +103,7 @@ class Functions(Construct):
             defaults=defaults,
             handler="asyncz.fleet.handler.handler",
             description="AsyncZ fleet controller: starts workers for the backlog",
-            environment={**data_env, **fleet_env},
+            environment={**redis_env, **fleet_env},  # Redis only: no database access
             memory_size=256,
             timeout=Duration.seconds(60),
             reserved_concurrent_executions=1,
@@ -129,8 +136,9 @@ class Functions(Construct):
         )
 
         for fn in self.all:
-            data.grant_database(fn)
             data.grant_redis(fn)
+            if fn is not self.fleet:
+                data.grant_database(fn)
         self.api_keys_secret.grant_read(self.api)
         self.worker.grant_invoke(self.fleet)
         self.worker.grant_invoke(self.api)  # wake-up when no worker is alive

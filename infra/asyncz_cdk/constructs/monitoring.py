@@ -1,4 +1,9 @@
-"""Alarms on the queue gauges, an SNS topic for them, and a dashboard."""
+"""Alarms on the queue gauges and on the functions, an SNS topic for them, a dashboard.
+
+Missing data is breaching for every gauge alarm: the recovery function publishes the
+gauges each minute, so silence means it (or a dependency) is failing, and that must make
+the alarms louder, never quieter.
+"""
 
 from __future__ import annotations
 
@@ -70,7 +75,7 @@ class Monitoring(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=1,
             datapoints_to_alarm=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
         self.oldest_queued_alarm = cloudwatch.Alarm(
             self,
@@ -82,9 +87,48 @@ class Monitoring(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=3,
             datapoints_to_alarm=2,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
-        for alarm in (self.dlq_alarm, self.oldest_queued_alarm):
+        self.degraded_alarm = cloudwatch.Alarm(
+            self,
+            "Degraded",
+            alarm_name=f"{name}-degraded",
+            alarm_description="AsyncZ: recovery could not reach PostgreSQL or Redis",
+            metric=_gauge(namespace, "Degraded", alarm_period),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=2,
+            datapoints_to_alarm=2,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+        )
+        self.function_alarms: list[cloudwatch.Alarm] = []
+        for label, fn in functions.items():
+            for kind, metric in (
+                ("Errors", fn.metric_errors(period=alarm_period, statistic="Sum")),
+                ("Throttles", fn.metric_throttles(period=alarm_period, statistic="Sum")),
+            ):
+                self.function_alarms.append(
+                    cloudwatch.Alarm(
+                        self,
+                        f"{label.capitalize()}{kind}",
+                        alarm_name=f"{name}-{label}-{kind.lower()}",
+                        alarm_description=f"AsyncZ: the {label} function reports {kind.lower()}",
+                        metric=metric,
+                        threshold=1,
+                        comparison_operator=(
+                            cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+                        ),
+                        evaluation_periods=1,
+                        # no invocation, no error: missing data is fine for these
+                        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                    )
+                )
+        for alarm in (
+            self.dlq_alarm,
+            self.oldest_queued_alarm,
+            self.degraded_alarm,
+            *self.function_alarms,
+        ):
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
 
@@ -123,7 +167,9 @@ class Monitoring(Construct):
                 ],
             ),
             cloudwatch.AlarmStatusWidget(
-                title="Alarms", width=12, alarms=[self.dlq_alarm, self.oldest_queued_alarm]
+                title="Alarms",
+                width=12,
+                alarms=[self.dlq_alarm, self.oldest_queued_alarm, self.degraded_alarm],
             ),
         )
         self.dashboard.add_widgets(

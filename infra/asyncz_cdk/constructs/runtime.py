@@ -96,7 +96,6 @@ class FunctionDefaults:
     network: FunctionNetwork | None
     metrics_namespace: str = METRICS_NAMESPACE
     task_modules: Sequence[str] = ()
-    queues: Sequence[str] = ("default",)
 
     def base_environment(self) -> dict[str, str]:
         """Variables every function gets regardless of what it does."""
@@ -107,7 +106,6 @@ class FunctionDefaults:
             "POWERTOOLS_METRICS_NAMESPACE": self.metrics_namespace,
             "POWERTOOLS_TRACE_DISABLED": "false" if self.tracing else "true",
             "POWERTOOLS_LOG_LEVEL": "INFO",
-            "ASYNCZ_QUEUES": ",".join(self.queues),
         }
         if self.task_modules:
             env["ASYNCZ_TASK_MODULES"] = ",".join(self.task_modules)

@@ -29,7 +29,10 @@ SELECT id, status FROM jobs WHERE idempotency_key = %(idempotency_key)s;
 SELECT * FROM jobs WHERE id = %(id)s;
 
 -- name: list_attempts
-SELECT * FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt;
+-- The latest 1,000 attempts (each error is at most 4,000 characters), oldest first: the
+-- answer stays well under a Lambda response's 6 MB however often a job was replayed.
+SELECT * FROM (SELECT * FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt DESC LIMIT 1000) a
+ ORDER BY attempt;
 
 -- name: claim_jobs
 -- One statement claims every id that is still queued and due, each with a fresh lease
