@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 import urllib.error
@@ -376,6 +377,11 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_dev(args: argparse.Namespace) -> int:
     from asyncz.local.supervisor import DevOptions, run_dev
 
+    if args.tasks:
+        os.environ["ASYNCZ_TASK_MODULES"] = args.tasks
+    if args.reload:
+        return _run_reloading()
+
     opts = DevOptions.from_env(
         host=args.host,
         port=args.port,
@@ -388,6 +394,23 @@ def cmd_dev(args: argparse.Namespace) -> int:
     if args.quiet:
         opts.access_log = False
     return run_dev(opts)
+
+
+def _run_reloading() -> int:
+    """``asyncz dev`` (same arguments, without --reload) in a child process, restarted with
+    everything in it whenever a .py file below the current folder changes."""
+    import watchfiles
+
+    argv = [a for a in sys.argv[1:] if a != "--reload"]
+    print("asyncz dev --reload: watching *.py below", os.getcwd(), file=sys.stderr)
+    watchfiles.run_process(
+        os.getcwd(),
+        target=shlex.join([sys.executable, "-m", "asyncz", *argv]),
+        target_type="command",
+        watch_filter=watchfiles.PythonFilter(),
+        sigint_timeout=15,
+    )
+    return 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -442,6 +465,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pg-port", type=int, default=None, help="embedded Postgres port")
     p.add_argument("--redis-port", type=int, default=None, help="embedded Redis port")
     p.add_argument("--quiet", action="store_true", help="no access log lines")
+    p.add_argument(
+        "--tasks",
+        default=None,
+        help="task modules to import from the current folder, comma-separated "
+        "(same as ASYNCZ_TASK_MODULES)",
+    )
+    p.add_argument(
+        "--reload", action="store_true", help="restart everything when a .py file changes"
+    )
     p.set_defaults(func=cmd_dev)
 
     p = add("migrate", "apply the database migrations")

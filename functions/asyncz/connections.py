@@ -13,7 +13,7 @@ from asyncz.settings import Settings
 SECRET_MAX_AGE_SECONDS = 300
 
 
-def _secret(arn: str, max_age: int = SECRET_MAX_AGE_SECONDS) -> str:
+def read_secret(arn: str, max_age: int = SECRET_MAX_AGE_SECONDS) -> str:
     # Imported here: only AWS stages pay for boto3/Powertools parameters at first use.
     from aws_lambda_powertools.utilities import parameters
 
@@ -31,7 +31,7 @@ def database_conninfo(settings: Settings) -> str:
         return make_conninfo(settings.database_url, **extra)
     if not settings.database_secret_arn:
         raise ValueError("set ASYNCZ_DATABASE_URL or ASYNCZ_DATABASE_SECRET_ARN")
-    secret = json.loads(_secret(settings.database_secret_arn))
+    secret = json.loads(read_secret(settings.database_secret_arn))
     return make_conninfo(
         host=settings.database_host or secret["host"],
         port=int(secret.get("port", 5432)),
@@ -45,7 +45,7 @@ def database_conninfo(settings: Settings) -> str:
 
 def redis_password(settings: Settings) -> str | None:
     """The ElastiCache AUTH token, when one is configured."""
-    return _secret(settings.redis_auth_secret_arn) if settings.redis_auth_secret_arn else None
+    return read_secret(settings.redis_auth_secret_arn) if settings.redis_auth_secret_arn else None
 
 
 def api_key_hashes(settings: Settings) -> frozenset[str]:
@@ -58,7 +58,7 @@ def api_key_hashes(settings: Settings) -> frozenset[str]:
     if settings.api_keys_secret_arn:
         # not cached here: the api's KeyCheck holds the hashes for its own short TTL, the
         # one bound on how long a revoked key keeps working
-        raw = _secret(settings.api_keys_secret_arn, max_age=0).strip()
+        raw = read_secret(settings.api_keys_secret_arn, max_age=0).strip()
         keys: list[str] = []
         try:
             data = json.loads(raw)

@@ -46,12 +46,6 @@ class DuplicateJobError(AsyncZError):
         self.status = status
 
 
-class LeaseLostError(AsyncZError):
-    """The worker no longer owns the attempt: the fenced update matched zero rows."""
-
-    code = "lease_lost"
-
-
 class StoreUnavailableError(AsyncZError):
     """PostgreSQL cannot be reached or timed out."""
 

@@ -14,10 +14,11 @@ from typing import Any, TypeVar
 
 from asyncz.broker.redis import RedisBroker
 from asyncz.connections import database_conninfo, redis_password
-from asyncz.service import JobService, MetricsSink
+from asyncz.ports import MetricsSink
+from asyncz.service import JobService
 from asyncz.settings import Settings
 from asyncz.store.postgres import PostgresStore
-from asyncz.tasks.registry import load_task_modules
+from asyncz.tasks.loader import load_task_modules
 
 T = TypeVar("T")
 

@@ -1,21 +1,16 @@
 """The job service: submit, claim, heartbeat, finish, recover, replay, cancel.
 
-Depends only on the store and broker interfaces below and on the pure domain; it never
-imports a driver, boto3, FastAPI or Powertools.
+Depends only on the store and broker interfaces (:mod:`asyncz.ports`) and on the pure
+domain; it never imports a driver, boto3, FastAPI or Powertools.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import logging
 import random
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.errors import (
@@ -37,145 +32,25 @@ from asyncz.jobs import (
     RecoveryReport,
     out_of_retries,
 )
+from asyncz.pagination import decode_cursor, encode_cursor, fit_page
+from asyncz.ports import (
+    FailOutcome,
+    HeartbeatOutcome,
+    JobBroker,
+    JobStore,
+    MetricsSink,
+    NullMetrics,
+    Page,
+    Row,
+    SubmitBroker,
+    SubmitStore,
+    Submitted,
+)
 from asyncz.retry import backoff_delay
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 
 log = logging.getLogger("asyncz.service")
-Row = dict[str, Any]
-
-
-class MetricsSink(Protocol):
-    def add_metric(self, name: str, unit: str, value: float) -> None: ...
-
-
-class NullMetrics:
-    def add_metric(self, name: str, unit: str, value: float) -> None:
-        return None
-
-
-class SubmitStore(Protocol):
-    """What submitting needs from Postgres: the async pool, or the api's blocking lane."""
-
-    async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
-        """``{"run_at_ms": int, "due": bool}``; ``None`` when the idempotency key exists."""
-        ...
-
-    async def get_by_idempotency_key(self, key: str) -> Row | None: ...
-
-
-class JobStore(SubmitStore, Protocol):
-    """What the service needs from Postgres (see :mod:`asyncz.store.postgres`)."""
-
-    async def get_job(self, job_id: str) -> Job | None: ...
-    async def list_attempts(self, job_id: str) -> list[Attempt]: ...
-    async def list_jobs(
-        self,
-        *,
-        status: str | None,
-        queue: str | None,
-        task: str | None,
-        limit: int,
-        after: tuple[datetime, str] | None,
-    ) -> list[Job]: ...
-    async def list_dead(
-        self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
-    ) -> list[Job]: ...
-    async def counts_by_status(self) -> list[Row]: ...
-    async def oldest_queued_by_queue(self) -> dict[str, float]: ...
-    async def gauges(self) -> Row: ...
-    async def count_dead(self) -> int: ...
-    async def ping(self) -> None: ...
-    async def claim(self, ids: Sequence[str], worker_id: str, max_timeout: int) -> list[Lease]: ...
-    async def unclaimed(self, ids: Sequence[str]) -> list[Row]: ...
-    async def heartbeat(self, leases: Sequence[Lease]) -> dict[str, bool]: ...
-    async def complete(self, lease: Lease, result: Any) -> bool: ...
-    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]: ...
-    async def finish_failed(
-        self,
-        lease: Lease,
-        *,
-        status: JobStatus,
-        outcome: AttemptOutcome,
-        error: str,
-        delay_seconds: float = 0.0,
-    ) -> Row | None: ...
-    async def cancel(self, job_id: str) -> Row | None: ...
-    async def replay(self, job_id: str) -> Row | None: ...
-    async def replay_dead(
-        self, *, queue: str | None, task: str | None, limit: int
-    ) -> list[Row]: ...
-    async def purge_dead(self, job_id: str) -> bool: ...
-    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]: ...
-    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]: ...
-
-
-class SubmitBroker(Protocol):
-    """What submitting needs from Redis (enqueue; worker presence to wake one)."""
-
-    async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int: ...
-    async def live_workers(self) -> int: ...
-    async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
-
-
-class JobBroker(SubmitBroker, Protocol):
-    """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
-
-    async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int: ...
-    async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]: ...
-    async def known_queues(self) -> list[str]: ...
-    async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]: ...
-    async def register_worker(self, worker_id: str, ttl_seconds: float) -> None: ...
-    async def unregister_worker(self, worker_id: str) -> None: ...
-    async def scan_position(self) -> str | None: ...
-    async def save_scan_position(self, position: str | None) -> None: ...
-    async def ping(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Submitted:
-    job_id: str
-    status: JobStatus
-    enqueued: bool  # False when Redis was down: the job is durable, recovery enqueues it
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    items: list[Any]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class FailOutcome:
-    status: JobStatus
-    delay_seconds: float
-
-
-@dataclass(slots=True)
-class HeartbeatOutcome:
-    lost: set[str] = field(default_factory=set)
-    cancel_requested: set[str] = field(default_factory=set)
-
-
-def encode_cursor(when: datetime, job_id: str) -> str:
-    raw = json.dumps({"t": when.isoformat(), "i": job_id}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
-    """Validate an opaque cursor; a forged or garbled one is a client error, never a 500."""
-    if not cursor:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        data = json.loads(raw)
-        when = datetime.fromisoformat(data["t"])
-        job_id = str(uuid.UUID(str(data["i"])))
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
-        raise InvalidCursorError("cursor is not one this API issued") from exc
-    if when.tzinfo is None:
-        raise InvalidCursorError("cursor is not one this API issued")
-    return when, job_id
 
 
 def _dispatch(row: Row) -> Dispatch:
@@ -560,21 +435,6 @@ async def ready_backlog(broker: JobBroker, declared: Sequence[str]) -> int:
     """Jobs ready to run now across every queue (Redis only: no database round trip)."""
     queues = sorted(set(await broker.known_queues()) | set(declared))
     return sum(ready for ready, _ in (await broker.backlog(queues)).values())
-
-
-# A Lambda response is at most 6 MB: a page stops adding jobs once their payloads and
-# results pass this many bytes, and says where to go on (next_cursor).
-PAGE_BUDGET_BYTES = 4 * 1024 * 1024
-
-
-def fit_page(jobs: list[Job], budget: int = PAGE_BUDGET_BYTES) -> list[Job]:
-    """The leading jobs whose payloads and results fit ``budget`` (always at least one)."""
-    used = 0
-    for n, job in enumerate(jobs):
-        used += len(json.dumps(job.payload)) + len(json.dumps(job.result)) + 1024
-        if used > budget and n > 0:
-            return jobs[:n]
-    return jobs
 
 
 def _is_uuid(value: str) -> bool:

@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     # --- PostgreSQL: a URL locally, or a Secrets Manager secret (+ proxy host) in AWS.
     database_url: str | None = None
     database_secret_arn: str | None = None
+    # Only the migration step: the runtime role's secret, whose password it provisions.
+    runtime_database_secret_arn: str | None = None
     database_host: str | None = None  # e.g. the RDS Proxy endpoint; overrides the secret's host
     database_name: str = "asyncz"
     database_sslmode: str = "prefer"

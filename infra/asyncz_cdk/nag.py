@@ -49,7 +49,9 @@ def acknowledge_data(stack: DataStack, config: StageConfig) -> None:
         "AwsSolutions-SMG4",
         "No rotation schedule: a rotation Lambda needs egress to Secrets Manager and RDS "
         "from the VPC and is out of scope; the proxy and functions re-read the secret, "
-        "so rotation can be added (HostedRotation.postgreSqlSingleUser) without code changes.",
+        "so rotation can be added (HostedRotation.postgreSqlSingleUser) without code changes. "
+        "The same holds for the runtime role's secret (asyncz_app), whose password the "
+        "migration step sets on every deploy.",
     )
     acknowledge(
         stack.cache,

@@ -112,21 +112,28 @@ class DataStack(Stack):
 
     def data_access(self) -> DataAccess:
         """What the service stack's functions need to reach these stores."""
+        database_environment = {
+            "ASYNCZ_DATABASE_SECRET_ARN": self.database.runtime_secret.secret_arn,
+            "ASYNCZ_DATABASE_HOST": self.database.proxy_endpoint,
+            "ASYNCZ_DATABASE_NAME": self.database.database_name,
+            "ASYNCZ_DATABASE_SSLMODE": "require",
+            # RDS Proxy pins a client to one server connection once it prepares a
+            # statement server-side: no pooling gain left. Plain statements behind it.
+            "ASYNCZ_DB_PREPARED_STATEMENTS": "false",
+        }
         return DataAccess(
-            database_environment={
-                "ASYNCZ_DATABASE_SECRET_ARN": self.database.secret.secret_arn,
-                "ASYNCZ_DATABASE_HOST": self.database.proxy_endpoint,
-                "ASYNCZ_DATABASE_NAME": self.database.database_name,
-                "ASYNCZ_DATABASE_SSLMODE": "require",
-                # RDS Proxy pins a client to one server connection once it prepares a
-                # statement server-side: no pooling gain left. Plain statements behind it.
-                "ASYNCZ_DB_PREPARED_STATEMENTS": "false",
+            database_environment=database_environment,
+            migration_environment={
+                **database_environment,
+                "ASYNCZ_DATABASE_SECRET_ARN": self.database.admin_secret.secret_arn,
+                "ASYNCZ_RUNTIME_DATABASE_SECRET_ARN": self.database.runtime_secret.secret_arn,
             },
+            admin_secret=self.database.admin_secret,
             redis_environment={
                 "ASYNCZ_REDIS_URL": self.cache.url,
                 "ASYNCZ_REDIS_AUTH_SECRET_ARN": self.cache.auth_secret.secret_arn,
             },
-            database_secret=self.database.secret,
+            database_secret=self.database.runtime_secret,
             redis_auth_secret=self.cache.auth_secret,
             network=FunctionNetwork(
                 vpc=self.network.vpc,

@@ -12,6 +12,7 @@ from tests.infra.helpers import (
     actions,
     as_list,
     asyncz_functions,
+    environment,
     export_target,
     mentions,
     resources,
@@ -32,7 +33,8 @@ def secret_label(stage: Synth, resource: Any) -> str:
     else:
         logical_id = resource["Ref"]
     for prefix, label in (
-        ("DatabaseInstanceSecret", "database"),
+        ("DatabaseInstanceSecret", "database_admin"),
+        ("DatabaseRuntimeSecret", "database"),
         ("CacheAuthToken", "redis"),
         ("FunctionsApiKeys", "api_keys"),
     ):
@@ -67,7 +69,9 @@ def test_each_function_has_its_own_role(stage: Synth) -> None:
 
 def test_secrets_readable_only_by_their_users(aws: Synth) -> None:
     assert secret_readers(aws) == {
+        # the functions connect as the DML-only runtime role; the owner is the migration's
         "database": {"api", "worker", "recovery", "migrate"},  # the fleet reads Redis only
+        "database_admin": {"migrate"},
         "redis": {"api", "worker", "fleet", "recovery"},
         "api_keys": {"api"},
     }
@@ -172,3 +176,16 @@ def test_logs_only_to_the_functions_own_log_group(stage: Synth) -> None:
         for statement in function_statements(stage, name):
             if any(a.startswith("logs:") for a in actions(statement)):
                 assert statement["Resource"] == {"Fn::GetAtt": [log_group, "Arn"]}, name
+
+
+def test_functions_use_the_runtime_role_and_only_migrate_the_owner(aws: Synth) -> None:
+    fns = asyncz_functions(aws.service)
+    runtime_arn = environment(fns["api"][1])["ASYNCZ_DATABASE_SECRET_ARN"]
+    for name in ("worker", "recovery"):
+        assert environment(fns[name][1])["ASYNCZ_DATABASE_SECRET_ARN"] == runtime_arn
+    migrate = environment(fns["migrate"][1])
+    assert migrate["ASYNCZ_RUNTIME_DATABASE_SECRET_ARN"] == runtime_arn
+    assert secret_label(aws, migrate["ASYNCZ_DATABASE_SECRET_ARN"]) == "database_admin"
+    assert secret_label(aws, runtime_arn) == "database"
+    [proxy] = resources(aws.data, "AWS::RDS::DBProxy").values()
+    assert len(proxy["Properties"]["Auth"]) == 2  # the owner and the runtime role

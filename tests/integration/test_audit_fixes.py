@@ -287,7 +287,7 @@ def _big_result(payload: dict[str, Any]) -> Any:
 def test_pages_stay_under_a_lambda_response_and_big_results_fail_clearly(
     settings: Settings,
 ) -> None:
-    from asyncz.service import PAGE_BUDGET_BYTES
+    from asyncz.pagination import PAGE_BUDGET_BYTES
 
     small = settings.model_copy(update={"max_result_bytes": 1000})
 

@@ -164,3 +164,22 @@ def test_migrate_handler_is_idempotent(aws_env: Settings) -> None:
     out = migrate_handler.handler({}, FakeContext(function_name="asyncz-migrate"))
     assert out == {"applied": []}  # the test database is migrated already
     assert json.dumps(out)
+
+
+def test_migrate_handler_lets_the_runtime_role_log_in(
+    aws_env: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asyncz.migrate import handler as migrate_handler
+
+    arn = boto3.client("secretsmanager").create_secret(
+        Name="asyncz-runtime",
+        SecretString=json.dumps({"username": "asyncz_app", "password": "pw1"}),
+    )["ARN"]
+    monkeypatch.setenv("ASYNCZ_RUNTIME_DATABASE_SECRET_ARN", arn)
+    get_settings.cache_clear()
+    rows(aws_env.database_url, "ALTER ROLE asyncz_app NOLOGIN")
+    migrate_handler.handler({}, FakeContext(function_name="asyncz-migrate"))
+    [role] = rows(
+        aws_env.database_url, "SELECT rolcanlogin FROM pg_roles WHERE rolname = 'asyncz_app'"
+    )
+    assert role["rolcanlogin"] is True

@@ -251,3 +251,139 @@ def test_dev_completes_200_jobs_and_loses_none_across_sigkill(
     time.sleep(0.5)
     assert second.live_group_members() == []
     assert '"message": "stopped"' in second.log()
+
+
+def test_dev_keeps_the_audits_promises(
+    dev_env: dict[str, str], tmp_path: Path, runs: list[DevProcess]
+) -> None:
+    """Issue 14 against `asyncz dev`: a cancel during a timing-out attempt ends cancelled,
+    an undeclared queue is refused, NUL and NaN payloads get a 4xx with a code, and after a
+    Redis flush every queued row comes back however many runs of recovery it takes."""
+    env = {
+        **dev_env,
+        "ASYNCZ_HEARTBEAT_SECONDS": "30",  # the cancel must not reach the worker in time
+        "ASYNCZ_LEASE_TIMEOUT_SECONDS": "90",
+        "ASYNCZ_RECOVERY_BATCH_SIZE": "50",
+        "ASYNCZ_RECOVERY_MAX_BATCHES": "2",
+    }
+    dev = DevProcess(_free_port(), tmp_path / "data", env, ["--workers", "1"])
+    runs.append(dev)
+    dev.wait_healthy()
+
+    [job] = submit_many(
+        dev.url, [{"task": "sleep", "payload": {"seconds": 4}, "timeout_seconds": 2}]
+    )
+    deadline = time.monotonic() + 30
+    while call(dev.url, "GET", f"/jobs/{job}")[1]["status"] != "processing":
+        assert time.monotonic() < deadline, "the sleep job never started"
+        time.sleep(0.05)
+    assert call(dev.url, "POST", f"/jobs/{job}/cancel")[0] == 200
+    assert wait_terminal(dev.url, [job], timeout=30)[job]["status"] == "cancelled"
+
+    status, body = call(dev.url, "POST", "/jobs", {"task": "echo", "queue": "emails"})
+    assert (status, body["error"]) == (422, "unknown_queue")
+    status, body = call(dev.url, "POST", "/jobs", {"task": "echo", "payload": {"a": "x\u0000"}})
+    assert (status, body["error"]) == (422, "invalid_payload")
+    req = urllib.request.Request(
+        dev.url + "/jobs", data=b'{"task": "echo", "payload": {"a": NaN}}', method="POST"
+    )
+    req.add_header("x-api-key", API_KEY)
+    req.add_header("Content-Type", "application/json")
+    with pytest.raises(urllib.error.HTTPError) as nan:
+        urllib.request.urlopen(req, timeout=30)
+    assert nan.value.code == 422 and json.loads(nan.value.read())["error"] == "invalid_payload"
+
+    delayed = submit_many(
+        dev.url, [{"task": "echo", "payload": {"i": i}, "delay_seconds": 3600} for i in range(300)]
+    )
+    r = redis.Redis.from_url(env["ASYNCZ_REDIS_URL"])
+    r.flushdb()  # one recovery run restores at most 100: it takes three
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        back = sum(r.zcard(k) for k in r.scan_iter("asyncz:*:delayed"))
+        if back == len(delayed):
+            break
+        time.sleep(0.5)
+    assert back == len(delayed), f"{back} of {len(delayed)} delayed jobs back in Redis"
+
+
+SHOUT = """from asyncz.tasks import task
+
+
+@task("shout")
+def shout(payload):
+    return {"text": payload["text"].upper()}
+"""
+
+
+def _dev_in(folder: Path, env: dict[str, str], *args: str) -> tuple[subprocess.Popen[bytes], Path]:
+    log_path = folder / "dev.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "asyncz", "dev", "--quiet", *args],
+            cwd=folder,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return proc, log_path
+
+
+def test_dev_runs_the_users_own_tasks_from_the_current_folder(
+    dev_env: dict[str, str], tmp_path: Path
+) -> None:
+    project = tmp_path / "myproject"  # outside the repository, like a user's folder
+    project.mkdir()
+    (project / "mytasks.py").write_text(SHOUT)
+    port = _free_port()
+    env = {**dev_env, "PYTHONPATH": ""}
+    proc, log_path = _dev_in(project, env, "--tasks", "mytasks", "--port", str(port), "--reload")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        dev = DevProcess.__new__(DevProcess)  # reuse its health wait on our process
+        dev.proc, dev.url, dev.log_path = proc, url, log_path
+        dev.wait_healthy()
+        status, body = call(url, "POST", "/jobs", {"task": "shout", "payload": {"text": "hi"}})
+        assert status == 202, body
+        done = wait_terminal(url, [body["job_id"]], timeout=60)[body["job_id"]]
+        assert (done["status"], done["result"]) == ("completed", {"text": "HI"}), done
+
+        # --reload: the changed task runs after a restart of everything
+        (project / "mytasks.py").write_text(SHOUT.replace(".upper()", ".upper() + '!'"))
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                status, body = call(
+                    url, "POST", "/jobs", {"task": "shout", "payload": {"text": "a"}}
+                )
+                if status == 202:
+                    job = wait_terminal(url, [body["job_id"]], timeout=60)[body["job_id"]]
+                    if job["result"] == {"text": "A!"}:
+                        break
+            except OSError:
+                pass  # restarting
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the edit never ran:\n{log_path.read_text()[-3000:]}")
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(40)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def test_dev_stops_at_once_naming_a_task_module_that_does_not_import(
+    dev_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**dev_env, "ASYNCZ_TASK_MODULES": "no_such_tasks"}
+    proc, log_path = _dev_in(tmp_path, env, "--port", str(_free_port()))
+    try:
+        code = proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    out = log_path.read_text()
+    assert code != 0 and "no_such_tasks" in out and "ModuleNotFoundError" in out, out

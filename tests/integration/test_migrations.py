@@ -8,8 +8,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from asyncz.store.migrations import apply_migrations
-from tests.conftest import database_url
+from asyncz.jobs import NewJob
+from asyncz.settings import Settings
+from asyncz.store.migrations import apply_migrations, available_migrations
+from tests.conftest import database_url, open_service, run
 from tests.integration.helpers import rows
 
 pytestmark = pytest.mark.integration
@@ -77,9 +79,13 @@ def columns(url: str, table: str) -> dict[str, str]:
 def test_concurrent_migrations_apply_once_and_rerun_is_a_no_op(fresh_db: str) -> None:
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: apply_migrations(fresh_db), range(4)))
-    assert sorted(v for r in results for v in r) == ["0001_initial"]
+    every = [version for version, _ in available_migrations()]
+    assert every[:2] == ["0001_initial", "0002_runtime_role"]
+    assert sorted(v for r in results for v in r) == every
     assert apply_migrations(fresh_db) == []
-    assert rows(fresh_db, "SELECT version FROM schema_migrations") == [{"version": "0001_initial"}]
+    assert rows(fresh_db, "SELECT version FROM schema_migrations ORDER BY version") == [
+        {"version": v} for v in every
+    ]
 
 
 def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
@@ -105,3 +111,38 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
             conn.execute(
                 "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'processing')"
             )
+
+
+def test_the_runtime_role_runs_the_service_and_can_change_no_schema(
+    settings: Settings, pg_url: str
+) -> None:
+    from asyncz.store.migrations import RUNTIME_ROLE, provision_runtime_role
+
+    provision_runtime_role(pg_url, "runtime-secret-password")
+    app_url = psycopg.conninfo.make_conninfo(
+        pg_url, user=RUNTIME_ROLE, password="runtime-secret-password"
+    )
+    as_app = settings.model_copy(update={"database_url": app_url})
+
+    async def lifecycle() -> None:
+        async with open_service(as_app) as svc:
+            job = await svc.submit(NewJob(task="echo", payload={"x": 1}))
+            [lease] = await svc.claim_next("w", as_app.queue_list, 1, 2.0, 3600)
+            assert await svc.complete(lease, {"ok": True})
+            assert (await svc.get(job.job_id)).status.value == "completed"
+            assert await svc.attempts(job.job_id)
+            await svc.recover()
+
+    run(lifecycle())
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (RUNTIME_ROLE,)
+        conn.execute("DELETE FROM jobs")  # DML: allowed
+        for ddl in (
+            "DROP TABLE job_attempts",
+            "ALTER TABLE jobs ADD COLUMN x int",
+            "CREATE TABLE intruder (id int)",
+            "TRUNCATE jobs",
+            "CREATE ROLE other",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(ddl)

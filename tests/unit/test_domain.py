@@ -9,9 +9,9 @@ import pytest
 
 from asyncz.errors import InvalidCursorError
 from asyncz.jobs import TERMINAL, TRANSITIONS, JobStatus, Lease, can_transition, out_of_retries
+from asyncz.pagination import decode_cursor, encode_cursor
 from asyncz.retry import backoff_ceiling, backoff_delay
 from asyncz.scaling import workers_to_start
-from asyncz.service import decode_cursor, encode_cursor
 
 pytestmark = pytest.mark.unit
 

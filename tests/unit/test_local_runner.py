@@ -267,3 +267,44 @@ def test_default_data_dir_is_in_the_project_root(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "a" / "b").mkdir(parents=True)
     assert default_data_dir(tmp_path / "a" / "b") == tmp_path.resolve() / ".asyncz"
+
+
+class _StuckSandbox:
+    """A sandbox whose every invocation fails at once (a task module that does not import)."""
+
+    ready = True
+
+    def alive(self) -> bool:
+        return True
+
+    def stop(self, grace_s: float = 0) -> None:
+        return None
+
+
+def test_a_worker_that_keeps_failing_backs_off_and_says_why_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    from asyncz.local import invokers
+    from asyncz.local.config import DevOptions
+
+    monkeypatch.setattr(invokers, "FAILURE_BACKOFF_S", 0.05)
+    stopping = threading.Event()
+    fleet = invokers.WorkerFleet({}, DevOptions(workers=1), stopping)
+    calls: list[bool] = []
+
+    def failing(sandbox: Any, *, quiet: bool = False) -> bool:
+        calls.append(quiet)
+        return False
+
+    monkeypatch.setattr(fleet, "_spawn", _StuckSandbox)
+    monkeypatch.setattr(fleet, "_invoke_once", failing)
+    assert fleet.invoke(repeat=True)
+    time.sleep(1.0)
+    stopping.set()
+    fleet.stop(grace_s=1)
+    # backing off 0.05, 0.1, 0.2, 0.4 s...: a handful of tries in a second, not thousands
+    assert 3 <= len(calls) <= 8, len(calls)
+    assert calls[0] is False and all(calls[1:])  # only the first failure is logged
+    assert capsys.readouterr().out.count("backing off") == 1

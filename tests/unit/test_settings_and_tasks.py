@@ -19,7 +19,8 @@ from asyncz.settings import Settings, SettingsError
 from asyncz.store.migrations import available_migrations
 from asyncz.store.queries import QUERIES
 from asyncz.tasks.documents import render_email, render_pdf
-from asyncz.tasks.registry import TaskContext, TaskRegistry, load_task_modules, task
+from asyncz.tasks.loader import load_task_modules
+from asyncz.tasks.registry import TaskContext, TaskRegistry, task
 
 pytestmark = pytest.mark.unit
 
@@ -163,3 +164,21 @@ _json_values = st.recursive(
 def test_json_depth_guard_agrees_with_a_byte_wise_scan(value: object, limit: int) -> None:
     body = json.dumps(value, ensure_ascii=False).encode()
     assert json_depth_exceeds(body, limit=limit) == _depth_reference(body, limit)
+
+
+def test_builtin_tasks_keep_only_their_newest_artifacts(tmp_path: Any) -> None:
+    from asyncz.tasks import builtin
+    from asyncz.tasks.registry import TaskContext
+
+    for i in range(builtin.MAX_ARTIFACTS_PER_FOLDER + 25):
+        ctx = TaskContext(
+            job_id=f"job-{i:04d}",
+            attempt=1,
+            queue="default",
+            worker_id="w",
+            artifact_dir=str(tmp_path),
+        )
+        builtin.email_send({"user_id": i}, ctx)
+    kept = sorted(p.name for p in (tmp_path / "outbox").iterdir())
+    assert len(kept) == builtin.MAX_ARTIFACTS_PER_FOLDER
+    assert f"job-{builtin.MAX_ARTIFACTS_PER_FOLDER + 24:04d}.eml" in kept  # the newest stays

@@ -45,7 +45,8 @@ from asyncz.api.submit import WakeOne, Waker, accepted, parse_submit
 from asyncz.connections import api_key_hashes
 from asyncz.errors import AsyncZError
 from asyncz.observability import logger
-from asyncz.service import JobService, MetricsSink
+from asyncz.ports import MetricsSink
+from asyncz.service import JobService
 from asyncz.settings import Settings
 
 log = logging.getLogger("asyncz.api")

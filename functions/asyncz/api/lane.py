@@ -31,11 +31,12 @@ from asyncz.connections import database_conninfo, redis_password
 from asyncz.errors import AsyncZError
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
+from asyncz.ports import MetricsSink, NullMetrics, Submitted
 from asyncz.runtime import drive
-from asyncz.service import MetricsSink, NullMetrics, Submitted, Submitter
+from asyncz.service import Submitter
 from asyncz.settings import Settings
 from asyncz.store.postgres import PostgresSubmitStore
-from asyncz.tasks.registry import load_task_modules
+from asyncz.tasks.loader import load_task_modules
 
 
 def accepts(event: dict[str, Any]) -> bool:

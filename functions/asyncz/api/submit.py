@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from asyncz.api.replies import Reply, error_reply, validation_reply
 from asyncz.api.schemas import SubmitJob
 from asyncz.jobs import NewJob
-from asyncz.service import SubmitBroker, Submitted
+from asyncz.ports import SubmitBroker, Submitted
 
 log = logging.getLogger("asyncz.api")
 

@@ -246,7 +246,7 @@ class RedisBroker(_KeySpace):
 class RedisSubmitBroker(_KeySpace):
     """The api Lambda's submit lane: a blocking client (one request at a time per sandbox).
 
-    Keeps :class:`asyncz.service.SubmitBroker`'s async signatures but never suspends: run
+    Keeps :class:`asyncz.ports.SubmitBroker`'s async signatures but never suspends: run
     it with :func:`asyncz.runtime.drive`. Every command is bounded by the socket timeout.
 
     The client keeps one connection for its commands (``single_connection_client``): a

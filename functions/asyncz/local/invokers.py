@@ -12,6 +12,9 @@ from collections.abc import Callable
 from asyncz.local.config import FUNCTION_PREFIX, WORKER_HANDLER, DevOptions
 from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec, log_line
 
+FAILURE_BACKOFF_S = 1.0
+FAILURE_BACKOFF_MAX_S = 30.0
+
 
 class WorkerFleet:
     """Worker sandboxes (processes); each :meth:`invoke` runs one worker invocation in one."""
@@ -61,8 +64,19 @@ class WorkerFleet:
             if not sandbox.ready:
                 init_ms = sandbox.wait_ready()
                 log_line("sandbox", "INIT", sandbox=sandbox.spec.name, init_ms=init_ms)
+            failures = 0
             while not self.stopping.is_set():
-                self._invoke_once(sandbox)
+                if self._invoke_once(sandbox, quiet=failures > 0):
+                    failures = 0
+                elif repeat:
+                    # A worker that cannot start (a task module that does not import, a
+                    # dependency down) must not spin: back off, and say why only once.
+                    failures += 1
+                    delay = min(FAILURE_BACKOFF_MAX_S, FAILURE_BACKOFF_S * 2 ** (failures - 1))
+                    if failures == 1:
+                        log_line("fleet", "worker keeps failing: backing off", "WARNING")
+                    if self.stopping.wait(delay):
+                        break
                 if not sandbox.alive():
                     sandbox.stop(grace_s=0)
                     if not repeat or self.stopping.is_set():
@@ -104,7 +118,9 @@ class WorkerFleet:
         sandbox.wait_ready()
         return sandbox
 
-    def _invoke_once(self, sandbox: SandboxProcess) -> None:
+    def _invoke_once(self, sandbox: SandboxProcess, *, quiet: bool = False) -> bool:
+        """One invocation; True when it succeeded. ``quiet``: a failure is not logged (the
+        loop already said why once and is backing off)."""
         request_id = str(uuid.uuid4())
         started = time.monotonic()
         log_line("sandbox", "START", sandbox=sandbox.spec.name, request_id=request_id)
@@ -119,8 +135,11 @@ class WorkerFleet:
                     sandbox=sandbox.spec.name,
                     request_id=request_id,
                 )
-            return
-        level = "INFO" if reply.get("ok") else "ERROR"
+            return False
+        ok = bool(reply.get("ok"))
+        if quiet and not ok:
+            return False
+        level = "INFO" if ok else "ERROR"
         log_line(
             "sandbox",
             "REPORT",
@@ -131,6 +150,7 @@ class WorkerFleet:
             result=reply.get("result"),
             error=reply.get("error"),
         )
+        return ok
 
     def stop(self, grace_s: float) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ import itertools
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -308,5 +309,50 @@ class _LazyBackend:
 
 
 def run_dev(opts: DevOptions) -> int:
-    """Run the local stack until interrupted."""
+    """Run the local stack until interrupted; the user's task modules are imported from the
+    current folder (as ``rq worker`` does), and one that does not import stops the start."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)  # spawned sandboxes inherit the parent's sys.path
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH", "")) if p
+    )
+    problem = check_task_modules(os.environ.get("ASYNCZ_TASK_MODULES", ""))
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     return DevRunner(opts).run()
+
+
+def check_task_modules(modules: str, timeout_s: float = 30.0) -> str | None:
+    """Import the task modules in a throwaway process; why they do not import, or None."""
+    names = [m.strip() for m in modules.split(",") if m.strip()]
+    if not names:
+        return None
+    code = (
+        "import sys\n"
+        "from asyncz.tasks.loader import load_task_modules\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n"
+        "        load_task_modules([name])\n"
+        "    except BaseException as exc:\n"
+        "        print(f'{name}\\t{type(exc).__name__}: {exc}', file=sys.stderr)\n"
+        "        sys.exit(3)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *names],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"importing the task modules {', '.join(names)} took over {timeout_s:g} s"
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    name, _, why = (lines[-1] if lines else "").partition("\t")
+    if why:
+        return f"task module {name!r} (ASYNCZ_TASK_MODULES) cannot be imported: {why}"
+    return f"the task modules {', '.join(names)} cannot be imported:\n{done.stderr[-2000:]}"

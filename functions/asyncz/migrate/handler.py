@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from asyncz.connections import database_conninfo
+from asyncz.connections import database_conninfo, read_secret
 from asyncz.observability import lambda_entry, logger
 from asyncz.settings import get_settings
-from asyncz.store.migrations import apply_migrations
+from asyncz.store.migrations import RUNTIME_ROLE, apply_migrations, provision_runtime_role
 
 
 @lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     settings = get_settings().require_for("migrate")
     # Right after a fresh deploy the proxy's targets may still be registering.
-    applied = apply_migrations(database_conninfo(settings), wait_seconds=240)
+    conninfo = database_conninfo(settings)
+    applied = apply_migrations(conninfo, wait_seconds=240)
     logger.info("migrations applied", extra={"applied": applied})
+    if settings.runtime_database_secret_arn:
+        runtime = json.loads(read_secret(settings.runtime_database_secret_arn))
+        if runtime.get("username") != RUNTIME_ROLE:
+            raise ValueError(f"the runtime secret's username must be {RUNTIME_ROLE!r}")
+        provision_runtime_role(conninfo, runtime["password"])
+        logger.info("runtime role provisioned", extra={"role": RUNTIME_ROLE})
     return {"applied": applied}

@@ -7,6 +7,9 @@ import time
 from importlib import resources
 
 import psycopg
+from psycopg import sql
+
+RUNTIME_ROLE = "asyncz_app"  # created by migration 0002 with the functions' rights
 
 # Any constant works; it only has to be the same for every process that migrates.
 _LOCK_ID = 0x6173796E637A  # "asyncz"
@@ -59,3 +62,13 @@ def apply_migrations(conninfo: str, *, wait_seconds: float = 0.0) -> list[str]:
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
     return applied
+
+
+def provision_runtime_role(conninfo: str, password: str) -> None:
+    """Let the runtime role log in with ``password`` (its own secret's); run as the owner."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
+                sql.Identifier(RUNTIME_ROLE), sql.Literal(password)
+            )
+        )

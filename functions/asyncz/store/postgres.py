@@ -483,7 +483,7 @@ class PostgresSubmitStore:
 
     A Lambda sandbox serves one request at a time, so async I/O buys the hot path nothing,
     and under load the event loop's machinery cost more CPU than the INSERT itself
-    (BENCHMARKS.md, "Submit"). The methods keep :class:`asyncz.service.SubmitStore`'s async
+    (BENCHMARKS.md, "Submit"). The methods keep :class:`asyncz.ports.SubmitStore`'s async
     signatures but never suspend: run them with :func:`asyncz.runtime.drive`.
 
     Every statement is bounded by ``query_timeout`` (see :class:`_Deadline`); a connection

@@ -1,11 +1,11 @@
 """Tasks: the registry and the built-in tasks."""
 
+from asyncz.tasks.loader import load_task_modules
 from asyncz.tasks.registry import (
     REGISTRY,
     TaskContext,
     TaskRegistry,
     TaskSpec,
-    load_task_modules,
     task,
 )
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,11 +102,3 @@ def task(
         return fn
 
     return decorate
-
-
-def load_task_modules(modules: Iterable[str]) -> TaskRegistry:
-    """Import the built-in tasks and every user module named in settings."""
-    importlib.import_module("asyncz.tasks.builtin")
-    for module in modules:
-        importlib.import_module(module)
-    return REGISTRY

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -19,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from asyncz.errors import (
@@ -29,19 +28,15 @@ from asyncz.errors import (
     StoreUnavailableError,
     describe,
 )
-from asyncz.jobs import AttemptOutcome, Lease, unstorable
+from asyncz.jobs import AttemptOutcome, Lease
 from asyncz.service import JobService
 from asyncz.tasks.registry import TaskContext, TaskSpec
 from asyncz.worker.batching import CompletionBatcher
+from asyncz.worker.execution import check_storable, in_thread
 
 log = logging.getLogger("asyncz.worker")
 
 _FINISH_TRIES = 3
-_OUT_OF_MEMORY = MemoryError("the task ran out of memory")  # made now: none may be left later
-
-
-class _Abandoned(Exception):
-    """The attempt was taken away (lost lease) or cancelled while it ran."""
 
 
 @dataclass(slots=True)
@@ -63,7 +58,6 @@ class WorkerStats:
     lost_leases: int = 0
     hung_threads: int = 0
     stopped_because: str = ""
-    counts: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,38 +74,6 @@ class WorkerStats:
 
 def new_worker_id(hint: str = "worker") -> str:
     return f"{hint}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-async def _in_thread(fn: Callable[[], Any], name: str) -> Any:
-    """Run ``fn`` on a fresh daemon thread; cancelling the await abandons (not kills) it."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def deliver(ok: bool, value: Any) -> None:
-        if not future.done():
-            (future.set_result if ok else future.set_exception)(value)
-
-    def target() -> None:
-        try:
-            result = fn()
-        except BaseException as exc:  # noqa: BLE001 - SystemExit from a task is a failure too
-            # Drop the traceback: its frames would keep the task's memory (a memory hog's
-            # buffers) alive in a cycle until the cycle collector happens to run.
-            ok, value = False, exc.with_traceback(None)
-        else:
-            ok, value = True, result
-        for _ in range(3):  # under memory pressure, handing the result back can fail too
-            try:
-                loop.call_soon_threadsafe(deliver, ok, value)
-                return
-            except RuntimeError:  # the loop is closed: nobody waits for this result
-                return
-            except MemoryError:
-                ok, value = False, _OUT_OF_MEMORY
-                time.sleep(0.05)
-
-    threading.Thread(target=target, name=name, daemon=True).start()
-    return await future
 
 
 class WorkerLoop:
@@ -266,7 +228,7 @@ class WorkerLoop:
                     self._call(spec, running), timeout=lease.timeout_seconds
                 )
                 # a result Postgres cannot store, or too large to read back, fails the attempt
-                _check_storable(result, self.settings.max_result_bytes)
+                check_storable(result, self.settings.max_result_bytes)
             except TimeoutError:
                 running.finishing = True
                 running.ctx.cancelled.set()
@@ -310,7 +272,7 @@ class WorkerLoop:
             return await spec.call(lease.payload, ctx)
         thread_name = f"asyncz-job-{lease.job_id}"
         try:
-            return await _in_thread(lambda: spec.call(lease.payload, ctx), thread_name)
+            return await in_thread(lambda: spec.call(lease.payload, ctx), thread_name)
         except asyncio.CancelledError:
             ctx.cancelled.set()
             self._hung.extend(t for t in threading.enumerate() if t.name == thread_name)
@@ -388,24 +350,6 @@ class WorkerLoop:
             running.stop_reason = "lost" if job_id in outcome.lost else "cancel"
             running.ctx.cancelled.set()
             running.task.cancel()
-
-
-class UnstorableResultError(ValueError):
-    """The task returned a value that cannot be stored as its JSON result."""
-
-
-def _check_storable(result: Any, max_bytes: int) -> None:
-    try:
-        size = len(json.dumps(result, allow_nan=False).encode())
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise UnstorableResultError(f"result is not storable as JSON: {exc}") from None
-    if size > max_bytes:
-        raise UnstorableResultError(
-            f"result is {size} bytes of JSON; the limit is {max_bytes} (ASYNCZ_MAX_RESULT_BYTES)"
-        )
-    problem = unstorable(result)
-    if problem:
-        raise UnstorableResultError(f"result is not storable as JSON: it {problem}")
 
 
 def _ids(lease: Lease) -> dict[str, Any]:

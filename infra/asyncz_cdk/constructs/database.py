@@ -10,14 +10,16 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 POSTGRES_PORT = 5432
+RUNTIME_ROLE = "asyncz_app"  # asyncz.store.migrations.RUNTIME_ROLE (infra imports no code)
 
 
 class Database(Construct):
     """An encrypted, private PostgreSQL instance reachable only through its proxy.
 
     The proxy admits only ``client_security_group`` and the instance admits only the
-    proxy. ``secret`` holds username/password/host/port/dbname (the instance's host;
-    clients override it with ``proxy_endpoint``).
+    proxy. ``admin_secret`` (the owner: migrations only) and ``runtime_secret`` (the
+    functions' DML-only role) hold username/password/host/port/dbname (the instance's
+    host; clients override it with ``proxy_endpoint``).
     """
 
     def __init__(
@@ -93,12 +95,18 @@ class Database(Construct):
         self.instance.node.add_dependency(self.log_group)
         secret = self.instance.secret
         assert secret is not None  # from_generated_secret always creates one
-        self.secret: secretsmanager.ISecret = secret
+        # The owner's credentials: only the migration step reads them.
+        self.admin_secret: secretsmanager.ISecret = secret
+        # What the functions connect as: the DML-only role that migration 0002 creates and
+        # the migration step lets log in with this secret's password.
+        self.runtime_secret: secretsmanager.ISecret = rds.DatabaseSecret(
+            self, "RuntimeSecret", username=RUNTIME_ROLE
+        ).attach(self.instance)
 
         self.proxy = self.instance.add_proxy(
             "Proxy",
             db_proxy_name=proxy_name,  # physical name: unique per account and region
-            secrets=[secret],
+            secrets=[secret, self.runtime_secret],
             vpc=vpc,
             vpc_subnets=subnets,
             security_groups=[self.proxy_security_group],

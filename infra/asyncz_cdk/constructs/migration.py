@@ -35,11 +35,11 @@ class Migration(Construct):
             defaults=defaults,
             handler="asyncz.migrate.handler.handler",
             description="AsyncZ schema migrations (forward-only, run on deploy)",
-            environment=dict(data.database_environment),
+            environment=dict(data.migration_environment or data.database_environment),
             memory_size=256,
             timeout=Duration.minutes(5),
         )
-        data.grant_database(self.function)
+        data.grant_migration(self.function)
         self.trigger = triggers.Trigger(
             self,
             "Run",

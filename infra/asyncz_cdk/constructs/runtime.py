@@ -71,11 +71,21 @@ class DataAccess:
     redis_auth_secret: secretsmanager.ISecret | None = None
     network: FunctionNetwork | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
+    # The owner's credentials and what else the migration step needs (the runtime
+    # secret whose password it provisions); None where both are the same (local stage).
+    migration_environment: Mapping[str, str] | None = None
+    admin_secret: secretsmanager.ISecret | None = None
 
     def grant_database(self, grantee: iam.IGrantable) -> None:
         """Let ``grantee`` read the database credentials (if they are a secret)."""
         if self.database_secret is not None:
             self.database_secret.grant_read(grantee)
+
+    def grant_migration(self, grantee: iam.IGrantable) -> None:
+        """Let the migration step read the owner's and the runtime role's credentials."""
+        self.grant_database(grantee)
+        if self.admin_secret is not None:
+            self.admin_secret.grant_read(grantee)
 
     def grant_redis(self, grantee: iam.IGrantable) -> None:
         """Let ``grantee`` read the Redis AUTH token (if there is one)."""

@@ -1,0 +1,126 @@
+"""What the job service needs from its adapters (store, broker, metrics) and the small
+result types it returns. Protocols only: no driver is imported here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from asyncz.broker.dispatch import Dispatch
+from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
+
+Row = dict[str, Any]
+
+
+class MetricsSink(Protocol):
+    def add_metric(self, name: str, unit: str, value: float) -> None: ...
+
+
+class NullMetrics:
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        return None
+
+
+class SubmitStore(Protocol):
+    """What submitting needs from Postgres: the async pool, or the api's blocking lane."""
+
+    async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
+        """``{"run_at_ms": int, "due": bool}``; ``None`` when the idempotency key exists."""
+        ...
+
+    async def get_by_idempotency_key(self, key: str) -> Row | None: ...
+
+
+class JobStore(SubmitStore, Protocol):
+    """What the service needs from Postgres (see :mod:`asyncz.store.postgres`)."""
+
+    async def get_job(self, job_id: str) -> Job | None: ...
+    async def list_attempts(self, job_id: str) -> list[Attempt]: ...
+    async def list_jobs(
+        self,
+        *,
+        status: str | None,
+        queue: str | None,
+        task: str | None,
+        limit: int,
+        after: tuple[datetime, str] | None,
+    ) -> list[Job]: ...
+    async def list_dead(
+        self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
+    ) -> list[Job]: ...
+    async def counts_by_status(self) -> list[Row]: ...
+    async def oldest_queued_by_queue(self) -> dict[str, float]: ...
+    async def gauges(self) -> Row: ...
+    async def count_dead(self) -> int: ...
+    async def ping(self) -> None: ...
+    async def claim(self, ids: Sequence[str], worker_id: str, max_timeout: int) -> list[Lease]: ...
+    async def unclaimed(self, ids: Sequence[str]) -> list[Row]: ...
+    async def heartbeat(self, leases: Sequence[Lease]) -> dict[str, bool]: ...
+    async def complete(self, lease: Lease, result: Any) -> bool: ...
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]: ...
+    async def finish_failed(
+        self,
+        lease: Lease,
+        *,
+        status: JobStatus,
+        outcome: AttemptOutcome,
+        error: str,
+        delay_seconds: float = 0.0,
+    ) -> Row | None: ...
+    async def cancel(self, job_id: str) -> Row | None: ...
+    async def replay(self, job_id: str) -> Row | None: ...
+    async def replay_dead(
+        self, *, queue: str | None, task: str | None, limit: int
+    ) -> list[Row]: ...
+    async def purge_dead(self, job_id: str) -> bool: ...
+    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]: ...
+    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]: ...
+
+
+class SubmitBroker(Protocol):
+    """What submitting needs from Redis (enqueue; worker presence to wake one)."""
+
+    async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int: ...
+    async def live_workers(self) -> int: ...
+    async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
+
+
+class JobBroker(SubmitBroker, Protocol):
+    """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
+
+    async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int: ...
+    async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]: ...
+    async def known_queues(self) -> list[str]: ...
+    async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]: ...
+    async def register_worker(self, worker_id: str, ttl_seconds: float) -> None: ...
+    async def unregister_worker(self, worker_id: str) -> None: ...
+    async def scan_position(self) -> str | None: ...
+    async def save_scan_position(self, position: str | None) -> None: ...
+    async def ping(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    job_id: str
+    status: JobStatus
+    enqueued: bool  # False when Redis was down: the job is durable, recovery enqueues it
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list[Any]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FailOutcome:
+    status: JobStatus
+    delay_seconds: float
+
+
+@dataclass(slots=True)
+class HeartbeatOutcome:
+    lost: set[str] = field(default_factory=set)
+    cancel_requested: set[str] = field(default_factory=set)
