@@ -4,9 +4,14 @@
 #   localstack/deploy.sh [--fresh]
 #
 # Ensures the Postgres database (asyncz_localstack) and the npm CLIs (aws-cdk,
-# aws-cdk-local), bootstraps, deploys AsyncZ-local-Service, applies the migrations
-# and writes the stack outputs to .work/localstack/outputs.json. --fresh empties the
-# database and Redis db 2 first (the tests count dead jobs, so they start from zero).
+# aws-cdk-local), bootstraps, deploys the deployment's service stack (asyncz/Service),
+# applies the migrations and writes the stack outputs to .work/localstack/outputs.json.
+# --fresh empties the database and Redis db 2 first (the tests count dead jobs, so they
+# start from zero).
+#
+# Another CDK app (a user's project, e.g. examples/sizes) deploys the same way:
+#   ASYNCZ_LS_APP_DIR=examples/sizes ASYNCZ_LS_NAME=sizes ASYNCZ_LS_DB_NAME=... \
+#   ASYNCZ_LS_REDIS_DB=... ASYNCZ_LS_OUTPUTS=... localstack/deploy.sh --fresh
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 
@@ -18,9 +23,12 @@ for arg in "$@"; do
     esac
 done
 
-STACK="${ASYNCZ_LS_STACK:-AsyncZ-local-Service}"
+APP_DIR="$(cd "${ASYNCZ_LS_APP_DIR:-$LS_REPO}" && pwd)"
+NAME="${ASYNCZ_LS_NAME:-asyncz}"
+STACK="${ASYNCZ_LS_STACK:-$NAME/Service}"  # the CLI selects stacks by construct path
 DB_NAME="${ASYNCZ_LS_DB_NAME:-asyncz_localstack}"
 REDIS_DB="${ASYNCZ_LS_REDIS_DB:-2}"
+LS_OUTPUTS="${ASYNCZ_LS_OUTPUTS:-$LS_OUTPUTS}"
 export PGOPTIONS="-c client_min_messages=warning"
 
 ls_healthy || ls_die "LocalStack does not answer at $LS_URL: run localstack/start.sh first"
@@ -94,29 +102,34 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CI=true
 export TMPDIR="$LS_WORK/deploy-tmp"
 mkdir -p "$CDK_HOME" "$TMPDIR"
 account=000000000000
-cdk_out="$LS_WORK/cdk.out"
-cdk_log="$LS_WORK/cdk.log"
+cdk_out="$LS_WORK/cdk.out-$NAME"
+cdk_log="$LS_WORK/cdk-$NAME.log"
+# A user's cdk.json runs `python app.py`: the venv with asyncz-serverless[infra] comes first.
+export PATH="$LS_REPO/.venv/bin:$PATH"
 : >"$cdk_log"
 run_cdk() {  # the CLI's chatter goes to the log; on failure its tail is shown
-    if ! node_modules/.bin/cdklocal "$@" --no-notices --output "$cdk_out" >>"$cdk_log" 2>&1; then
+    if ! (cd "$APP_DIR" && "$LS_REPO/node_modules/.bin/cdklocal" "$@" --no-notices \
+            --output "$cdk_out") >>"$cdk_log" 2>&1; then
         echo "----- last lines of $cdk_log -----" >&2; tail -n 60 "$cdk_log" >&2
         ls_die "cdklocal $1 failed"
     fi
 }
 run_cdk bootstrap "aws://$account/$AWS_DEFAULT_REGION"
 phase "bootstrapped"
-run_cdk deploy "$STACK" \
+run_cdk deploy "$STACK" -c name="$NAME" \
     -c stage=local -c database_url="$DATABASE_URL" -c redis_url="$REDIS_URL" \
     -c alarm_period_seconds=10 \
-    --require-approval never --outputs-file "$LS_WORK/outputs.raw.json"
+    --require-approval never --outputs-file "$LS_WORK/outputs-$NAME.raw.json"
 phase "deployed $STACK"
 
 # Flatten to {"OutputName": value} for the tests.
-"$LS_REPO/.venv/bin/python" - "$LS_WORK/outputs.raw.json" "$STACK" "$LS_OUTPUTS" <<'PY'
+"$LS_REPO/.venv/bin/python" - "$LS_WORK/outputs-$NAME.raw.json" "$NAME-Service" "$LS_OUTPUTS" <<'PY'
 import json, sys
 raw, stack, out = sys.argv[1:]
-outputs = json.load(open(raw))[stack]
+data = json.load(open(raw))
+outputs = data[stack] if stack in data else next(iter(data.values()))
 outputs["Stage"] = "local"
+outputs["StackName"] = stack
 json.dump(outputs, open(out, "w"), indent=2, sort_keys=True)
 PY
 

@@ -64,6 +64,14 @@ if [[ -f "$LS_MODEFILE" ]]; then
 fi
 timed start "$LS_DIR/start.sh" || { failed=start; exit 1; }
 timed deploy "$LS_DIR/deploy.sh" --fresh || { failed=deploy; exit 1; }
+# A user's project beside it (tests/localstack/test_example.py): its own name, database
+# and Redis db, so the two deployments share nothing.
+deploy_example() {
+    ASYNCZ_LS_APP_DIR="$LS_REPO/examples/sizes" ASYNCZ_LS_NAME=sizes \
+    ASYNCZ_LS_DB_NAME=asyncz_localstack_example ASYNCZ_LS_REDIS_DB=11 \
+    ASYNCZ_LS_OUTPUTS="$LS_WORK/example-outputs.json" "$LS_DIR/deploy.sh" --fresh
+}
+timed example deploy_example || { failed=example; exit 1; }
 
 run_pytest() {
     ASYNCZ_LOCALSTACK_REQUIRED=1 "$LS_REPO/.venv/bin/python" -m pytest tests/localstack \

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,7 +21,11 @@ SERVICE = "asyncz"
 NAMESPACE = "AsyncZ"
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+# Each deployment has its own namespace (set by the construct), so that two deployments in
+# one account and region never mix their job metrics.
+metrics = Metrics(
+    namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or NAMESPACE, service=SERVICE
+)
 # A Tracer patches the X-Ray SDK and loads botocore even when tracing is off (0.3–0.5 s of a
 # cold start's CPU), so it exists only when tracing is on, by Powertools' own rule: not
 # disabled by POWERTOOLS_TRACE_DISABLED, and running in Lambda (not SAM local, not Chalice).

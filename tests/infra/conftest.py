@@ -21,9 +21,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
-from infra.app import APP_CONTEXT, LAYERS_ROOT, ROOT, build
-from infra.config import StageConfig, aws_stage, local_stage
-from infra.layer_build import ensure_layer
+from asyncz_cdk.config import StageConfig, aws_stage, local_stage
+from infra.app import APP_CONTEXT, ROOT, build
 
 TIMINGS: dict[str, float] = {}
 
@@ -44,31 +43,34 @@ class Synth:
     config: StageConfig
     outdir: Path
     templates: dict[str, dict[str, Any]]  # stack name -> template JSON
+    artifacts: dict[str, str]  # stack name -> artifact id (the template file's name)
+    name: str = "asyncz"
 
     @property
     def service(self) -> dict[str, Any]:
-        return self.templates[f"AsyncZ-{self.config.stage}-Service"]
+        return self.templates[f"{self.name}-Service"]
 
     @property
     def data(self) -> dict[str, Any]:
-        return self.templates[f"AsyncZ-{self.config.stage}-Data"]
+        return self.templates[f"{self.name}-Data"]
 
     def template(self, which: str = "Service") -> Template:
-        return Template.from_json(self.templates[f"AsyncZ-{self.config.stage}-{which}"])
+        return Template.from_json(self.templates[f"{self.name}-{which}"])
 
-    def template_path(self, name: str) -> Path:
-        return self.outdir / f"{name}.template.json"
+    def template_path(self, stack_name: str) -> Path:
+        return self.outdir / f"{self.artifacts[stack_name]}.template.json"
 
 
-def synthesize(config: StageConfig, outdir: Path) -> Synth:
+def synthesize(config: StageConfig, outdir: Path, name: str = "asyncz") -> Synth:
     """Build ``config``'s stacks in a fresh app and synthesize (cdk-nag included)."""
     started = time.perf_counter()
     app = cdk.App(outdir=str(outdir), context=dict(FAST_CONTEXT))
-    build(app, config, layer_dir=ensure_layer(LAYERS_ROOT, config.architecture))
+    build(app, config, name=name)
     assembly = app.synth()
     templates = {stack.stack_name: stack.template for stack in assembly.stacks}
+    artifacts = {stack.stack_name: stack.id for stack in assembly.stacks}
     TIMINGS[f"synth {config.stage} ({config.architecture})"] = time.perf_counter() - started
-    return Synth(config=config, outdir=outdir, templates=templates)
+    return Synth(config, outdir, templates, artifacts, name)
 
 
 @pytest.fixture(scope="session")

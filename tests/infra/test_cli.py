@@ -38,7 +38,7 @@ def stacks_in(outdir: Path) -> set[str]:
     manifest = json.loads((outdir / "manifest.json").read_text())
     assert not manifest.get("missing"), "synth needed context lookups"
     return {
-        name
+        artifact["properties"].get("stackName", name)
         for name, artifact in manifest["artifacts"].items()
         if artifact["type"] == "aws:cloudformation:stack"
     }
@@ -89,6 +89,6 @@ def test_cdk_cli_and_python_entry_synth_offline(tmp_path: Path) -> None:
         assert proc.returncode == 0, f"{name} failed:\n{out}"
     TIMINGS["cdk CLI + python entry synth (3 in parallel)"] = time.perf_counter() - started
 
-    assert stacks_in(tmp_path / "cli-aws") == {"AsyncZ-aws-Data", "AsyncZ-aws-Service"}
-    assert stacks_in(tmp_path / "cli-local") == {"AsyncZ-local-Service"}
-    assert stacks_in(tmp_path / "py-local") == {"AsyncZ-local-Service"}
+    assert stacks_in(tmp_path / "cli-aws") == {"asyncz-Data", "asyncz-Service"}
+    assert stacks_in(tmp_path / "cli-local") == {"asyncz-Service"}
+    assert stacks_in(tmp_path / "py-local") == {"asyncz-Service"}

@@ -8,22 +8,22 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_lambda as lambda_
 
-from infra.app import stage_config
-from infra.config import DEFAULT_LOCAL_DATABASE_URL, DEFAULT_LOCAL_REDIS_URL, aws_stage
-from infra.constructs.layer import DependencyLayer, LayerNotBuiltError
+from asyncz_cdk.config import DEFAULT_LOCAL_DATABASE_URL, DEFAULT_LOCAL_REDIS_URL, aws_stage
+from asyncz_cdk.constructs.layer import DependencyLayer, LayerNotBuiltError
+from asyncz_cdk.context import settings_from_context
 
 pytestmark = pytest.mark.infra
 
 
 def test_defaults_are_the_aws_stage() -> None:
-    config = stage_config(cdk.App())
+    config = settings_from_context(cdk.App())
     assert config == aws_stage()
     assert config.stage == "aws" and config.architecture == "x86_64"
     assert config.alarm_period_seconds == 60 and config.nat_gateways == 0
 
 
 def test_local_stage_defaults() -> None:
-    config = stage_config(cdk.App(context={"stage": "local"}))
+    config = settings_from_context(cdk.App(context={"stage": "local"}))
     assert config.kind == "local"
     assert config.database_url == DEFAULT_LOCAL_DATABASE_URL
     assert config.redis_url == DEFAULT_LOCAL_REDIS_URL
@@ -31,7 +31,7 @@ def test_local_stage_defaults() -> None:
 
 
 def test_context_overrides() -> None:
-    config = stage_config(
+    config = settings_from_context(
         cdk.App(
             context={
                 "stage": "local",
@@ -40,14 +40,16 @@ def test_context_overrides() -> None:
                 "architecture": "arm64",
                 "alarm_period_seconds": "30",
                 "alarm_email": "ops@example.com",
+                "queues": "default, reports",
             }
         )
     )
+    assert config.queues == ("default", "reports")
     assert (config.database_url, config.redis_url) == ("postgresql://db/x", "redis://r/3")
     assert config.architecture == "arm64"
     assert config.alarm_period_seconds == 30
     assert config.alarm_email == "ops@example.com"
-    aws = stage_config(
+    aws = settings_from_context(
         cdk.App(
             context={"nat_gateways": "1", "deletion_protection": "false", "db_multi_az": "true"}
         )
@@ -62,16 +64,17 @@ def test_context_overrides() -> None:
         {"architecture": "sparc"},
         {"deletion_protection": "maybe"},
         {"alarm_period_seconds": "45"},
+        {"queues": "a b"},
     ],
 )
 def test_bad_context_fails_clearly(context: dict[str, str]) -> None:
     with pytest.raises(ValueError):
-        stage_config(cdk.App(context=context))
+        settings_from_context(cdk.App(context=context))
 
 
 def test_missing_layer_build_fails_with_the_command(tmp_path: Path) -> None:
     stack = cdk.Stack(cdk.App(), "Bare")
-    with pytest.raises(LayerNotBuiltError, match=r"layers/build.sh arm64"):
+    with pytest.raises(LayerNotBuiltError, match=r"layer not built: .*arm64"):
         DependencyLayer(
             stack, "Layer", build_dir=tmp_path / "arm64", architecture=lambda_.Architecture.ARM_64
         )

@@ -64,7 +64,7 @@ def test_postgres_is_private_encrypted_pinned(aws: Synth) -> None:
 
 
 def test_local_stage_can_turn_deletion_protection_off() -> None:
-    from infra.config import local_stage
+    from asyncz_cdk.config import local_stage
 
     assert local_stage().db_deletion_protection is False
 
@@ -151,12 +151,12 @@ def test_nat_gateways_are_a_setting(tmp_path_factory: pytest.TempPathFactory) ->
     import aws_cdk as cdk
     from aws_cdk.assertions import Template
 
-    from infra.config import aws_stage
-    from infra.stacks import DataStack
+    from asyncz_cdk.config import aws_stage
+    from asyncz_cdk.stacks import DataStack
 
     app = cdk.App(context={"aws:cdk:bundling-stacks": []})
     config = aws_stage(overrides={"nat_gateways": 1, "tracing": False})
-    template = Template.from_stack(DataStack(app, "Nat", config=config))
+    template = Template.from_stack(DataStack(app, "Nat", name="nat", config=config))
     template.resource_count_is("AWS::EC2::NatGateway", 1)
     template.resource_count_is("AWS::EC2::VPCEndpoint", 3)  # no X-Ray endpoint without tracing
     tags = [

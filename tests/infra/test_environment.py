@@ -41,6 +41,8 @@ def test_environment_satisfies_settings(stage: Synth, function: str) -> None:
     assert env["POWERTOOLS_SERVICE_NAME"] == "asyncz"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "AsyncZ"
     assert env["ASYNCZ_METRICS_NAMESPACE"] == "AsyncZ"
+    if function != "migrate":
+        assert env["ASYNCZ_QUEUES"] == "default"  # the api and the workers agree
 
 
 def test_only_the_migration_lacks_redis(stage: Synth) -> None:

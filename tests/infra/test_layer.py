@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.app import LAYERS_ROOT, ROOT
-from infra.config import local_stage
-from infra.layer_build import ensure_layer
+from asyncz_cdk.config import local_stage
+from asyncz_cdk.layer_build import RUNTIME_REQUIREMENTS, cached_layer
+from infra.app import BUILD_DIR, ROOT
 from tests.infra.conftest import Synth, synthesize
 from tests.infra.helpers import asyncz_functions, resources
 
@@ -23,7 +23,7 @@ ELF_MACHINE = {"x86_64": 0x3E, "arm64": 0xB7}
 @pytest.fixture(scope="module", params=["x86_64", "arm64"])
 def layer(request: pytest.FixtureRequest) -> tuple[str, Path]:
     arch: str = request.param
-    return arch, ensure_layer(LAYERS_ROOT, arch) / "python"
+    return arch, cached_layer([RUNTIME_REQUIREMENTS], arch, BUILD_DIR) / "python"
 
 
 def wheel_tags(site: Path) -> dict[str, list[str]]:
@@ -95,7 +95,7 @@ def test_layer_fits_lambda_and_has_no_runtime_duplicates(layer: tuple[str, Path]
 
 
 def test_build_script_rejects_unknown_architecture() -> None:
-    result = subprocess.run([str(LAYERS_ROOT / "build.sh"), "sparc"], capture_output=True)
+    result = subprocess.run([str(ROOT / "layers" / "build.sh"), "sparc"], capture_output=True)
     assert result.returncode == 2
 
 

@@ -25,8 +25,8 @@ SERVICE_OUTPUTS = {
 
 
 def test_stack_names(aws: Synth, local: Synth) -> None:
-    assert set(aws.templates) == {"AsyncZ-aws-Data", "AsyncZ-aws-Service"}
-    assert set(local.templates) == {"AsyncZ-local-Service"}
+    assert set(aws.templates) == {"asyncz-Data", "asyncz-Service"}
+    assert set(local.templates) == {"asyncz-Service"}
 
 
 def test_service_outputs_have_the_exact_names(stage: Synth) -> None:

@@ -15,7 +15,14 @@ from constructs import Construct
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 SERVICE_NAME = "asyncz"  # Powertools service name: the `service` dimension of EMF metrics
-METRICS_NAMESPACE = "AsyncZ"
+METRICS_NAMESPACE = "AsyncZ"  # the default deployment's; see metrics_namespace()
+
+
+def metrics_namespace(deployment: str) -> str:
+    """The CloudWatch namespace of one deployment: alarms of two deployments in one
+    account and region must not watch each other's gauges."""
+    return METRICS_NAMESPACE if deployment == "asyncz" else f"{METRICS_NAMESPACE}/{deployment}"
+
 
 # Never ship these from functions/ (the package is the only thing a Lambda needs).
 CODE_EXCLUDES = [
@@ -102,17 +109,22 @@ class FunctionDefaults:
     tracing: bool
     log_retention: logs.RetentionDays
     network: FunctionNetwork | None
+    metrics_namespace: str = METRICS_NAMESPACE
+    task_modules: Sequence[str] = ()
 
     def base_environment(self) -> dict[str, str]:
         """Variables every function gets regardless of what it does."""
-        return {
+        env = {
             "ASYNCZ_STAGE": self.stage,
-            "ASYNCZ_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "ASYNCZ_METRICS_NAMESPACE": self.metrics_namespace,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "POWERTOOLS_METRICS_NAMESPACE": self.metrics_namespace,
             "POWERTOOLS_TRACE_DISABLED": "false" if self.tracing else "true",
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }
+        if self.task_modules:
+            env["ASYNCZ_TASK_MODULES"] = ",".join(self.task_modules)
+        return env
 
 
 def python_function(

@@ -22,6 +22,7 @@ class Api(Construct):
         scope: Construct,
         construct_id: str,
         *,
+        name: str,
         handler: lambda_.IFunction,
         api_key_secret: secretsmanager.ISecret,
         stage_name: str,
@@ -39,6 +40,7 @@ class Api(Construct):
         self.rest_api = apigw.LambdaRestApi(
             self,
             "RestApi",
+            rest_api_name=f"{name}-api",
             handler=handler,
             proxy=True,
             description="AsyncZ job queue API",
@@ -80,12 +82,14 @@ class Api(Construct):
         self.api_key = apigw.ApiKey(
             self,
             "Key",
+            api_key_name=f"{name}-default",
             description="AsyncZ default API key (value in the ApiKeys secret)",
             enabled=True,
             value=api_key_secret.secret_value_from_json("api_key").unsafe_unwrap(),
         )
         self.usage_plan = self.rest_api.add_usage_plan(
             "UsagePlan",
+            name=f"{name}-clients",
             description="AsyncZ clients",
             throttle=apigw.ThrottleSettings(rate_limit=throttle_rate, burst_limit=throttle_burst),
             quota=apigw.QuotaSettings(limit=quota_per_day, period=apigw.Period.DAY),

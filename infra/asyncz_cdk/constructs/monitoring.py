@@ -17,20 +17,20 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from infra.constructs.runtime import METRICS_NAMESPACE, SERVICE_NAME
+from asyncz_cdk.constructs.runtime import SERVICE_NAME
 
 
-def _gauge(name: str, period: Duration) -> cloudwatch.Metric:
+def _gauge(namespace: str, name: str, period: Duration) -> cloudwatch.Metric:
     # Published by recovery with PutMetricData, without dimensions.
     return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE, metric_name=name, statistic="Maximum", period=period
+        namespace=namespace, metric_name=name, statistic="Maximum", period=period
     )
 
 
-def _job_metric(name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
+def _job_metric(namespace: str, name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
     # EMF from Powertools Metrics: dimension service=<POWERTOOLS_SERVICE_NAME>.
     return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE,
+        namespace=namespace,
         metric_name=name,
         dimensions_map={"service": SERVICE_NAME},
         statistic=statistic,
@@ -47,23 +47,28 @@ class Monitoring(Construct):
         construct_id: str,
         *,
         functions: Mapping[str, lambda_.IFunction],
+        name: str,
+        namespace: str,
         alarm_period: Duration,
         oldest_queued_age_threshold_seconds: int,
         alarm_email: str | None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.topic = sns.Topic(self, "Alerts", display_name="AsyncZ alerts", enforce_ssl=True)
+        self.topic = sns.Topic(
+            self, "Alerts", display_name=f"AsyncZ {name} alerts", enforce_ssl=True
+        )
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         action = cw_actions.SnsAction(self.topic)
 
-        dlq_depth = _gauge("DLQDepth", alarm_period)
-        oldest_age = _gauge("OldestQueuedAgeSeconds", alarm_period)
-        queue_depth = _gauge("QueueDepth", alarm_period)
+        dlq_depth = _gauge(namespace, "DLQDepth", alarm_period)
+        oldest_age = _gauge(namespace, "OldestQueuedAgeSeconds", alarm_period)
+        queue_depth = _gauge(namespace, "QueueDepth", alarm_period)
 
         self.dlq_alarm = cloudwatch.Alarm(
             self,
             "DlqDepth",
+            alarm_name=f"{name}-dlq-depth",
             alarm_description="AsyncZ: at least one job is dead (status='dead'); see GET /dlq",
             metric=dlq_depth,
             threshold=1,
@@ -75,6 +80,7 @@ class Monitoring(Construct):
         self.oldest_queued_alarm = cloudwatch.Alarm(
             self,
             "OldestQueuedAge",
+            alarm_name=f"{name}-oldest-queued-age",
             alarm_description="AsyncZ: the oldest due queued job has waited too long",
             metric=oldest_age,
             threshold=oldest_queued_age_threshold_seconds,
@@ -86,8 +92,9 @@ class Monitoring(Construct):
         self.degraded_alarm = cloudwatch.Alarm(
             self,
             "Degraded",
+            alarm_name=f"{name}-degraded",
             alarm_description="AsyncZ: recovery could not reach PostgreSQL or Redis",
-            metric=_gauge("Degraded", alarm_period),
+            metric=_gauge(namespace, "Degraded", alarm_period),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=2,
@@ -95,7 +102,7 @@ class Monitoring(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
         self.function_alarms: list[cloudwatch.Alarm] = []
-        for name, fn in functions.items():
+        for label, fn in functions.items():
             for kind, metric in (
                 ("Errors", fn.metric_errors(period=alarm_period, statistic="Sum")),
                 ("Throttles", fn.metric_throttles(period=alarm_period, statistic="Sum")),
@@ -103,8 +110,9 @@ class Monitoring(Construct):
                 self.function_alarms.append(
                     cloudwatch.Alarm(
                         self,
-                        f"{name.capitalize()}{kind}",
-                        alarm_description=f"AsyncZ: the {name} function reports {kind.lower()}",
+                        f"{label.capitalize()}{kind}",
+                        alarm_name=f"{name}-{label}-{kind.lower()}",
+                        alarm_description=f"AsyncZ: the {label} function reports {kind.lower()}",
                         metric=metric,
                         threshold=1,
                         comparison_operator=(
@@ -125,14 +133,16 @@ class Monitoring(Construct):
             alarm.add_ok_action(action)
 
         five_min = Duration.minutes(5)
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", default_interval=Duration.hours(3))
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=name, default_interval=Duration.hours(3)
+        )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Jobs",
                 width=12,
                 left=[
-                    _job_metric(name, "Sum", five_min)
-                    for name in (
+                    _job_metric(namespace, metric, "Sum", five_min)
+                    for metric in (
                         "JobsSubmitted",
                         "JobsCompleted",
                         "JobsRetried",
@@ -152,7 +162,8 @@ class Monitoring(Construct):
                 title="Job duration (ms)",
                 width=12,
                 left=[
-                    _job_metric("JobDuration", stat, five_min) for stat in ("p50", "p90", "Maximum")
+                    _job_metric(namespace, "JobDuration", stat, five_min)
+                    for stat in ("p50", "p90", "Maximum")
                 ],
             ),
             cloudwatch.AlarmStatusWidget(
@@ -166,15 +177,16 @@ class Monitoring(Construct):
                 title="Lambda errors",
                 width=8,
                 left=[
-                    fn.metric_errors(label=name, period=five_min) for name, fn in functions.items()
+                    fn.metric_errors(label=label, period=five_min)
+                    for label, fn in functions.items()
                 ],
             ),
             cloudwatch.GraphWidget(
                 title="Lambda throttles",
                 width=8,
                 left=[
-                    fn.metric_throttles(label=name, period=five_min)
-                    for name, fn in functions.items()
+                    fn.metric_throttles(label=label, period=five_min)
+                    for label, fn in functions.items()
                 ],
             ),
             cloudwatch.GraphWidget(
@@ -182,9 +194,9 @@ class Monitoring(Construct):
                 width=8,
                 left=[
                     fn.metric(
-                        "ConcurrentExecutions", label=name, statistic="Maximum", period=five_min
+                        "ConcurrentExecutions", label=label, statistic="Maximum", period=five_min
                     )
-                    for name, fn in functions.items()
+                    for label, fn in functions.items()
                 ],
             ),
         )

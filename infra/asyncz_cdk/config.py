@@ -84,6 +84,12 @@ class StageConfig:
             raise ValueError(
                 f"stage {self.stage!r}: a local stage needs database_url and redis_url"
             )
+        if not self.queues or not all(
+            q and q.replace("-", "_").isidentifier() for q in self.queues
+        ):
+            raise ValueError(
+                f"queues must be names such as 'default' or 'reports', got {self.queues!r}"
+            )
         if self.fleet_max_workers < self.fleet_min_workers:
             raise ValueError("fleet_max_workers must be >= fleet_min_workers")
         if self.heartbeat_seconds * 2 > self.lease_timeout_seconds:

@@ -8,8 +8,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra.constructs.runtime import (
-    METRICS_NAMESPACE,
+from asyncz_cdk.constructs.runtime import (
     DataAccess,
     FunctionDefaults,
     python_function,
@@ -147,7 +146,7 @@ class Functions(Construct):
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],  # PutMetricData has no resource-level permissions
-                conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
+                conditions={"StringEquals": {"cloudwatch:namespace": defaults.metrics_namespace}},
             )
         )
 

@@ -1,4 +1,4 @@
-"""The dependency layer, built by ``layers/build.sh`` with pip (no Docker)."""
+"""The dependency layer, built by :mod:`asyncz_cdk.layer_build` with pip (no Docker)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.constructs.runtime import RUNTIME
+from asyncz_cdk.constructs.runtime import RUNTIME
 
 
 class LayerNotBuiltError(RuntimeError):
@@ -16,7 +16,7 @@ class LayerNotBuiltError(RuntimeError):
 
 
 class DependencyLayer(Construct):
-    """A layer from ``build_dir`` (``layers/build/<arch>``, holding ``python/``)."""
+    """A layer from ``build_dir`` (holding ``python/``)."""
 
     def __init__(
         self,
@@ -29,8 +29,8 @@ class DependencyLayer(Construct):
         super().__init__(scope, construct_id)
         if not (build_dir / "python").is_dir():
             raise LayerNotBuiltError(
-                f"layer not built: {build_dir / 'python'} is missing; "
-                f"run `layers/build.sh {architecture.name}`"
+                f"layer not built: {build_dir / 'python'} is missing; build it with "
+                f"`python -m asyncz_cdk.layer_build {architecture.name} {build_dir}`"
             )
         self.layer = lambda_.LayerVersion(
             self,

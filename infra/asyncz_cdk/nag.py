@@ -8,10 +8,10 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
-from infra.config import StageConfig
+from asyncz_cdk.config import StageConfig
 
 if TYPE_CHECKING:
-    from infra.stacks import DataStack, ServiceStack
+    from asyncz_cdk.stacks import DataStack, ServiceStack
 
 
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:

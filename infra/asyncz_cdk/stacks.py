@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from aws_cdk import CfnOutput, Duration, Stack
@@ -9,17 +10,22 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import StageConfig
-from infra.constructs.api import Api
-from infra.constructs.cache import Cache
-from infra.constructs.database import Database
-from infra.constructs.functions import Functions
-from infra.constructs.layer import DependencyLayer
-from infra.constructs.migration import Migration
-from infra.constructs.monitoring import Monitoring
-from infra.constructs.network import Network
-from infra.constructs.runtime import CODE_EXCLUDES, DataAccess, FunctionDefaults, FunctionNetwork
-from infra.constructs.schedules import Schedules
+from asyncz_cdk.config import StageConfig
+from asyncz_cdk.constructs.api import Api
+from asyncz_cdk.constructs.cache import Cache
+from asyncz_cdk.constructs.database import Database
+from asyncz_cdk.constructs.functions import Functions
+from asyncz_cdk.constructs.layer import DependencyLayer
+from asyncz_cdk.constructs.migration import Migration
+from asyncz_cdk.constructs.monitoring import Monitoring
+from asyncz_cdk.constructs.network import Network
+from asyncz_cdk.constructs.runtime import (
+    DataAccess,
+    FunctionDefaults,
+    FunctionNetwork,
+    metrics_namespace,
+)
+from asyncz_cdk.constructs.schedules import Schedules
 
 _ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
 
@@ -47,8 +53,21 @@ def retention(days: int) -> logs.RetentionDays:
 class DataStack(Stack):
     """Stateful resources of an ``aws`` stage: VPC, PostgreSQL + proxy, Redis."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig) -> None:
-        super().__init__(scope, construct_id, description=f"AsyncZ {config.stage}: data stores")
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        config: StageConfig,
+        stack_name: str | None = None,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            stack_name=stack_name,
+            description=f"AsyncZ {name} ({config.stage}): data stores",
+        )
         self.network = Network(
             self,
             "Network",
@@ -73,8 +92,8 @@ class DataStack(Stack):
             deletion_protection=config.db_deletion_protection,
             backup_retention_days=config.db_backup_retention_days,
             retain=config.retain_data,
-            proxy_name=f"asyncz-{config.stage}",
-            instance_identifier=f"asyncz-{config.stage}",
+            proxy_name=f"{name}-db",
+            instance_identifier=f"{name}-db",
             log_retention=retention(config.log_retention_days),
         )
         self.cache = Cache(
@@ -140,25 +159,35 @@ class ServiceStack(Stack):
         scope: Construct,
         construct_id: str,
         *,
+        name: str,
         config: StageConfig,
         data: DataAccess,
         code_dir: Path,
         layer_dir: Path,
+        task_modules: Sequence[str] = (),
+        stack_name: str | None = None,
     ) -> None:
-        super().__init__(scope, construct_id, description=f"AsyncZ {config.stage}: service")
+        super().__init__(
+            scope,
+            construct_id,
+            stack_name=stack_name,
+            description=f"AsyncZ {name} ({config.stage}): service",
+        )
         architecture = _ARCHITECTURES[config.architecture]
         log_retention = retention(config.log_retention_days)
         layer = DependencyLayer(
             self, "Dependencies", build_dir=layer_dir, architecture=architecture
         )
         defaults = FunctionDefaults(
-            code=lambda_.Code.from_asset(str(code_dir), exclude=CODE_EXCLUDES),
+            code=lambda_.Code.from_asset(str(code_dir)),
             layer=layer.layer,
             architecture=architecture,
             stage=config.stage,
             tracing=config.tracing,
             log_retention=log_retention,
             network=data.network,
+            metrics_namespace=metrics_namespace(name),
+            task_modules=tuple(task_modules),
         )
         functions = Functions(
             self,
@@ -177,6 +206,7 @@ class ServiceStack(Stack):
         api = Api(
             self,
             "Api",
+            name=name,
             handler=functions.api,
             api_key_secret=functions.api_keys_secret,
             stage_name="v1",
@@ -201,6 +231,8 @@ class ServiceStack(Stack):
                 "recovery": functions.recovery,
                 "migrate": self.migration.function,
             },
+            name=name,
+            namespace=defaults.metrics_namespace,
             alarm_period=Duration.seconds(config.alarm_period_seconds),
             oldest_queued_age_threshold_seconds=config.oldest_queued_age_threshold_seconds,
             alarm_email=config.alarm_email,

@@ -1,1 +1,0 @@
-"""AWS CDK app for AsyncZ Serverless (entry point: ``infra/app.py``)."""

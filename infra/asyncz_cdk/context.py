@@ -1,0 +1,88 @@
+"""Read a deployment's settings from CDK context (``cdk deploy -c key=value``).
+
+For apps, not constructs: an app calls these once and passes the result to
+:class:`~asyncz_cdk.construct.AsyncZProps`; no construct reads context itself.
+Keys: ``name``, ``stage`` (aws|local), ``database_url`` and ``redis_url`` (local), and
+:data:`CONTEXT_OVERRIDES` (docs/deploy.md lists them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from constructs import Construct
+
+from asyncz_cdk.config import (
+    DEFAULT_LOCAL_DATABASE_URL,
+    DEFAULT_LOCAL_REDIS_URL,
+    StageConfig,
+    aws_stage,
+    local_stage,
+)
+from asyncz_cdk.construct import check_name
+
+
+def _context(scope: Construct, key: str) -> str | None:
+    value = scope.node.try_get_context(key)
+    return None if value in (None, "") else str(value)
+
+
+def _flag(value: str) -> bool:
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _architecture(value: str) -> str:
+    if value not in ("x86_64", "arm64"):
+        raise ValueError(f"architecture={value!r}: use x86_64 or arm64")
+    return value
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+# context key -> (StageConfig field, parser); the rest of StageConfig is fixed per stage.
+CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
+    "architecture": ("architecture", _architecture),
+    "alarm_email": ("alarm_email", str),
+    "alarm_period_seconds": ("alarm_period_seconds", int),
+    "oldest_queued_age_threshold_seconds": ("oldest_queued_age_threshold_seconds", int),
+    "fleet_max_workers": ("fleet_max_workers", int),
+    "worker_concurrency": ("worker_concurrency", int),
+    "nat_gateways": ("nat_gateways", int),
+    "deletion_protection": ("db_deletion_protection", _flag),
+    "db_multi_az": ("db_multi_az", _flag),
+    "cache_replicas": ("cache_replicas", int),
+    "tracing": ("tracing", _flag),
+    "queues": ("queues", _names),
+}
+
+
+def deployment_name(scope: Construct, default: str = "asyncz") -> str:
+    """Context ``name`` (default ``asyncz``): prefixes the stacks and physical names."""
+    return check_name(_context(scope, "name") or default)
+
+
+def settings_from_context(scope: Construct) -> StageConfig:
+    """The :class:`StageConfig` selected by context ``stage`` and the overrides."""
+    stage = _context(scope, "stage") or "aws"
+    overrides: dict[str, object] = {}
+    for key, (field, parse) in CONTEXT_OVERRIDES.items():
+        if (value := _context(scope, key)) is not None:
+            try:
+                overrides[field] = parse(value)
+            except ValueError as error:
+                raise ValueError(f"context {key}: {error}") from None
+    if stage == "local":
+        return local_stage(
+            database_url=_context(scope, "database_url") or DEFAULT_LOCAL_DATABASE_URL,
+            redis_url=_context(scope, "redis_url") or DEFAULT_LOCAL_REDIS_URL,
+            overrides=overrides,
+        )
+    if stage == "aws":
+        return aws_stage(overrides=overrides)
+    raise ValueError(f"unknown stage {stage!r}: use -c stage=aws (default) or -c stage=local")

@@ -1,1 +1,0 @@
-"""One construct per concern; stacks in :mod:`infra.stacks` only compose them."""

@@ -1,0 +1,29 @@
+"""The shell blocks of docs/first-task.md, by part (```bash first-task:<part>)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "first-task.md"
+_BLOCK = re.compile(r"^```bash first-task:(\S+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def blocks(part: str) -> str:
+    """Every block of ``part``, in order, as one script."""
+    found = [body for name, body in _BLOCK.findall(DOC.read_text()) if name == part]
+    assert found, f"docs/first-task.md has no `bash first-task:{part}` block"
+    return "".join(found)
+
+
+def parts() -> set[str]:
+    return {name for name, _ in _BLOCK.findall(DOC.read_text())}
+
+
+def block_with(part: str, needle: str) -> str:
+    """The one block of ``part`` that contains ``needle``."""
+    (found,) = [
+        body for name, body in _BLOCK.findall(DOC.read_text()) if name == part and needle in body
+    ]
+    return str(found)
