@@ -36,7 +36,7 @@ CODE_EXCLUDES = [
     "**/*.md",
     # dev tools, not Lambda passengers: the local runner and the CLI
     "asyncz/local",
-    "asyncz/cli.py",
+    "asyncz/cli",
     "asyncz/__main__.py",
     "asyncz/testing",  # the in-memory store and broker of the unit tests
 ]

@@ -1,0 +1,171 @@
+"""The ``asyncz`` command: ``dev`` (the local stack), ``migrate``, and ops commands over the API.
+
+The ops commands speak HTTP with the standard library only, so the CLI stays light. They
+read ``ASYNCZ_API_URL`` (default http://127.0.0.1:8000) and ``ASYNCZ_API_KEY``; ``--json``
+prints the API's JSON instead of tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from asyncz.cli.client import DEFAULT_API_URL, CliError
+from asyncz.cli.commands import (
+    cmd_cancel,
+    cmd_dev,
+    cmd_dlq,
+    cmd_health,
+    cmd_list,
+    cmd_migrate,
+    cmd_purge,
+    cmd_replay,
+    cmd_stats,
+    cmd_status,
+    cmd_submit,
+)
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--api-url",
+        default=os.environ.get("ASYNCZ_API_URL") or DEFAULT_API_URL,
+        help="API base URL (env ASYNCZ_API_URL; default %(default)s)",
+    )
+    common.add_argument(
+        "--api-key",
+        default=os.environ.get("ASYNCZ_API_KEY"),
+        help="API key sent as x-api-key (env ASYNCZ_API_KEY)",
+    )
+    common.add_argument("--json", action="store_true", help="print JSON, not tables")
+    common.add_argument("--http-timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+
+    parser = argparse.ArgumentParser(prog="asyncz", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_text: str, **kw: Any) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(
+            name, help=help_text, description=help_text, parents=[common], **kw
+        )
+        return p
+
+    p = add("dev", "run the whole system locally: no cloud, no Docker")
+    p.add_argument("--host", default=None, help="front address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="front port (env ASYNCZ_DEV_PORT; 8000)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="embedded servers' data and the API key (env ASYNCZ_DEV_DATA_DIR; .asyncz)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="fixed number of worker sandboxes (env ASYNCZ_DEV_WORKERS); "
+        "default: the fleet controller decides",
+    )
+    p.add_argument(
+        "--api-sandboxes",
+        type=int,
+        default=None,
+        help="concurrent api sandboxes (env ASYNCZ_DEV_API_SANDBOXES; 4)",
+    )
+    p.add_argument("--pg-port", type=int, default=None, help="embedded Postgres port")
+    p.add_argument("--redis-port", type=int, default=None, help="embedded Redis port")
+    p.add_argument("--quiet", action="store_true", help="no access log lines")
+    p.add_argument(
+        "--tasks",
+        default=None,
+        help="task modules to import from the current folder, comma-separated "
+        "(same as ASYNCZ_TASK_MODULES)",
+    )
+    p.add_argument(
+        "--reload", action="store_true", help="restart everything when a .py file changes"
+    )
+    p.set_defaults(func=cmd_dev)
+
+    p = add("migrate", "apply the database migrations")
+    p.add_argument("--database-url", default=None, help="default: ASYNCZ_DATABASE_URL")
+    p.set_defaults(func=cmd_migrate)
+
+    p = add("submit", "submit a job")
+    p.add_argument("task")
+    p.add_argument("payload", nargs="?", default=None, help="JSON object (default {})")
+    p.add_argument("--queue")
+    p.add_argument("--priority", type=int)
+    p.add_argument("--max-retries", type=int)
+    p.add_argument("--timeout-seconds", type=int)
+    p.add_argument("--delay-seconds", type=int)
+    p.add_argument("--idempotency-key")
+    _wait_options(p)
+    p.set_defaults(func=cmd_submit)
+
+    p = add("status", "show a job (--wait: until it is terminal)")
+    p.add_argument("job_id")
+    p.add_argument("--attempts", action="store_true", help="also list its attempts")
+    _wait_options(p)
+    p.set_defaults(func=cmd_status)
+
+    p = add("list", "list jobs")
+    p.add_argument("--status")
+    p.add_argument("--queue")
+    p.add_argument("--task")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--cursor")
+    p.add_argument("--all", action="store_true", help="follow every page")
+    p.set_defaults(func=cmd_list)
+
+    p = add("dlq", "list dead jobs")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--cursor")
+    p.add_argument("--all", action="store_true", help="follow every page")
+    p.set_defaults(func=cmd_dlq)
+
+    p = add("replay", "re-queue dead jobs")
+    p.add_argument("job_ids", nargs="*", metavar="JOB_ID")
+    p.add_argument("--all", action="store_true", help="replay the whole dead-letter queue")
+    p.set_defaults(func=cmd_replay)
+
+    p = add("purge", "delete dead jobs from the dead-letter queue")
+    p.add_argument("job_ids", nargs="+", metavar="JOB_ID")
+    p.set_defaults(func=cmd_purge)
+
+    p = add("cancel", "cancel a job")
+    p.add_argument("job_id")
+    p.set_defaults(func=cmd_cancel)
+
+    p = add("stats", "per-queue counts")
+    p.set_defaults(func=cmd_stats)
+
+    p = add("health", "check the API")
+    p.set_defaults(func=cmd_health)
+    return parser
+
+
+def _wait_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait", action="store_true", help="poll until the job is terminal")
+    p.add_argument("--timeout", type=float, default=None, help="give up waiting after N s")
+    p.add_argument("--interval", type=float, default=0.5, help="poll interval (s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
