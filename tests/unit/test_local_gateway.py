@@ -17,14 +17,8 @@ import pytest
 from fastapi import FastAPI, Request, Response
 from mangum import Mangum
 
-from asyncz.local.gateway import (
-    BadResponseError,
-    Gateway,
-    SandboxPool,
-    build_event,
-    encode_body,
-    parse_result,
-)
+from asyncz.local.gateway import Gateway, SandboxPool
+from asyncz.local.proxy_events import BadResponseError, build_event, encode_body, parse_result
 from asyncz.local.sandbox import LambdaContext, SandboxTimeoutError
 
 pytestmark = pytest.mark.unit
