@@ -17,9 +17,10 @@ import pytest
 from fastapi import FastAPI, Request, Response
 from mangum import Mangum
 
+from asyncz.local.context import LambdaContext
 from asyncz.local.gateway import Gateway, SandboxPool
 from asyncz.local.proxy_events import BadResponseError, build_event, encode_body, parse_result
-from asyncz.local.sandbox import LambdaContext, SandboxTimeoutError
+from asyncz.local.sandbox import SandboxTimeoutError
 
 pytestmark = pytest.mark.unit
 

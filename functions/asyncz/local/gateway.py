@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from asyncz.local.context import log_line
 from asyncz.local.front import HttpServer, Request, Response
 from asyncz.local.proxy_events import (
     INTEGRATION_TIMEOUT_S,
@@ -27,7 +28,7 @@ from asyncz.local.proxy_events import (
     gateway_error,
     parse_result,
 )
-from asyncz.local.sandbox import log_line, running_loop
+from asyncz.local.sandbox import running_loop
 
 # --------------------------------------------------------------------------- api sandbox pools
 

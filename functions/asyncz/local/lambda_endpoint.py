@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from asyncz.local.sandbox import log_line
+from asyncz.local.context import log_line
 
 INVOKE_PREFIX = "/2015-03-31/functions/"
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from asyncz.local.sandbox import ACCOUNT_ID
+from asyncz.local.context import ACCOUNT_ID
 
 INTEGRATION_TIMEOUT_S = 29.0
 TEXT_TYPES = (

@@ -30,11 +30,12 @@ from asyncz.local.config import (
     resolve_api_key,
     sandbox_env,
 )
+from asyncz.local.context import log_line
 from asyncz.local.embedded import ServerError, ServerUrls
 from asyncz.local.gateway import Gateway, SandboxPool
 from asyncz.local.invokers import Schedule, WorkerFleet
 from asyncz.local.lambda_endpoint import LambdaEndpoint
-from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec, log_line
+from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec
 from asyncz.local.servers import LocalServers
 
 __all__ = ["DevOptions", "DevRunner", "run_dev"]
