@@ -19,7 +19,7 @@ def main() -> int:
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     from asyncz.api.handler import handler
-    from tests.apigw import call
+    from tests.support.apigw import call
 
     key = os.environ["ASYNCZ_CHAOS_API_KEY"]
     for line in sys.stdin:

@@ -21,9 +21,9 @@ from asyncz.jobs import NewJob
 from asyncz.recovery import handler as recovery_handler
 from asyncz.settings import Settings, get_settings
 from asyncz.worker import handler as worker_handler
-from tests.apigw import FakeContext
 from tests.conftest import open_service, run, settings_env
 from tests.integration.helpers import rows, status_counts
+from tests.support.apigw import FakeContext
 
 pytestmark = pytest.mark.integration
 
@@ -92,8 +92,7 @@ def test_fleet_async_invokes_the_shortfall_of_workers(aws_env: Settings) -> None
 
 def test_worker_handler_works_until_idle_and_reports(aws_env: Settings) -> None:
     submit(aws_env, 20)
-    ctx = FakeContext(function_name="asyncz-worker")
-    ctx.deadline += 900  # like a 15-minute Lambda
+    ctx = FakeContext(function_name="asyncz-worker", timeout_s=930)  # a 15-minute Lambda
     out = worker_handler.handler({}, ctx)
     assert out["completed"] == 20 and out["stopped_because"] == "idle"
     assert status_counts(aws_env.database_url or "") == {"completed": 20}

@@ -29,9 +29,9 @@ from asyncz.observability import logger
 from asyncz.settings import Settings
 from asyncz.store import postgres
 from asyncz.store.postgres import PostgresStore
-from tests.apigw import FakeContext, rest_event
 from tests.conftest import make_settings
 from tests.integration.helpers import rows
+from tests.support.apigw import FakeContext, rest_event
 
 pytestmark = pytest.mark.integration
 

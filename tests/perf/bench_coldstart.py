@@ -44,7 +44,7 @@ HANDLERS = {
 
 CHILD = r"""
 import importlib, json, resource, sys, time
-from tests.apigw import FakeContext, rest_event
+from tests.support.apigw import FakeContext, rest_event
 module, kind, api_key = sys.argv[1], sys.argv[2], sys.argv[3]
 if kind == "api":
     event = rest_event("POST", "/jobs", raw_body=b'{"task": "echo", "payload": {"n": 1}}',

@@ -49,7 +49,7 @@ STOP_KEY = f"{PREFIX}:latency-stop"
 def submit_steady(jobs: int, rate: float) -> float:
     """Submit through the api handler in this process at ``rate`` per second (open loop)."""
     from asyncz.api import handler as api
-    from tests.apigw import FakeContext, rest_event
+    from tests.support.apigw import FakeContext, rest_event
 
     event = rest_event(
         "POST",

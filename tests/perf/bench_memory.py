@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 API_CHILD = r"""
 import contextlib, importlib, io, json, resource, sys
-from tests.apigw import FakeContext, rest_event
+from tests.support.apigw import FakeContext, rest_event
 module, jobs, every, api_key = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
@@ -66,7 +66,7 @@ print("MEMORY " + json.dumps({"samples": samples, "peak": peak}))
 
 WORKER_CHILD = r"""
 import json, resource, sys, time
-from tests.apigw import FakeContext
+from tests.support.apigw import FakeContext
 import asyncz.worker.handler as mod
 summary = mod.handler({}, FakeContext(function_name="asyncz-worker",
                                       deadline=time.monotonic() + 900))

@@ -63,7 +63,7 @@ def _raw_request() -> Any:
 def _handler_request(lane: bool) -> Any:
     os.environ["ASYNCZ_SUBMIT_LANE"] = "true" if lane else "false"
     from asyncz.api import handler as api
-    from tests.apigw import FakeContext, rest_event
+    from tests.support.apigw import FakeContext, rest_event
 
     event = rest_event(
         "POST",

@@ -1,0 +1,59 @@
+"""API Gateway REST (v1) proxy events and a Lambda context for handler tests: the local
+runner's own builder and context class (asyncz.local), so there is one of each."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from asyncz.local.context import LambdaContext
+from asyncz.local.proxy_events import build_event
+
+
+def FakeContext(function_name: str = "asyncz-api", timeout_s: float = 30.0) -> LambdaContext:
+    """A Lambda context as the local runner builds it (one context class for both)."""
+    return LambdaContext(function_name, timeout_s, memory_limit_in_mb=256)
+
+
+def rest_event(
+    method: str,
+    target: str,
+    *,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    raw_body: bytes | None = None,
+    api_key: str | None = None,
+) -> dict[str, Any]:
+    hdrs = {"Host": "abc123.execute-api.us-east-1.amazonaws.com", "User-Agent": "pytest"}
+    if body is not None:
+        raw_body = json.dumps(body).encode()
+        hdrs["Content-Type"] = "application/json"
+    if api_key is not None:
+        hdrs["x-api-key"] = api_key
+    hdrs.update(headers or {})
+    # the one event builder: the local API Gateway front's, as deployed under stage "prod"
+    event = build_event(method, target, list(hdrs.items()), raw_body or b"", stage="prod")
+    event["requestContext"]["identity"]["apiKey"] = api_key
+    return event
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def call(handler: Any, method: str, target: str, **kwargs: Any) -> Reply:
+    out = handler(rest_event(method, target, **kwargs), FakeContext())
+    raw = out.get("body") or ""
+    data = base64.b64decode(raw) if out.get("isBase64Encoded") else raw.encode()
+    headers = {k.lower(): v for k, v in (out.get("headers") or {}).items()}
+    for k, vs in (out.get("multiValueHeaders") or {}).items():
+        headers[k.lower()] = vs[-1]
+    return Reply(out["statusCode"], headers, data)
