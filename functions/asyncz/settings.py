@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     api_key_hashes: str = ""  # comma-separated SHA-256 hex digests of accepted API keys
     api_keys_secret_arn: str | None = None  # secret: {"api_key": "..."} (see connections.py)
     wake_worker: bool = True
-    # POST /jobs in the api Lambda on the blocking submit lane (asyncz.api.lane), not ASGI
+    # POST /jobs in the api Lambda on the submit lane (asyncz.api.lane), not through Mangum
     submit_lane: bool = True
 
     # --- Observability.
