@@ -1,7 +1,8 @@
 """``asyncz dev`` as a user runs it: a subprocess on a free port, driven over HTTP.
 
 Uses the test servers (ASYNCZ_TEST_DATABASE_URL / ASYNCZ_TEST_REDIS_URL, else the system ones)
-with its own database ``asyncz_dev_test`` and Redis db 3, so it never meets other tests' data.
+with its own database (the test database's name + ``_dev``) and Redis db (the test db + 8), so it
+never meets other tests' data.
 """
 
 from __future__ import annotations
@@ -29,18 +30,21 @@ from psycopg import sql
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
 API_KEY = "dev-test-key"
-DEV_DB = "asyncz_dev_test"
-DEV_REDIS_DB = 3
+TEST_DB_URL = os.environ.get("ASYNCZ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+TEST_REDIS_URL = os.environ.get("ASYNCZ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+# Named after the test servers' own database and Redis db, so two checkouts testing at once
+# (each with its own ASYNCZ_TEST_*) never share the dev run's data.
+DEV_DB = f"{psycopg.conninfo.conninfo_to_dict(TEST_DB_URL).get('dbname', 'test')}_dev"
+DEV_REDIS_DB = (int(urlsplit(TEST_REDIS_URL).path.lstrip("/") or 0) + 8) % 16
 TERMINAL = {"completed", "dead", "cancelled"}
 
 
 def _dev_database_url() -> str:
-    base = os.environ.get("ASYNCZ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
-    return psycopg.conninfo.make_conninfo(base, dbname=DEV_DB)
+    return psycopg.conninfo.make_conninfo(TEST_DB_URL, dbname=DEV_DB)
 
 
 def _dev_redis_url() -> str:
-    base = urlsplit(os.environ.get("ASYNCZ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    base = urlsplit(TEST_REDIS_URL)
     return urlunsplit((base.scheme, base.netloc, f"/{DEV_REDIS_DB}", "", ""))
 
 
@@ -52,7 +56,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def fresh_backends() -> tuple[str, str]:
-    """An empty ``asyncz_dev_test`` database and an empty Redis db 3."""
+    """An empty dev database and an empty dev Redis db (see ``DEV_DB``)."""
     url = _dev_database_url()
     admin = psycopg.conninfo.make_conninfo(url, dbname="postgres")
     with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
