@@ -19,35 +19,7 @@ import pytest
 import redis
 
 from asyncz.settings import Settings
-
-DEFAULT_DB = "postgresql://postgres@127.0.0.1:5432/asyncz_test"
-DEFAULT_REDIS = "redis://127.0.0.1:6379/1"
-
-
-def database_url() -> str:
-    return os.environ.get("ASYNCZ_TEST_DATABASE_URL", DEFAULT_DB)
-
-
-def redis_url() -> str:
-    return os.environ.get("ASYNCZ_TEST_REDIS_URL", DEFAULT_REDIS)
-
-
-def ensure_database(url: str) -> None:
-    """Create the test database if missing (connecting to the server's `postgres` db)."""
-    info = psycopg.conninfo.conninfo_to_dict(url)
-    name = str(info["dbname"])
-    admin = psycopg.conninfo.make_conninfo(url, dbname="postgres")
-    try:
-        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-            exists = conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
-            ).fetchone()
-            if not exists:
-                conn.execute(
-                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
-                )
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is not reachable at {admin}: {exc}", pytrace=False)
+from tests.support.databases import database_url, ensure_database, redis_url
 
 
 @pytest.fixture(scope="session")

@@ -26,12 +26,13 @@ from typing import Any
 import psycopg
 import pytest
 import redis
-from psycopg import sql
 
-from asyncz.local.embedded import EmbeddedPostgres, free_port, redis_answers, wait_for
+from asyncz.local.embedded import EmbeddedPostgres
+from asyncz.local.procs import free_port, redis_answers, wait_for
 from asyncz.settings import Settings
-from tests.conftest import database_url, make_settings, open_service, settings_env
+from tests.conftest import make_settings, open_service, settings_env
 from tests.integration.helpers import rows
+from tests.support.databases import drop_database, fresh_database, sibling_url
 
 REPO = Path(__file__).resolve().parents[2]
 TERMINAL = ("completed", "dead", "cancelled")
@@ -134,40 +135,18 @@ def own_postgres(tmp_path: Path) -> Iterator[PrivatePostgres]:
 
 
 def create_database(server_url: str, name: str) -> str:
-    from asyncz.store.migrations import apply_migrations
-
-    admin = psycopg.conninfo.make_conninfo(server_url, dbname="postgres")
-    with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = psycopg.conninfo.make_conninfo(server_url, dbname=name)
-    apply_migrations(url)
-    return url
-
-
-def drop_database(server_url: str, name: str) -> None:
-    admin = psycopg.conninfo.make_conninfo(server_url, dbname="postgres")
-    with (
-        contextlib.suppress(psycopg.Error),
-        psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn,
-    ):
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
+    """A fresh, migrated database ``name`` on the server of ``server_url``."""
+    return fresh_database(psycopg.conninfo.make_conninfo(server_url, dbname=name), migrate=True)
 
 
 @pytest.fixture
 def chaos_db() -> Iterator[str]:
     """A fresh, migrated database of our own on the shared server; dropped afterwards."""
-    name = f"asyncz_chaos_{uuid.uuid4().hex[:10]}"
-    server = database_url()
-    try:
-        url = create_database(server, name)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is not reachable at {server}: {exc}", pytrace=False)
+    url = fresh_database(sibling_url(f"chaos_{uuid.uuid4().hex[:10]}"), migrate=True)
     try:
         yield url
     finally:
-        drop_database(server, name)
+        drop_database(url)
 
 
 def chaos_settings(db_url: str, redis_url: str, tmp_path: Path, **overrides: Any) -> Settings:

@@ -13,11 +13,10 @@ import socket
 import subprocess
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from tests.first_task import ROOT, blocks, parts
+from tests.support.databases import fresh_database, sibling_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -35,14 +34,7 @@ def test_every_part_of_the_doc_is_known() -> None:
 
 
 def test_first_task_runs_locally_as_documented(tmp_path: Path) -> None:
-    base = os.environ.get("ASYNCZ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/t")
-    dbname = f"{psycopg.conninfo.conninfo_to_dict(base).get('dbname', 'asyncz_test')}_first"
-    admin = psycopg.conninfo.make_conninfo(base, dbname="postgres")
-    with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    db_url = fresh_database(sibling_url("first"))
     port = str(_free_port())
     script = blocks("local")
     assert "ASYNCZ_SRC=~/src/asyncz-serverless" in script and "8000" in script
@@ -51,7 +43,7 @@ def test_first_task_runs_locally_as_documented(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCZ_", "VIRTUAL_ENV"))}
     env.update(
         # The test's servers instead of embedded ones (the doc's other path).
-        ASYNCZ_DATABASE_URL=psycopg.conninfo.make_conninfo(base, dbname=dbname),
+        ASYNCZ_DATABASE_URL=db_url,
         ASYNCZ_REDIS_URL=os.environ.get("ASYNCZ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
         ASYNCZ_DEV_PORT=port,  # where the doc says 8000
         PIP_DISABLE_PIP_VERSION_CHECK="1",

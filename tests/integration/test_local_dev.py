@@ -1,8 +1,8 @@
 """``asyncz dev`` as a user runs it: a subprocess on a free port, driven over HTTP.
 
 Uses the test servers (ASYNCZ_TEST_DATABASE_URL / ASYNCZ_TEST_REDIS_URL, else the system ones)
-with its own database (the test database's name + ``_dev``) and Redis db (the test db + 8), so it
-never meets other tests' data.
+with its own database and Redis db named after the test ones (``tests.support.databases``), so
+it never meets other tests' data.
 """
 
 from __future__ import annotations
@@ -20,32 +20,16 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
 import redis
-from psycopg import sql
+
+from tests.support.databases import fresh_database, sibling_redis_url, sibling_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
 API_KEY = "dev-test-key"
-TEST_DB_URL = os.environ.get("ASYNCZ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
-TEST_REDIS_URL = os.environ.get("ASYNCZ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-# Named after the test servers' own database and Redis db, so two checkouts testing at once
-# (each with its own ASYNCZ_TEST_*) never share the dev run's data.
-DEV_DB = f"{psycopg.conninfo.conninfo_to_dict(TEST_DB_URL).get('dbname', 'test')}_dev"
-DEV_REDIS_DB = (int(urlsplit(TEST_REDIS_URL).path.lstrip("/") or 0) + 8) % 16
 TERMINAL = {"completed", "dead", "cancelled"}
-
-
-def _dev_database_url() -> str:
-    return psycopg.conninfo.make_conninfo(TEST_DB_URL, dbname=DEV_DB)
-
-
-def _dev_redis_url() -> str:
-    base = urlsplit(TEST_REDIS_URL)
-    return urlunsplit((base.scheme, base.netloc, f"/{DEV_REDIS_DB}", "", ""))
 
 
 def _free_port() -> int:
@@ -56,15 +40,9 @@ def _free_port() -> int:
 
 @pytest.fixture
 def fresh_backends() -> tuple[str, str]:
-    """An empty dev database and an empty dev Redis db (see ``DEV_DB``)."""
-    url = _dev_database_url()
-    admin = psycopg.conninfo.make_conninfo(url, dbname="postgres")
-    with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DEV_DB))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DEV_DB)))
-    redis_url = _dev_redis_url()
+    """An empty database and an empty Redis db of this module's own."""
+    url = fresh_database(sibling_url("dev"))
+    redis_url = sibling_redis_url(8)
     redis.Redis.from_url(redis_url).flushdb()
     return url, redis_url
 

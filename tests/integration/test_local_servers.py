@@ -16,7 +16,8 @@ import psycopg
 import pytest
 import redis
 
-from asyncz.local.embedded import EmbeddedPostgres, EmbeddedRedis, pid_alive
+from asyncz.local.embedded import EmbeddedPostgres, EmbeddedRedis
+from asyncz.local.procs import pid_alive
 from asyncz.local.servers import LocalServers
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -6,13 +6,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
 from asyncz.store.migrations import apply_migrations, available_migrations
-from tests.conftest import database_url, open_service, run
+from tests.conftest import open_service, run
 from tests.integration.helpers import rows
+from tests.support.databases import fresh_database, sibling_url
 
 pytestmark = pytest.mark.integration
 
@@ -54,15 +54,7 @@ EXPECTED_ATTEMPTS = {
 
 @pytest.fixture
 def fresh_db() -> str:
-    base = database_url()
-    name = "asyncz_migrate_test"
-    admin = psycopg.conninfo.make_conninfo(base, dbname="postgres")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return psycopg.conninfo.make_conninfo(base, dbname=name)
+    return fresh_database(sibling_url("migrate"))
 
 
 def columns(url: str, table: str) -> dict[str, str]:

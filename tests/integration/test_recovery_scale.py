@@ -1,7 +1,7 @@
 """Recovery at scale: on a 1,000,000-row ``jobs`` table the recovery (and DLQ and claim)
 queries use their indexes — no sequential scan of ``jobs`` — and one sweep finishes.
 
-The table lives in a dedicated database (``asyncz_scale_test`` beside the test database),
+The table lives in a dedicated database (the test database's name + ``_scale``, beside it),
 generated once with one ``INSERT … SELECT generate_series`` and reused by later runs while
 its row count and shape are right. Each run resets the handful of rows a sweep changes.
 The time bound on the sweep guards against a hang; it is not a benchmark (see
@@ -24,13 +24,13 @@ import redis
 from psycopg.types.json import Jsonb
 
 from asyncz.store.queries import QUERIES
-from tests.conftest import database_url, make_settings, open_service
+from tests.conftest import make_settings, open_service
 from tests.conftest import redis_url as conftest_redis_url
+from tests.support.databases import ensure_database, sibling_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROWS = 1_000_000
-SCALE_DB = "asyncz_scale_test"
 SWEEP_BOUND_S = 60.0
 
 # Shape of the table, by i = 1..ROWS (everything else is completed):
@@ -95,7 +95,7 @@ SELECT count(*) AS total,
 
 
 def _scale_url() -> str:
-    return psycopg.conninfo.make_conninfo(database_url(), dbname=SCALE_DB)
+    return sibling_url("scale")
 
 
 def _shape_ok(conn: psycopg.Connection[Any]) -> bool:
@@ -108,17 +108,7 @@ def scale_db() -> Iterator[str]:
     from asyncz.store.migrations import apply_migrations
 
     url = _scale_url()
-    admin = psycopg.conninfo.make_conninfo(database_url(), dbname="postgres")
-    try:
-        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-            if not conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (SCALE_DB,)
-            ).fetchone():
-                conn.execute(
-                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(SCALE_DB))
-                )
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is not reachable at {admin}: {exc}", pytrace=False)
+    ensure_database(url)
     apply_migrations(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(RESET)

