@@ -8,10 +8,8 @@ fails the test loudly; nothing is skipped.
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -20,6 +18,10 @@ import redis
 
 from asyncz.settings import Settings
 from tests.support.databases import database_url, ensure_database, redis_url
+from tests.support.settings import make_settings, open_service, settings_env
+
+# Tests import these from here too (the fixtures' home); they live in tests/support.
+__all__ = ["database_url", "make_settings", "open_service", "redis_url", "settings_env"]
 
 
 @pytest.fixture(scope="session")
@@ -51,50 +53,9 @@ def clean(pg_url: str, redis_server_url: str) -> Iterator[None]:
     yield
 
 
-def make_settings(pg_url: str, redis_server_url: str, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "database_url": pg_url,
-        "redis_url": redis_server_url,
-        "api_key_hashes": "0" * 64,
-        "worker_function_name": "asyncz-worker",
-        "heartbeat_seconds": 0.5,
-        "lease_timeout_seconds": 3.0,
-        "worker_poll_seconds": 0.5,
-        "worker_idle_exit_seconds": 0,
-        "backoff_base_seconds": 0.2,
-        "backoff_max_seconds": 2.0,
-        "db_pool_max": 4,
-        "publish_gauges": False,
-    }
-    values.update(overrides)
-    return Settings(**values)
-
-
 @pytest.fixture
 def settings(clean: None, pg_url: str, redis_server_url: str, tmp_path: Any) -> Settings:
     return make_settings(pg_url, redis_server_url, artifact_dir=str(tmp_path / "artifacts"))
-
-
-def settings_env(settings: Settings) -> dict[str, str]:
-    """The settings as ASYNCZ_* variables, for subprocesses."""
-    env = dict(os.environ)
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            env[f"ASYNCZ_{name.upper()}"] = (
-                str(value).lower() if isinstance(value, bool) else str(value)
-            )
-    return env
-
-
-@asynccontextmanager
-async def open_service(settings: Settings, **kwargs: Any) -> AsyncIterator[Any]:
-    from asyncz import runtime
-
-    service = await runtime.build_service(settings, **kwargs)
-    try:
-        yield service
-    finally:
-        await runtime.close_service(service)
 
 
 def run(coro: Any) -> Any:

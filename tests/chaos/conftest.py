@@ -33,6 +33,7 @@ from asyncz.settings import Settings
 from tests.conftest import make_settings, open_service, settings_env
 from tests.integration.helpers import rows
 from tests.support.databases import drop_database, fresh_database, sibling_url
+from tests.support.workers import start_worker
 
 REPO = Path(__file__).resolve().parents[2]
 TERMINAL = ("completed", "dead", "cancelled")
@@ -200,24 +201,14 @@ class Fleet:
         n = len(self.procs)
         out = open(self.logdir / f"worker-{n}.out", "wb")  # noqa: SIM115
         err = open(self.logdir / f"worker-{n}.err", "wb")  # noqa: SIM115
-        cmd = [
-            sys.executable,
-            "-m",
-            "asyncz.worker.standalone",
-            "--seconds",
-            "600",
-            "--idle-exit",
-            str(idle_exit),
-            "--concurrency",
-            str(concurrency),
-        ]
-        proc = subprocess.Popen(
-            cmd,
+        proc = start_worker(
+            self.settings,
+            idle_exit=idle_exit,
+            concurrency=concurrency,
             env=chaos_env(self.settings, **(env or {})),
-            cwd=REPO,
             stdout=out,
             stderr=err,
-            start_new_session=True,
+            text=False,
             preexec_fn=preexec_fn,
         )
         out.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +12,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from asyncz.settings import Settings
-from tests.conftest import settings_env
+from tests.support.workers import start_worker
 
 
 def start_worker_process(
@@ -24,26 +23,8 @@ def start_worker_process(
     concurrency: int | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[str]:
-    env = settings_env(settings)
-    env.update(extra_env or {})
-    cmd = [
-        sys.executable,
-        "-m",
-        "asyncz.worker.standalone",
-        "--seconds",
-        str(seconds),
-        "--idle-exit",
-        str(idle_exit),
-    ]
-    if concurrency:
-        cmd += ["--concurrency", str(concurrency)]
-    return subprocess.Popen(
-        cmd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    return start_worker(
+        settings, idle_exit=idle_exit, seconds=seconds, concurrency=concurrency, env=extra_env
     )
 
 

@@ -1,0 +1,52 @@
+"""The tests' one settings builder, its environment form for subprocesses, and a service
+opened on it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from asyncz.settings import Settings
+
+
+def make_settings(pg_url: str, redis_server_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": pg_url,
+        "redis_url": redis_server_url,
+        "api_key_hashes": "0" * 64,
+        "worker_function_name": "asyncz-worker",
+        "heartbeat_seconds": 0.5,
+        "lease_timeout_seconds": 3.0,
+        "worker_poll_seconds": 0.5,
+        "worker_idle_exit_seconds": 0,
+        "backoff_base_seconds": 0.2,
+        "backoff_max_seconds": 2.0,
+        "db_pool_max": 4,
+        "publish_gauges": False,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The settings as ASYNCZ_* variables, for subprocesses."""
+    env = dict(os.environ)
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            env[f"ASYNCZ_{name.upper()}"] = (
+                str(value).lower() if isinstance(value, bool) else str(value)
+            )
+    return env
+
+
+@asynccontextmanager
+async def open_service(settings: Settings, **kwargs: Any) -> AsyncIterator[Any]:
+    from asyncz import runtime
+
+    service = await runtime.build_service(settings, **kwargs)
+    try:
+        yield service
+    finally:
+        await runtime.close_service(service)
