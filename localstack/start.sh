@@ -89,7 +89,7 @@ ensure_venv() {  # dir python stamp-inputs... -- uv-pip-install args...
 start_host() {
     local venv="$LS_WORK/venv" lambda_venv="$LS_WORK/lambda-py312"
     mkdir -p "$LS_WORK/home"
-    local executor_files; executor_files=$(find "$LS_DIR/executor" -type f \( -name '*.py' -o -name '*.toml' \) | sort)
+    local executor_files; executor_files=$(find -L "$LS_DIR/executor" -type f \( -name '*.py' -o -name '*.toml' \) | sort)
 
     ensure_venv "$venv" "$LS_PY313" "$LS_DIR/constraints-py313.txt" -- \
         -c "$LS_DIR/constraints-py313.txt" "localstack-core[runtime]==$LS_VERSION"
@@ -98,7 +98,7 @@ start_host() {
     # shellcheck disable=SC2086
     local exec_stamp; exec_stamp="$(cat $executor_files | sha256sum | cut -c1-16)"
     if [[ "$(cat "$venv/.executor-stamp" 2>/dev/null)" != "$exec_stamp" ]]; then
-        rm -rf "$src" && mkdir -p "$src" && cp -r "$LS_DIR/executor/." "$src/"
+        rm -rf "$src" && mkdir -p "$src" && cp -rL "$LS_DIR/executor/." "$src/"  # -L: bootstrap.py is a link
         mkdir -p "$uv_tmp"
         TMPDIR="$uv_tmp" "$(uv_bin)" pip install -q -p "$venv/bin/python" --no-deps --reinstall "$src" \
             >"$LS_WORK/executor.install.log" 2>&1 \

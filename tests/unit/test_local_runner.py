@@ -47,6 +47,14 @@ def crash_handler(event: dict[str, Any], context: Any) -> None:
     os._exit(3)
 
 
+def raising_handler(event: dict[str, Any], context: Any) -> None:
+    raise KeyError("missing")
+
+
+def unmarshallable_handler(event: dict[str, Any], context: Any) -> object:
+    return {"when": object()}
+
+
 def _sandbox(handler: str) -> SandboxProcess:
     spec = SandboxSpec(
         name="t-1",
@@ -100,7 +108,7 @@ def test_sigterm_brings_the_deadline_forward_so_the_handler_returns() -> None:
     worker.join(10)
     assert time.monotonic() - started < 5
     assert replies == [{"type": "result", "ok": True, "result": {"stopped": True}}]
-    assert sandbox.process.exitcode == 0
+    assert sandbox.process.returncode == 0
 
 
 @MODES
@@ -169,12 +177,42 @@ def test_one_sandbox_refuses_a_second_concurrent_invocation() -> None:
         sandbox.stop(grace_s=2)
 
 
-def test_an_init_failure_is_reported() -> None:
-    spec = SandboxSpec(name="t-2", function_name="f", handler=f"{HERE}.no_such_handler")
-    sandbox = SandboxProcess(spec)
-    with pytest.raises(SandboxError, match="failed to initialise"):
+@pytest.mark.parametrize(
+    ("handler", "error"),
+    [
+        (f"{HERE}.no_such_handler", "Runtime.HandlerNotFound: Handler 'no_such_handler' missing"),
+        ("tests.unit.no_such_module.handler", "Runtime.ImportModuleError: Unable to import"),
+        ("handler", "Runtime.MalformedHandlerName"),
+    ],
+)
+def test_an_init_failure_is_reported_as_the_aws_runtime_names_it(handler: str, error: str) -> None:
+    sandbox = SandboxProcess(SandboxSpec(name="t-2", function_name="f", handler=handler))
+    with pytest.raises(SandboxError, match="failed to initialise") as failed:
         sandbox.wait_ready(60)
+    assert error in str(failed.value)
     sandbox.stop(grace_s=0)
+
+
+def test_handler_errors_come_back_as_the_aws_runtime_shapes_them_and_the_sandbox_stays_warm() -> (
+    None
+):
+    """The local sandboxes and the LocalStack executor run one runtime loop
+    (asyncz.local.bootstrap): an exception and an unserialisable result are the invocation's
+    error result, with the AWS error type, and the environment serves the next one."""
+    raising = _sandbox("raising_handler")
+    unmarshallable = _sandbox("unmarshallable_handler")
+    try:
+        reply = raising.invoke({}, 30)
+        assert (reply["ok"], reply["error"]) == (False, "KeyError: 'missing'")
+        assert "raising_handler" in reply["trace"]
+        reply = unmarshallable.invoke({}, 30)
+        assert not reply["ok"]
+        assert reply["error"].startswith("Runtime.MarshalError: Unable to marshal response")
+        assert raising.invoke({}, 30)["error"] == "KeyError: 'missing'"
+        assert raising.alive() and unmarshallable.alive()
+    finally:
+        raising.stop(grace_s=2)
+        unmarshallable.stop(grace_s=2)
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,8 @@
-"""Lambda-like sandboxes: a context object, and a process that imports a handler once and then
-serves invocations one at a time over a pipe, warm, like a Lambda execution environment.
+"""Lambda-like sandboxes: a process that imports a handler once and then serves invocations
+one at a time, warm, like a Lambda execution environment.
 
-Messages (dicts) on the pipe: parent → sandbox ``{"type": "invoke", "event", "request_id",
-"timeout_s"}``; sandbox → parent ``{"type": "ready"}`` once initialised, ``{"type": "result",
-"ok", "result" | "error"}`` per invocation. Functions that invoke others (the api waking a
+The process runs :mod:`asyncz.local.bootstrap`, the runtime loop the LocalStack executor runs
+too: one protocol (JSON lines over two pipes). Functions that invoke others (the api waking a
 worker, the fleet starting workers) do it as in AWS, with boto3, through the runner's local
 Lambda endpoint (:mod:`asyncz.local.lambda_endpoint`): one invoke path.
 """
@@ -12,31 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
+import json
 import os
-import pickle
+import select
 import signal
+import subprocess
 import sys
 import threading
 import time
-import traceback
 import uuid
-import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from typing import Any, NoReturn
+from typing import Any
 
-from asyncz.local.context import LambdaContext
-
-Handler = Callable[[dict[str, Any], Any], Any]
-
-
-def load_handler(path: str) -> Handler:
-    """Import ``package.module.attr`` (or ``package.module:attr``)."""
-    module_name, _, attr = path.replace(":", ".").rpartition(".")
-    handler: Handler = getattr(importlib.import_module(module_name), attr)
-    return handler
+BOOTSTRAP_MODULE = "asyncz.local.bootstrap"
+# Powertools warns on every invocation that records no metric; that is normal here.
+QUIET_WARNINGS = "ignore:No application metrics to publish"
 
 
 @dataclass(frozen=True)
@@ -49,98 +38,37 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     memory_mb: int = 1024
 
-
-def _watch_parent(parent_pid: int) -> None:
-    # A sandbox never outlives its runner, even when the runner is SIGKILLed alone.
-    while True:
-        time.sleep(0.5)
-        if os.getppid() != parent_pid:
-            os._exit(1)
-
-
-def _exit_now(code: int = 0) -> NoReturn:
-    # Like a Lambda environment being reclaimed: no interpreter teardown (which would only
-    # complain about the handler's still-open pools), just flushed output.
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(code)
+    def environment(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PYTHONWARNINGS": QUIET_WARNINGS,
+            **self.env,
+            "_HANDLER": self.handler,
+            "AWS_LAMBDA_FUNCTION_NAME": self.function_name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.memory_mb),
+            "AWS_LAMBDA_LOG_STREAM_NAME": self.name,
+        }
 
 
-def sandbox_main(conn: Connection, spec: SandboxSpec, parent_pid: int) -> None:
-    """Entry point of a sandbox process (multiprocessing ``spawn`` target)."""
-    # Ctrl-C reaches the whole process group; the runner decides the shutdown order.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
-    os.environ.update(spec.env)
-    # Powertools warns on every invocation that records no metric; that is normal here.
-    warnings.filterwarnings("ignore", message="No application metrics to publish")
-    current: list[LambdaContext] = []
-    stopping = threading.Event()
-
-    def on_term(_signum: int, _frame: Any) -> None:
-        # Like Lambda's shutdown: the deadline comes forward and the handler should return.
-        stopping.set()
-        for ctx in current:
-            ctx.expire()
-        if not current:
-            _exit_now()
-
-    signal.signal(signal.SIGTERM, on_term)
-    started = time.monotonic()
-    try:
-        handler = load_handler(spec.handler)
-    except BaseException as exc:  # noqa: BLE001 - any init failure, as Runtime.ImportModuleError
-        conn.send(
-            {
-                "type": "init_error",
-                "error": f"{type(exc).__name__}: {exc}",
-                "trace": traceback.format_exc(),
-            }
-        )
-        return
-    asyncio.set_event_loop(asyncio.new_event_loop())  # Mangum runs on this thread's loop
-    conn.send({"type": "ready", "init_ms": round((time.monotonic() - started) * 1000, 1)})
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            _exit_now()
-        if msg.get("type") != "invoke":
-            _exit_now()
-        ctx = LambdaContext(
-            spec.function_name,
-            float(msg["timeout_s"]),
-            request_id=msg.get("request_id"),
-            memory_limit_in_mb=spec.memory_mb,
-            log_stream_name=spec.name,
-        )
-        current.append(ctx)
-        try:
-            result = handler(msg["event"], ctx)
-            reply: dict[str, Any] = {"type": "result", "ok": True, "result": result}
-        except Exception as exc:  # noqa: BLE001 - a handler error is the invocation's result
-            reply = {
-                "type": "result",
-                "ok": False,
-                "error": f"{type(exc).__name__}: {exc}",
-                "trace": traceback.format_exc(),
-            }
-        finally:
-            current.remove(ctx)
-        try:
-            conn.send_bytes(_pickled(reply))
-        except (TypeError, ValueError, pickle.PicklingError) as exc:  # an unpicklable result
-            conn.send({"type": "result", "ok": False, "error": f"unserialisable result: {exc}"})
-        except OSError:
-            _exit_now()
-        if stopping.is_set():
-            _exit_now()
+def _reply(message: dict[str, Any]) -> dict[str, Any]:
+    """The runtime's message as the runner reads it: ``result`` (the handler's return value) or
+    ``error`` (``Type: message``) and ``trace``."""
+    kind = message.get("type")
+    if kind == "init_error":
+        return {"type": kind, **_error_fields(message["error"])}
+    if kind != "result":
+        return message
+    body = json.loads(message["payload"])
+    if message.get("ok"):
+        return {"type": kind, "ok": True, "result": body}
+    return {"type": kind, "ok": False, **_error_fields(body)}
 
 
-def _pickled(msg: dict[str, Any]) -> bytes:
-    """What ``Connection.send`` writes, without building a ForkingPickler per message."""
-    return pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
+def _error_fields(error: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "error": f"{error.get('errorType')}: {error.get('errorMessage')}",
+        "trace": "".join(error.get("stackTrace") or []),
+    }
 
 
 class SandboxError(RuntimeError):
@@ -174,14 +102,21 @@ class SandboxProcess:
     """Parent-side handle of one sandbox process; :meth:`invoke` runs one invocation in it."""
 
     def __init__(self, spec: SandboxSpec) -> None:
-        import multiprocessing
-
         self.spec = spec
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(
-            target=sandbox_main, args=(child, spec, os.getpid()), name=spec.name, daemon=False
-        )
+        cmd_r, cmd_w = os.pipe()
+        res_r, res_w = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", BOOTSTRAP_MODULE, str(cmd_r), str(res_w), spec.name],
+                env=spec.environment(),
+                stdin=subprocess.DEVNULL,
+                pass_fds=(cmd_r, res_w),
+            )
+        finally:
+            os.close(cmd_r)
+            os.close(res_w)
+        self._cmd, self._res = cmd_w, res_r
+        self._buffer = b""
         self._lock = threading.Lock()
         self._watcher: asyncio.AbstractEventLoop | None = None  # the loop watching the pipe
         self._waiter: asyncio.Future[Any] | None = None  # an invocation awaiting its reply
@@ -189,8 +124,6 @@ class SandboxProcess:
         self.last_used = time.monotonic()
         self.broken = False
         self.ready = False
-        self.process.start()
-        child.close()
 
     def wait_ready(self, timeout: float = 60) -> float:
         """Wait for the sandbox's init phase; return its duration in ms."""
@@ -204,30 +137,45 @@ class SandboxProcess:
         return float(msg.get("init_ms", 0.0))
 
     def _recv(self, timeout: float) -> dict[str, Any]:
-        if not self._conn.poll(timeout):
-            self.broken = True
-            raise SandboxTimeoutError(f"{self.spec.name} timed out after {timeout:.0f}s")
-        return self._read()
-
-    def _read(self) -> dict[str, Any]:
-        try:
-            msg: dict[str, Any] = self._conn.recv()
-        except (EOFError, OSError) as exc:
-            self.broken = True
-            raise SandboxError(
-                f"{self.spec.name} died (exit code {self.process.exitcode})"
-            ) from exc
+        deadline = time.monotonic() + timeout
+        while (msg := self._take()) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self._res], [], [], remaining)[0]:
+                self.broken = True
+                raise SandboxTimeoutError(f"{self.spec.name} timed out after {timeout:.0f}s")
+            self._fill()
         return msg
+
+    def _fill(self) -> None:
+        """Read what the pipe holds (it is readable); end of file means the process is gone."""
+        try:
+            chunk = os.read(self._res, 1 << 16)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.broken = True
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(1)
+            raise SandboxError(f"{self.spec.name} died (exit code {self.process.returncode})")
+        self._buffer += chunk
+
+    def _take(self) -> dict[str, Any] | None:
+        """The next whole message read, if any."""
+        line, newline, rest = self._buffer.partition(b"\n")
+        if not newline:
+            return None
+        self._buffer = rest
+        return _reply(json.loads(line))
 
     def _begin(self, event: dict[str, Any], timeout_s: float, request_id: str | None) -> None:
         self.invocations += 1
         msg = {
             "type": "invoke",
-            "event": event,
-            "timeout_s": timeout_s,
             "request_id": request_id or str(uuid.uuid4()),
+            "payload": json.dumps(event),
+            "deadline_ms": int((time.time() + timeout_s) * 1000),
         }
-        self._conn.send_bytes(_pickled(msg))
+        os.write(self._cmd, json.dumps(msg).encode() + b"\n")
 
     def invoke(
         self,
@@ -280,27 +228,30 @@ class SandboxProcess:
             return
         if self._watcher is not None and not self._watcher.is_closed():
             raise SandboxError(f"{self.spec.name} is watched by another event loop")
-        loop.add_reader(self._conn.fileno(), self._on_readable)
+        loop.add_reader(self._res, self._on_readable)
         self._watcher = loop
 
     def unwatch(self) -> None:
         """Stop watching the pipe (call on the watching loop's thread, before :meth:`stop`)."""
         if self._watcher is not None:
             if not self._watcher.is_closed():
-                self._watcher.remove_reader(self._conn.fileno())
+                self._watcher.remove_reader(self._res)
             self._watcher = None
 
     def _on_readable(self) -> None:
         # Read here, in the loop's callback: a drained pipe cannot report a stale readiness.
         waiter = self._waiter
         try:
-            msg = self._read()  # a whole message follows readiness (written in one go)
+            self._fill()
+            msg = self._take()
         except SandboxError as exc:  # EOF: the process is gone (``broken`` is set)
             self.unwatch()
             if waiter is not None and not waiter.done():
                 waiter.set_exception(exc)
             return
-        if waiter is None or waiter.done():
+        if msg is None:
+            return  # a part of a line: the rest follows
+        if waiter is None or waiter.done() or self._buffer:
             # Spoke out of turn (a reply after its invocation gave up): it cannot serve the
             # next request; the pool sees it is not alive and replaces it.
             self.broken = True
@@ -322,7 +273,7 @@ class SandboxProcess:
         return msg
 
     def alive(self) -> bool:
-        return self.process.is_alive() and not self.broken
+        return self.process.poll() is None and not self.broken
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM (the handler's deadline comes forward), then SIGKILL after ``grace_s``."""
@@ -333,13 +284,14 @@ class SandboxProcess:
             else:  # the closed pipe's registration must go on the loop's own thread
                 with contextlib.suppress(RuntimeError):
                     watcher.call_soon_threadsafe(self.unwatch)
-        if self.process.is_alive():
-            if self.process.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.process.pid, signal.SIGTERM)
-            self.process.join(grace_s)
-            if self.process.is_alive():
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(grace_s)
+            except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.join(5)
-        with contextlib.suppress(OSError):
-            self._conn.close()
+                self.process.wait(5)
+        for fd in (self._cmd, self._res):
+            with contextlib.suppress(OSError):
+                os.close(fd)
