@@ -157,6 +157,18 @@ def test_base64_body_with_invalid_padding_is_a_4xx(settings: Settings) -> None:
     assert both_fronts(settings)["lane"](event, FakeContext())["statusCode"] == 202
 
 
+def test_a_text_body_with_lone_surrogates_is_invalid_utf8_not_a_crash(settings: Settings) -> None:
+    """API Gateway hands a text body as a string; one with lone surrogates has no UTF-8 form."""
+    for front, sandbox in both_fronts(settings).items():
+        for path in ("/jobs", "/dlq/replay"):
+            event = rest_event("POST", path, body={"task": "echo"}, api_key=KEY)
+            event["body"] = '{"task": "echo", "payload": {"a": "\ud800"}}'
+            reply = sandbox(event, FakeContext())
+            assert reply["statusCode"] == 422, (front, path, reply)
+            assert json.loads(reply["body"])["error"] == "invalid_utf8"
+    assert rows(settings.database_url or "", "SELECT count(*) AS n FROM jobs")[0]["n"] == 0
+
+
 def test_invocations_carry_the_api_gateway_request_id(settings: Settings) -> None:
     api_handler._sandbox = both_fronts(settings)["lane"]
     try:

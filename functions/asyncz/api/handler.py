@@ -46,8 +46,13 @@ class Sandbox:
         # request serve every warm invocation, whichever path took it.
         runtime.sandbox_loop()
         if self.lane is not None and lane.accepts(event):
-            return self.lane(event)
-        return self.adapter(event, context)
+            return self.lane(event, context)
+        try:
+            return self.adapter(event, context)
+        except UnicodeEncodeError:
+            # Mangum encodes a text body before the app runs: lone surrogates have no UTF-8
+            # form. The client's error, answered as the lane answers it, not a crash.
+            return lane.proxy_reply(event, context, self.adapter.config, lane.INVALID_UTF8)
 
 
 def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
@@ -62,17 +67,13 @@ def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
         waker=wake,
         key_ok=key_ok,
     )
+    adapter = Mangum(app, lifespan="off")
     submit_lane = (
-        lane.SubmitLane(
-            settings,
-            key_ok=key_ok,
-            metrics=metrics,
-            waker=wake,
-        )
+        lane.SubmitLane(settings, key_ok=key_ok, config=adapter.config, metrics=metrics, waker=wake)
         if settings.submit_lane
         else None
     )
-    return Sandbox(Mangum(app, lifespan="off"), submit_lane)
+    return Sandbox(adapter, submit_lane)
 
 
 _sandbox: Sandbox | None = None

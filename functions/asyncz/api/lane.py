@@ -3,17 +3,20 @@
 A Lambda sandbox serves one request at a time, and on the hot path Mangum and Starlette cost
 more CPU than the INSERT and the ZADD. So the handler answers ``POST /jobs`` proxy events
 here with the same guards (:mod:`asyncz.api.guards`), parsing and replies
-(:mod:`asyncz.api.submit`) as the FastAPI route, and the same job service on the same pools
-and event loop (:mod:`asyncz.runtime`): one submit implementation, one set of adapters.
+(:mod:`asyncz.api.submit`) as the FastAPI route, the same job service on the same pools and
+event loop (:mod:`asyncz.runtime`), and Mangum's own REST-event handler to read the request
+and shape the result: one submit implementation, one set of adapters, one event mapping.
 Every other request goes through Mangum to the FastAPI app; ``ASYNCZ_SUBMIT_LANE=false``
 sends ``POST /jobs`` there too.
 """
 
 from __future__ import annotations
 
-import base64
 import binascii
 from typing import Any
+
+from mangum.handlers import APIGateway
+from mangum.types import LambdaConfig, Response
 
 from asyncz import runtime
 from asyncz.api.guards import UNAUTHORIZED, KeyCheck, body_rejection
@@ -31,6 +34,8 @@ from asyncz.observability import logger
 from asyncz.ports import MetricsSink, Submitted
 from asyncz.settings import Settings
 
+JSON = b"application/json"
+
 
 def accepts(event: dict[str, Any]) -> bool:
     """A REST (v1) proxy event for ``POST /jobs``."""
@@ -41,34 +46,22 @@ def accepts(event: dict[str, Any]) -> bool:
     )
 
 
-def request_headers(event: dict[str, Any]) -> dict[str, str]:
-    """Lower-case names; multi-value headers joined with ", " (as Mangum does)."""
-    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
-    for name, values in (event.get("multiValueHeaders") or {}).items():
-        headers[name.lower()] = ", ".join(values) if isinstance(values, list) else ""
-    return headers
-
-
-def request_body(event: dict[str, Any]) -> bytes:
-    body = event.get("body") or ""
-    if event.get("isBase64Encoded"):
-        return base64.b64decode(body)
-    # lone surrogates become bytes that fail the UTF-8 guard, as a raw body would
-    return body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
-
-
-def proxy_result(reply: Reply) -> dict[str, Any]:
-    """The REST proxy integration's result, shaped as Mangum shapes the app's responses."""
+def _response(reply: Reply) -> Response:
+    """The reply as an ASGI-style response, for Mangum to shape as it shapes the app's."""
     body = render(reply.body)
-    headers = {"content-length": str(len(body)), "content-type": "application/json"}
-    headers.update({k.lower(): v for k, v in reply.headers.items()})
-    return {
-        "statusCode": reply.status,
-        "headers": headers,
-        "multiValueHeaders": {},
-        "body": body.decode(),
-        "isBase64Encoded": False,
-    }
+    headers = [[b"content-length", str(len(body)).encode()], [b"content-type", JSON]]
+    headers += [[k.lower().encode(), v.encode()] for k, v in reply.headers.items()]
+    return {"status": reply.status, "headers": headers, "body": body}
+
+
+INVALID_UTF8 = error_reply(422, "invalid_utf8", "the body is not valid UTF-8")
+
+
+def proxy_reply(
+    event: dict[str, Any], context: Any, config: LambdaConfig, reply: Reply
+) -> dict[str, Any]:
+    """``reply`` as the REST proxy result, shaped by Mangum as the app's responses are."""
+    return APIGateway(event, context, config)(_response(reply))
 
 
 class SubmitLane:
@@ -80,30 +73,37 @@ class SubmitLane:
         settings: Settings,
         *,
         key_ok: KeyCheck,
+        config: LambdaConfig,
         metrics: MetricsSink | None = None,
         waker: Waker | None = None,
     ) -> None:
         self.settings = settings
         self.key_ok = key_ok
+        self.config = config
         self.metrics = metrics
         self.wake_one = WakeOne(waker)
 
-    def __call__(self, event: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        # Mangum's own REST-event handler reads the request and shapes the result, as it does
+        # for every route of the app: one mapping of the proxy event.
+        gateway = APIGateway(event, context, self.config)
         try:
-            reply = self._answer(event)
+            reply = self._answer(gateway)
         except AsyncZError as exc:
             reply = domain_error_reply(exc)
         except Exception:  # noqa: BLE001 - logged; the client gets the one error shape
             reply = unexpected_reply()
-        return proxy_result(reply)
+        return gateway(_response(reply))
 
-    def _answer(self, event: dict[str, Any]) -> Reply:
-        headers = request_headers(event)
+    def _answer(self, gateway: APIGateway) -> Reply:
+        headers = {k.decode(): v.decode() for k, v in gateway.scope["headers"]}
         key = headers.get("x-api-key")
         if not key or not self.key_ok(key):
             return UNAUTHORIZED
         try:
-            body = request_body(event)
+            body = gateway.body
+        except UnicodeEncodeError:  # lone surrogates in a text body: not UTF-8 on the wire
+            return INVALID_UTF8
         except (binascii.Error, ValueError):
             return error_reply(422, "invalid_body", "the body is not valid base64")
         rejection = body_rejection(headers, body, self.settings.max_payload_bytes)
