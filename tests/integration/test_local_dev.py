@@ -30,7 +30,9 @@ from psycopg import sql
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
 API_KEY = "dev-test-key"
-TEST_DB_URL = os.environ.get("ASYNCZ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+TEST_DB_URL = os.environ.get(
+    "ASYNCZ_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
 TEST_REDIS_URL = os.environ.get("ASYNCZ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 # Named after the test servers' own database and Redis db, so two checkouts testing at once
 # (each with its own ASYNCZ_TEST_*) never share the dev run's data.

@@ -36,6 +36,7 @@ from asyncz.api.schemas import (
     JobOut,
     JobPage,
     JobState,
+    ScheduleList,
     Stats,
     StatusName,
     SubmitJob,
@@ -219,6 +220,10 @@ def create_app(
     @app.get("/stats", response_model=Stats, summary="Queue statistics")
     async def stats() -> Any:
         return await (await state.service()).stats()
+
+    @app.get("/schedules", response_model=ScheduleList, summary="Periodic jobs")
+    async def schedules() -> Any:
+        return {"items": await (await state.service()).schedules()}
 
     @app.get(
         "/health",
