@@ -245,28 +245,29 @@ SELECT id, queue, priority, run_at, run_at <= now() AS due
 -- Retention: completed and cancelled jobs finished before the cutoff, oldest first, in one
 -- bounded batch along jobs_finished_idx; their attempts go with them (ON DELETE CASCADE,
 -- along job_attempts' primary key). SKIP LOCKED: two sweeps never wait on each other.
-WITH doomed AS (
-    SELECT id FROM jobs
-     WHERE status IN ('completed', 'cancelled')
-       AND finished_at < now() - make_interval(secs => %(older_than)s)
-     ORDER BY finished_at, id
-     LIMIT %(limit)s
-     FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM jobs j USING doomed WHERE j.id = doomed.id RETURNING j.id
+-- (= ANY of an array, not a join: the delete then probes the primary key for any plan.)
+WITH gone AS (
+    DELETE FROM jobs WHERE id = ANY(ARRAY(
+        SELECT id FROM jobs
+         WHERE status IN ('completed', 'cancelled')
+           AND finished_at < now() - make_interval(secs => %(older_than)s)
+         ORDER BY finished_at, id
+         LIMIT %(limit)s
+         FOR UPDATE SKIP LOCKED))
+    RETURNING id
 )
 SELECT count(*)::int AS n FROM gone;
 
 -- name: prune_dead
 -- Retention of the DLQ, the same way along jobs_dead_finished_idx.
-WITH doomed AS (
-    SELECT id FROM jobs
-     WHERE status = 'dead' AND finished_at < now() - make_interval(secs => %(older_than)s)
-     ORDER BY finished_at, id
-     LIMIT %(limit)s
-     FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM jobs j USING doomed WHERE j.id = doomed.id RETURNING j.id
+WITH gone AS (
+    DELETE FROM jobs WHERE id = ANY(ARRAY(
+        SELECT id FROM jobs
+         WHERE status = 'dead' AND finished_at < now() - make_interval(secs => %(older_than)s)
+         ORDER BY finished_at, id
+         LIMIT %(limit)s
+         FOR UPDATE SKIP LOCKED))
+    RETURNING id
 )
 SELECT count(*)::int AS n FROM gone;
 
