@@ -276,3 +276,20 @@ def test_one_job_per_periodic_slot(ports: Ports) -> None:
         assert (await store.last_periodic_runs([task]))[task]["slot"] == slot
 
     scenario(ports, body)
+
+
+def test_workers_count_as_starting_until_they_register(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        assert await broker.starting_workers() == 0
+        await broker.add_starting(3, 30)
+        await broker.add_starting(1, 0.05)  # an invoke that never ran: it expires
+        assert await broker.starting_workers() == 4
+        await asyncio.sleep(0.1)
+        assert await broker.starting_workers() == 3
+        await broker.worker_started()
+        assert await broker.starting_workers() == 2
+        for _ in range(3):
+            await broker.worker_started()  # one too many: harmless
+        assert await broker.starting_workers() == 0
+
+    scenario(ports, body)

@@ -160,11 +160,11 @@ class WorkerLoop:
             return None
 
     async def _announce(self) -> None:
+        broker = self.service.broker
         await self._quietly(
-            self.service.broker.register_worker(
-                self.worker_id, self.settings.worker_presence_ttl_seconds
-            )
+            broker.register_worker(self.worker_id, self.settings.worker_presence_ttl_seconds)
         )
+        await self._quietly(broker.worker_started())  # live now, no longer "starting"
 
     # --- one attempt ----------------------------------------------------------------------
 
