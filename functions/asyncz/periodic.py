@@ -7,11 +7,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
 MIN_INTERVAL_SECONDS = 60  # the schedulers run once a minute: a shorter interval would skip
+
+
+def _croniter() -> Any:
+    """The croniter class, imported at first use: only a deployment with a cron schedule
+    pays for it (and for dateutil) at cold start."""
+    from croniter import croniter
+
+    return croniter
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +45,7 @@ class Schedule:
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"unknown time zone {timezone!r}") from None
         if isinstance(spec, str):
-            if len(spec.split()) != 5 or not croniter.is_valid(spec):
+            if len(spec.split()) != 5 or not _croniter().is_valid(spec):
                 raise ValueError(f"{spec!r} is not a five-field cron expression")
             return cls(cron=spec, timezone=timezone, catch_up=catch_up)
         seconds = spec.total_seconds() if isinstance(spec, timedelta) else float(spec)
@@ -56,14 +63,14 @@ class Schedule:
             return datetime.fromtimestamp(math.floor(at.timestamp() / n) * n, UTC)
         # croniter steps back from a whole second: one past ``at`` keeps a slot equal to it
         start = at.astimezone(ZoneInfo(self.timezone)).replace(microsecond=0)
-        prev: datetime = croniter(self.cron, start + timedelta(seconds=1)).get_prev(datetime)
+        prev: datetime = _croniter()(self.cron, start + timedelta(seconds=1)).get_prev(datetime)
         return prev.astimezone(UTC)
 
     def previous_slot(self, slot: datetime) -> datetime:
         if self.interval_seconds:
             return slot - timedelta(seconds=self.interval_seconds)
         local = slot.astimezone(ZoneInfo(self.timezone))
-        prev: datetime = croniter(self.cron, local).get_prev(datetime)
+        prev: datetime = _croniter()(self.cron, local).get_prev(datetime)
         return prev.astimezone(UTC)
 
     def next_slot(self, after: datetime) -> datetime:
@@ -71,7 +78,7 @@ class Schedule:
         if self.interval_seconds:
             return self.latest_slot(after) + timedelta(seconds=self.interval_seconds)
         local = after.astimezone(ZoneInfo(self.timezone))
-        following: datetime = croniter(self.cron, local).get_next(datetime)
+        following: datetime = _croniter()(self.cron, local).get_next(datetime)
         return following.astimezone(UTC)
 
     def due_slots(self, last: datetime, now: datetime) -> list[datetime]:
