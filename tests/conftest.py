@@ -48,7 +48,7 @@ def redis_server_url() -> str:
 def clean(pg_url: str, redis_server_url: str) -> Iterator[None]:
     """Empty jobs and this test database's Redis db before the test."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs, job_attempts")
+        conn.execute("TRUNCATE jobs, job_attempts, periodic_runs")
     redis.Redis.from_url(redis_server_url).flushdb()
     yield
 

@@ -94,6 +94,8 @@ class Job:
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    progress: float | None = None  # what the task last reported (ctx.progress), 0..1
+    progress_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

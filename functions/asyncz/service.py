@@ -43,6 +43,7 @@ from asyncz.ports import (
     Submitted,
 )
 from asyncz.retry import backoff_delay
+from asyncz.scheduler import Scheduler
 from asyncz.settings import Settings
 from asyncz.sweeps import Sweeps, dispatch_of
 from asyncz.tasks.registry import TaskRegistry
@@ -50,7 +51,7 @@ from asyncz.tasks.registry import TaskRegistry
 log = logging.getLogger("asyncz.service")
 
 
-class JobService(Sweeps):
+class JobService(Sweeps, Scheduler):
     def __init__(
         self,
         store: JobStore,
@@ -266,6 +267,10 @@ class JobService(Sweeps):
         if held:
             self.metrics.add_metric("JobsCompleted", "Count", len(held))
         return held
+
+    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
+        """Store what running tasks reported (fenced); returns the ids whose lease held."""
+        return await self.store.save_progress(reports) if reports else set()
 
     async def fail(
         self, lease: Lease, error: str, outcome: AttemptOutcome = AttemptOutcome.FAILED

@@ -78,10 +78,19 @@ class Settings(BaseSettings):
     fleet_min_workers: int = Field(default=0, ge=0)
     fleet_max_workers: int = Field(default=10, ge=0)
     fleet_jobs_per_worker: int = Field(default=200, ge=1)
+    # Scale-out between fleet ticks: the api checks the backlog at most this often (per
+    # sandbox) and starts the missing workers at once (one decision per interval across
+    # sandboxes). 0 = only wake one worker when none is alive (the fleet tick does the rest).
+    scale_out_seconds: float = Field(default=1.0, ge=0)
 
     # --- Recovery.
     recovery_batch_size: int = Field(default=500, ge=1)
     recovery_max_batches: int = Field(default=20, ge=1)
+
+    # --- Retention (by the recovery sweep; 0 keeps forever). An idempotency key lives as
+    # long as its job.
+    retain_finished_seconds: int = Field(default=7 * 86400, ge=0)  # completed, cancelled
+    retain_dead_seconds: int = Field(default=30 * 86400, ge=0)
 
     # --- API.
     api_key_hashes: str = ""  # comma-separated SHA-256 hex digests of accepted API keys

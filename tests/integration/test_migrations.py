@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -39,6 +41,14 @@ EXPECTED_JOBS = {
     "started_at": "timestamp with time zone",
     "finished_at": "timestamp with time zone",
     "updated_at": "timestamp with time zone",
+    "progress": "real",
+    "progress_message": "text",
+}
+EXPECTED_PERIODIC_RUNS = {
+    "task": "text",
+    "slot": "timestamp with time zone",
+    "job_id": "uuid",
+    "created_at": "timestamp with time zone",
 }
 EXPECTED_ATTEMPTS = {
     "job_id": "uuid",
@@ -84,6 +94,7 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     apply_migrations(fresh_db)
     assert columns(fresh_db, "jobs") == EXPECTED_JOBS
     assert columns(fresh_db, "job_attempts") == EXPECTED_ATTEMPTS
+    assert columns(fresh_db, "periodic_runs") == EXPECTED_PERIODIC_RUNS
     indexes = {
         r["indexname"]: r["indexdef"]
         for r in rows(
@@ -93,12 +104,15 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "WHERE (status = 'queued'::text)" in indexes["jobs_queued_run_at_idx"]
     assert "WHERE (status = 'processing'::text)" in indexes["jobs_processing_heartbeat_idx"]
     assert "WHERE (status = 'dead'::text)" in indexes["jobs_dead_finished_idx"]
+    assert "'completed'::text, 'cancelled'::text" in indexes["jobs_finished_idx"]
     assert any("idempotency_key" in d and "UNIQUE" in d for d in indexes.values())
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(
                 "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'weird')"
             )
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("INSERT INTO jobs (id, task, progress) VALUES (gen_random_uuid(), 'x', 2)")
         with pytest.raises(psycopg.errors.CheckViolation):  # processing needs a lease
             conn.execute(
                 "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'processing')"
@@ -120,10 +134,17 @@ def test_the_runtime_role_runs_the_service_and_can_change_no_schema(
         async with open_service(as_app) as svc:
             job = await svc.submit(NewJob(task="echo", payload={"x": 1}))
             [lease] = await svc.claim_next("w", as_app.queue_list, 1, 2.0, 3600)
+            assert await svc.save_progress([(lease, 0.5, "half")]) == {job.job_id}
             assert await svc.complete(lease, {"ok": True})
             assert (await svc.get(job.job_id)).status.value == "completed"
             assert await svc.attempts(job.job_id)
             await svc.recover()
+            await svc.prune()  # retention and periodic slots: the role may read and delete
+            slot = datetime.now(UTC)
+            await svc.store.mark_periodic_seen("echo", slot)
+            done = NewJob(task="echo", payload={}, max_retries=0, timeout_seconds=5)
+            assert await svc.store.insert_periodic_job(str(uuid.uuid4()), slot, done) is None
+            assert (await svc.store.last_periodic_runs(["echo"]))["echo"]["slot"] == slot
 
     run(lifecycle())
     with psycopg.connect(app_url, autocommit=True) as conn:

@@ -1,5 +1,5 @@
-"""Recovery at scale: on a 1,000,000-row ``jobs`` table the recovery (and DLQ and claim)
-queries use their indexes — no sequential scan of ``jobs`` — and one sweep finishes.
+"""Recovery at scale: on a 1,000,000-row ``jobs`` table the recovery (and retention, DLQ
+and claim) queries use their indexes — no sequential scan of ``jobs`` — and one sweep finishes.
 
 The table lives in a dedicated database (the test database's name + ``_scale``, beside it),
 generated once with one ``INSERT … SELECT generate_series`` and reused by later runs while
@@ -209,6 +209,11 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ),
         ("queue_gauges", {}, {"jobs_dead_finished_idx", "jobs_queued_run_at_idx"}),
         ("oldest_queued_by_queue", {}, {"jobs_queued_run_at_idx"}),
+        # retention: bounded batches along the partial indexes of finished rows
+        ("prune_finished", {"older_than": 7 * 86400.0, "limit": 500}, {"jobs_finished_idx"}),
+        ("prune_finished", {"older_than": 1.0, "limit": 500}, {"jobs_finished_idx"}),
+        ("prune_dead", {"older_than": 30 * 86400.0, "limit": 500}, {"jobs_dead_finished_idx"}),
+        ("prune_dead", {"older_than": 1.0, "limit": 500}, {"jobs_dead_finished_idx"}),
         ("claim_jobs", {"ids": queued, "worker_id": "w", "max_timeout": 900}, {"jobs_pkey"}),
         ("get_unclaimed", {"ids": queued}, {"jobs_pkey"}),
         ("heartbeat_jobs", {"ids": some, "tokens": tokens}, {"jobs_pkey"}),

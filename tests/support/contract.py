@@ -10,6 +10,7 @@ import math
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -212,5 +213,83 @@ def test_broker_presence_locks_and_scan_position(ports: Ports) -> None:
         assert await broker.scan_position() == "abc"
         await broker.save_scan_position(None)
         assert await broker.scan_position() is None
+
+    scenario(ports, body)
+
+
+def test_retention_deletes_only_old_finished_jobs_with_their_attempts(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        done, cancelled, dead, queued, running = [await insert(store) for _ in range(5)]
+        leases = {le.job_id: le for le in await store.claim([done, dead, running], "w1", 600)}
+        assert await store.complete(leases[done], {"ok": 1})
+        await store.finish_failed(
+            leases[dead], status=JobStatus.DEAD, outcome=AttemptOutcome.FAILED, error="x"
+        )
+        await store.cancel(cancelled)
+        await asyncio.sleep(0.05)
+        assert await store.prune_finished(60, 10) == 0  # too young
+        assert await store.prune_finished(0.01, 1) == 1  # bounded: one per call
+        assert await store.prune_finished(0.01, 10) == 1
+        assert await store.get_job(done) is None and await store.get_job(cancelled) is None
+        assert await store.list_attempts(done) == []
+        assert (await store.get_job(dead)).status == "dead"
+        assert await store.prune_dead(0.01, 10) == 1
+        assert await store.get_job(dead) is None
+        assert {(await store.get_job(i)).status for i in (queued, running)} == {
+            "queued",
+            "processing",
+        }
+
+    scenario(ports, body)
+
+
+def test_progress_is_fenced_by_the_lease(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        job_id = await insert(store)
+        [lease] = await store.claim([job_id], "w1", 600)
+        assert await store.save_progress([(lease, 0.25, "a quarter")]) == {job_id}
+        job = await store.get_job(job_id)
+        assert (job.progress, job.progress_message) == (0.25, "a quarter")
+        assert await store.complete(lease, None)
+        assert await store.save_progress([(lease, 0.9, None)]) == set()  # the lease is gone
+        assert (await store.get_job(job_id)).progress == 0.25  # kept after the job ended
+
+    scenario(ports, body)
+
+
+def test_one_job_per_periodic_slot(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        task = f"t-{uuid.uuid4().hex[:6]}"
+        base = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+        assert await store.last_periodic_runs([task]) == {}
+        await store.mark_periodic_seen(task, base)
+        assert await store.last_periodic_runs([task]) == {task: {"slot": base, "job_id": None}}
+        slot = base + timedelta(minutes=1)
+        first, second = str(uuid.uuid4()), str(uuid.uuid4())
+        row = await store.insert_periodic_job(first, slot, new(task=task))
+        assert row is not None and row["due"] is True
+        assert await store.insert_periodic_job(second, slot, new(task=task)) is None
+        assert await store.get_job(second) is None
+        assert (await store.get_job(first)).task == task
+        assert await store.last_periodic_runs([task]) == {task: {"slot": slot, "job_id": first}}
+        await store.prune_periodic_runs(0)  # the latest slot of a task always stays
+        assert (await store.last_periodic_runs([task]))[task]["slot"] == slot
+
+    scenario(ports, body)
+
+
+def test_workers_count_as_starting_until_they_register(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        assert await broker.starting_workers() == 0
+        await broker.add_starting(3, 30)
+        await broker.add_starting(1, 0.05)  # an invoke that never ran: it expires
+        assert await broker.starting_workers() == 4
+        await asyncio.sleep(0.1)
+        assert await broker.starting_workers() == 3
+        await broker.worker_started()
+        assert await broker.starting_workers() == 2
+        for _ in range(3):
+            await broker.worker_started()  # one too many: harmless
+        assert await broker.starting_workers() == 0
 
     scenario(ports, body)

@@ -36,16 +36,18 @@ from asyncz.api.schemas import (
     JobOut,
     JobPage,
     JobState,
+    ScheduleList,
     Stats,
     StatusName,
     SubmitJob,
     Submitted,
 )
-from asyncz.api.submit import WakeOne, Waker, accepted, parse_submit
+from asyncz.api.submit import accepted, parse_submit
 from asyncz.connections import api_key_hashes
 from asyncz.errors import AsyncZError
 from asyncz.observability import logger
 from asyncz.ports import MetricsSink
+from asyncz.scaleout import ScaleOut, Waker
 from asyncz.service import JobService
 from asyncz.settings import Settings
 
@@ -78,7 +80,7 @@ class ApiState:
     def __init__(self, settings: Settings, metrics: MetricsSink | None, waker: Waker | None):
         self.settings = settings
         self.metrics = metrics
-        self.wake_one = WakeOne(waker)
+        self.scale_out = ScaleOut(settings, waker)
         self._health: tuple[float, dict[str, Any]] | None = None
 
     async def service(self) -> JobService:
@@ -152,7 +154,7 @@ def create_app(
         svc = await state.service()
         sub = await svc.submit(new)
         logger.append_keys(job_id=sub.job_id)
-        await state.wake_one(svc.broker)
+        await state.scale_out(svc.broker)
         return _response(accepted(sub))
 
     app.router.routes.append(Route("/jobs", submit_job, methods=["POST"], name="submit_job"))
@@ -219,6 +221,10 @@ def create_app(
     @app.get("/stats", response_model=Stats, summary="Queue statistics")
     async def stats() -> Any:
         return await (await state.service()).stats()
+
+    @app.get("/schedules", response_model=ScheduleList, summary="Periodic jobs")
+    async def schedules() -> Any:
+        return {"items": await (await state.service()).schedules()}
 
     @app.get(
         "/health",

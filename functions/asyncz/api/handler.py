@@ -61,6 +61,10 @@ def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
     key_ok = KeyCheck(lambda: api_key_hashes(settings))
     metrics = PowertoolsMetricsSink()
     wake = waker or (lambda_waker(fn) if fn else None)
+    if waker is None and fn:
+        from asyncz.fleet.invoke import warm_in_background
+
+        warm_in_background()
     app = create_app(
         settings,
         metrics=metrics,

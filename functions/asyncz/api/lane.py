@@ -27,11 +27,12 @@ from asyncz.api.replies import (
     render,
     unexpected_reply,
 )
-from asyncz.api.submit import WakeOne, Waker, accepted, parse_submit
+from asyncz.api.submit import accepted, parse_submit
 from asyncz.errors import AsyncZError
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
 from asyncz.ports import MetricsSink, Submitted
+from asyncz.scaleout import ScaleOut, Waker
 from asyncz.settings import Settings
 
 JSON = b"application/json"
@@ -81,7 +82,7 @@ class SubmitLane:
         self.key_ok = key_ok
         self.config = config
         self.metrics = metrics
-        self.wake_one = WakeOne(waker)
+        self.scale_out = ScaleOut(settings, waker)
 
     def __call__(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         # Mangum's own REST-event handler reads the request and shapes the result, as it does
@@ -118,5 +119,5 @@ class SubmitLane:
         service = await runtime.current_service(self.settings, metrics=self.metrics)
         sub = await service.submit(new)
         logger.append_keys(job_id=sub.job_id)
-        await self.wake_one(service.broker)
+        await self.scale_out(service.broker)
         return sub

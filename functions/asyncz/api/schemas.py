@@ -32,7 +32,13 @@ class SubmitJob(BaseModel):
     timeout_seconds: int | None = Field(default=None, ge=1, le=86_400)
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY.total_seconds())
     run_at: datetime | None = Field(default=None, description="ISO 8601 with a time zone")
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="a second submit with the same key returns 409 and the first job's id; "
+        "the key lives as long as its job (retention deletes both: ASYNCZ_RETAIN_*_SECONDS)",
+    )
 
     @field_validator("payload")
     @classmethod
@@ -94,6 +100,8 @@ class JobOut(BaseModel):
     finished_at: datetime | None
     updated_at: datetime
     heartbeat_at: datetime | None
+    progress: float | None = Field(default=None, description="the task's last report, 0 to 1")
+    progress_message: str | None = None
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
@@ -118,6 +126,8 @@ class JobOut(BaseModel):
             finished_at=job.finished_at,
             updated_at=job.updated_at,
             heartbeat_at=job.heartbeat_at,
+            progress=job.progress,
+            progress_message=job.progress_message,
         )
 
 
@@ -182,6 +192,20 @@ class QueueStats(BaseModel):
 class Stats(BaseModel):
     queues: dict[str, QueueStats]
     live_workers: int | None
+
+
+class ScheduleOut(BaseModel):
+    task: str
+    schedule: str = Field(description="a cron expression, or 'every N s'")
+    timezone: str
+    catch_up: int
+    last_run: datetime | None = Field(description="the slot of the last job enqueued")
+    last_job_id: str | None
+    next_run: datetime = Field(description="the next slot (checked once a minute)")
+
+
+class ScheduleList(BaseModel):
+    items: list[ScheduleOut]
 
 
 class Health(BaseModel):

@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
 from asyncz.api.replies import Reply, error_reply, validation_reply
 from asyncz.api.schemas import SubmitJob
 from asyncz.jobs import NewJob
-from asyncz.ports import JobBroker, Submitted
+from asyncz.ports import Submitted
 
 log = logging.getLogger("asyncz.api")
 
@@ -52,29 +50,3 @@ def accepted(sub: Submitted) -> Reply:
         {"job_id": sub.job_id, "status": sub.status.value},
         {"Location": f"/jobs/{sub.job_id}"},
     )
-
-
-WAKE_CHECK_SECONDS = 5.0
-Waker = Callable[[], Awaitable[None]]
-
-
-class WakeOne:
-    """Scale from zero: when no worker is alive after a submit, start one (a burst of
-    submits wakes only one: a Redis lock; a sandbox asks Redis at most every 5 s)."""
-
-    def __init__(self, waker: Waker | None) -> None:
-        self.waker = waker
-        self._workers_seen_at = 0.0
-
-    async def __call__(self, broker: JobBroker) -> None:
-        if self.waker is None or time.monotonic() - self._workers_seen_at < WAKE_CHECK_SECONDS:
-            return
-        try:
-            if await broker.live_workers() > 0:
-                self._workers_seen_at = time.monotonic()
-                return
-            if await broker.try_lock("wake-worker", WAKE_CHECK_SECONDS):
-                await self.waker()
-                self._workers_seen_at = time.monotonic()
-        except Exception:
-            log.warning("could not wake a worker", exc_info=True)

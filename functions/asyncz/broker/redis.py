@@ -10,6 +10,7 @@ Keys (``{prefix}`` defaults to ``asyncz``; the hash tag keeps a queue's two sets
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -71,6 +72,10 @@ class _KeySpace:
     @property
     def _workers_key(self) -> str:
         return f"{self._prefix}:workers"
+
+    @property
+    def _starting_key(self) -> str:
+        return f"{self._prefix}:workers:starting"
 
     def _add(self, target: Any, it: Dispatch) -> Any:
         if it.due:
@@ -214,6 +219,26 @@ class RedisBroker(_KeySpace):
                 self._prune_and_count_workers(pipe)
                 _, n = await pipe.execute()
         return int(n)
+
+    async def add_starting(self, count: int, ttl_seconds: float) -> None:
+        """Count ``count`` workers just invoked as starting until they register (or until
+        ``ttl_seconds`` pass: an invoke that never ran must not block the next scale-out)."""
+        expiry = epoch_ms() + int(ttl_seconds * 1000)
+        with _guard():
+            await self._r.zadd(self._starting_key, {uuid.uuid4().hex: expiry for _ in range(count)})
+
+    async def starting_workers(self) -> int:
+        with _guard():
+            async with self._r.pipeline(transaction=False) as pipe:
+                pipe.zremrangebyscore(self._starting_key, "-inf", epoch_ms())
+                pipe.zcard(self._starting_key)
+                _, n = await pipe.execute()
+        return int(n)
+
+    async def worker_started(self) -> None:
+        """A worker has registered: it no longer counts as starting."""
+        with _guard():
+            await self._r.zpopmin(self._starting_key, 1)
 
     async def try_lock(self, name: str, ttl_seconds: float) -> bool:
         """A best-effort, expiring mutex (``SET NX PX``), e.g. so a burst wakes one worker."""

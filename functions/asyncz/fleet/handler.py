@@ -1,4 +1,5 @@
-"""Fleet Lambda: starts as many worker invocations as the backlog needs."""
+"""Fleet Lambda (once a minute): starts as many worker invocations as the backlog needs.
+The api does the same between ticks (:mod:`asyncz.scaleout`); this is the safety net."""
 
 from __future__ import annotations
 
@@ -8,25 +9,18 @@ from typing import Any
 from asyncz import runtime
 from asyncz.fleet.invoke import invoke_worker
 from asyncz.observability import lambda_entry, logger, metrics
-from asyncz.scaling import workers_to_start
+from asyncz.scaleout import STARTING_TTL_SECONDS, plan_workers
 from asyncz.settings import get_settings
-from asyncz.sweeps import ready_backlog
 
 
 async def _plan() -> tuple[int, int, int]:
     settings = get_settings()
     # Redis alone: the fleet never touches the database (nor is granted its secret).
     broker = await runtime.current_broker(settings)
-    backlog = await ready_backlog(broker, settings.queue_list)
-    live = await broker.live_workers()
-    start = workers_to_start(
-        backlog,
-        live,
-        min_workers=settings.fleet_min_workers,
-        max_workers=settings.fleet_max_workers,
-        jobs_per_worker=settings.fleet_jobs_per_worker,
-    )
-    return backlog, live, start
+    plan = await plan_workers(broker, settings)
+    if plan.start:
+        await broker.add_starting(plan.start, STARTING_TTL_SECONDS)
+    return plan.backlog, plan.live, plan.start
 
 
 def scale(invoke: Callable[[], None]) -> dict[str, int]:

@@ -1,4 +1,5 @@
-"""Recovery Lambda: rescues stale leases and orphaned ids, publishes the gauges."""
+"""Recovery Lambda (once a minute): rescues stale leases and orphaned ids, enqueues the
+due periodic jobs, applies retention, publishes the gauges."""
 
 from __future__ import annotations
 
@@ -29,11 +30,15 @@ async def _recover() -> dict[str, Any]:
     failure: Exception | None = None
     try:
         report = await service.recover()
+        periodic = await service.run_periodic()
+        pruned = await service.prune()
         summary = {
             "requeued": len(report.requeued),
             "dead": len(report.dead),
             "reenqueued": report.reenqueued,
             "restored_delayed": report.restored_delayed,
+            "periodic": len(periodic),
+            "pruned": pruned,
         }
     except Exception as exc:  # noqa: BLE001 - reported below, after the gauges
         failure = exc

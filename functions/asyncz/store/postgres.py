@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from asyncz.errors import InvalidInputError, StoreUnavailableError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
+from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.queries import QUERIES
 
 log = logging.getLogger("asyncz.store")
@@ -58,6 +59,8 @@ def _job(row: Mapping[str, Any]) -> Job:
         started_at=_utc(row["started_at"]),
         finished_at=_utc(row["finished_at"]),
         updated_at=row["updated_at"].astimezone(UTC),
+        progress=row["progress"],
+        progress_message=row["progress_message"],
     )
 
 
@@ -139,7 +142,7 @@ async def _check_if_idle(conn: Any) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
-class PostgresStore:
+class PostgresStore(MaintenanceQueries):
     """Job persistence on one small async pool per sandbox (opened lazily)."""
 
     def __init__(self, pool: AsyncConnectionPool[Any], query_timeout: float = 10.0) -> None:
@@ -344,20 +347,3 @@ class PostgresStore:
 
     async def purge_dead(self, job_id: str) -> bool:
         return await self._one("purge_dead_job", {"id": job_id}) is not None
-
-    # --- recovery ------------------------------------------------------------------------
-
-    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]:
-        return await self._rows(
-            "recover_stale_leases", {"lease_timeout": float(lease_timeout), "limit": limit}
-        )
-
-    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
-        return await self._rows(
-            "scan_queued",
-            {
-                "after_run_at": after[0] if after else None,
-                "after_id": after[1] if after else None,
-                "limit": limit,
-            },
-        )

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import inspect
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from asyncz.errors import UnknownTaskError
+from asyncz.periodic import Schedule
+
+PROGRESS_MESSAGE_MAX = 1000
 
 TaskFn = Callable[..., Any]
 
@@ -24,6 +29,25 @@ class TaskContext:
     worker_id: str
     artifact_dir: str
     cancelled: threading.Event = field(default_factory=threading.Event)
+    _progress: tuple[float, str | None] | None = None
+    _progress_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Report how far the task has come (0 to 1) and what it is doing. Cheap to call
+        often: the worker writes the latest report at most about once a second, and it is
+        shown in ``GET /jobs/{id}`` while the job runs and after."""
+        value = float(fraction)
+        if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"progress is a fraction from 0 to 1, not {fraction!r}")
+        text = None if message is None else str(message).replace("\x00", "")
+        with self._progress_lock:
+            self._progress = (value, text[:PROGRESS_MESSAGE_MAX] if text is not None else None)
+
+    def take_progress(self) -> tuple[float, str | None] | None:
+        """The report not written yet (and forget it), or ``None``."""
+        with self._progress_lock:
+            report, self._progress = self._progress, None
+        return report
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +58,7 @@ class TaskSpec:
     max_retries: int | None
     is_async: bool
     wants_context: bool
+    schedule: Schedule | None = None
 
     def call(self, payload: dict[str, Any], ctx: TaskContext) -> Any:
         return self.fn(payload, ctx) if self.wants_context else self.fn(payload)
@@ -50,6 +75,7 @@ class TaskRegistry:
         *,
         timeout_seconds: int | None = None,
         max_retries: int | None = None,
+        schedule: Schedule | None = None,
     ) -> TaskSpec:
         if not name or len(name) > 200:
             raise ValueError("a task name is 1 to 200 characters")
@@ -64,6 +90,7 @@ class TaskRegistry:
             max_retries=max_retries,
             is_async=inspect.iscoroutinefunction(fn),
             wants_context=len(params) >= 2,
+            schedule=schedule,
         )
         self._tasks[name] = spec
         return spec
@@ -80,6 +107,10 @@ class TaskRegistry:
     def names(self) -> list[str]:
         return sorted(self._tasks)
 
+    def scheduled(self) -> list[TaskSpec]:
+        """The tasks with a schedule, by name."""
+        return [self._tasks[n] for n in sorted(self._tasks) if self._tasks[n].schedule]
+
     def longest_timeout(self, default: int) -> int:
         """The longest timeout any registered task runs with by default."""
         return max([default, *(s.timeout_seconds or default for s in self._tasks.values())])
@@ -93,12 +124,24 @@ def task(
     *,
     timeout_seconds: int | None = None,
     max_retries: int | None = None,
+    schedule: str | int | timedelta | None = None,
+    timezone: str = "UTC",
+    catch_up: int = 1,
     registry: TaskRegistry = REGISTRY,
 ) -> Callable[[TaskFn], TaskFn]:
-    """Register ``fn(payload)`` or ``fn(payload, ctx)`` (sync or ``async``) as task ``name``."""
+    """Register ``fn(payload)`` or ``fn(payload, ctx)`` (sync or ``async``) as task ``name``.
+
+    ``schedule`` makes it periodic: a five-field cron expression evaluated in ``timezone``
+    (``"0 * * * *"``), or an interval (seconds or a timedelta, at least 60). Each slot is
+    enqueued once, with payload ``{"scheduled_for": <slot, ISO 8601>}``; at most
+    ``catch_up`` slots missed while no scheduler ran are enqueued afterwards (the newest).
+    """
+    plan = Schedule.parse(schedule, timezone=timezone, catch_up=catch_up) if schedule else None
 
     def decorate(fn: TaskFn) -> TaskFn:
-        registry.register(name, fn, timeout_seconds=timeout_seconds, max_retries=max_retries)
+        registry.register(
+            name, fn, timeout_seconds=timeout_seconds, max_retries=max_retries, schedule=plan
+        )
         return fn
 
     return decorate

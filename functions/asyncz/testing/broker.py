@@ -20,6 +20,7 @@ class MemoryBroker:
         self.queues: set[str] = set()
         self.workers: dict[str, int] = {}  # worker id -> presence expiry ms
         self.locks: dict[str, float] = {}  # name -> expiry (monotonic)
+        self.starting: list[int] = []  # expiry ms of each worker invoked, not yet registered
         self.position: str | None = None
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
@@ -80,6 +81,17 @@ class MemoryBroker:
         now = epoch_ms()
         self.workers = {w: t for w, t in self.workers.items() if t > now}
         return len(self.workers)
+
+    async def add_starting(self, count: int, ttl_seconds: float) -> None:
+        self.starting += [epoch_ms() + int(ttl_seconds * 1000)] * count
+
+    async def starting_workers(self) -> int:
+        now = epoch_ms()
+        self.starting = sorted(t for t in self.starting if t > now)
+        return len(self.starting)
+
+    async def worker_started(self) -> None:
+        self.starting = sorted(self.starting)[1:]
 
     async def try_lock(self, name: str, ttl_seconds: float) -> bool:
         now = time.monotonic()

@@ -9,25 +9,25 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from asyncz.broker.dispatch import epoch_ms
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, unstorable
 from asyncz.ports import Row
+from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+
+_now = now_utc
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-class MemoryStore:
-    """The job store (:class:`asyncz.ports.JobStore`) on two dicts."""
+class MemoryStore(MemoryMaintenance):
+    """The job store (:class:`asyncz.ports.JobStore`) on dicts."""
 
     def __init__(self) -> None:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.attempts: dict[str, list[dict[str, Any]]] = {}
+        self.periodic: dict[tuple[str, datetime], str | None] = {}  # (task, slot) -> job id
 
     # --- submit and read -----------------------------------------------------------------
 
@@ -47,7 +47,7 @@ class MemoryStore:
             new.timeout_seconds, "idempotency_key": key, "run_at": run_at, "lease_token": None,
             "worker_id": None, "heartbeat_at": None, "cancel_requested": False, "result": None,
             "last_error": None, "created_at": now, "started_at": None, "finished_at": None,
-            "updated_at": now,
+            "updated_at": now, "progress": None, "progress_message": None,
         }  # fmt: skip
         self.attempts[job_id] = []
         return {"run_at_ms": epoch_ms(run_at), "due": run_at <= now}
@@ -262,43 +262,9 @@ class MemoryStore:
             return True
         return False
 
-    # --- recovery ------------------------------------------------------------------------
-
-    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]:
-        now = _now()
-        stale = sorted(
-            (j for j in self.jobs.values()
-             if j["status"] == "processing"
-             and j["heartbeat_at"] < now - timedelta(seconds=lease_timeout)),
-            key=lambda j: j["heartbeat_at"],
-        )[:limit]  # fmt: skip
-        moved = []
-        for j in stale:
-            out = j["attempts"] - j["attempt_base"] > j["max_retries"]
-            final = "cancelled" if j["cancel_requested"] else "dead" if out else "queued"
-            error = f"lease expired: worker {j['worker_id'] or '?'} stopped heartbeating"
-            j.update(status=JobStatus(final), finished_at=None if final == "queued" else now,
-                     run_at=now, lease_token=None, heartbeat_at=None, updated_at=now,
-                     last_error=error)  # fmt: skip
-            self._close_attempt(j, "lost", error)
-            moved.append(_dispatch_row(j))
-        return moved
-
-    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
-        now = _now()
-        rows = sorted(
-            (j for j in self.jobs.values()
-             if j["status"] == "queued" and not j["cancel_requested"]
-             and (after is None or (j["run_at"], uuid.UUID(j["id"])) > _key(after))),
-            key=lambda j: (j["run_at"], uuid.UUID(j["id"])),
-        )[:limit]  # fmt: skip
-        return [{**_dispatch_row(j), "due": j["run_at"] <= now} for j in rows]
-
 
 def _key(after: tuple[datetime, str]) -> tuple[datetime, uuid.UUID]:
     return after[0], uuid.UUID(after[1])
 
 
-def _dispatch_row(j: dict[str, Any]) -> Row:
-    return {"id": j["id"], "status": str(j["status"]), "queue": j["queue"],
-            "priority": j["priority"], "run_at": j["run_at"]}  # fmt: skip
+_dispatch_row = dispatch_row

@@ -8,7 +8,8 @@ from typing import Any
 from asyncz import runtime
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger, metrics
 from asyncz.settings import get_settings
-from asyncz.worker.loop import WorkerLoop, new_worker_id
+from asyncz.worker.loop import WorkerLoop
+from asyncz.worker.stats import new_worker_id
 
 
 async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -12,13 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from asyncz.errors import (
@@ -33,47 +29,12 @@ from asyncz.service import JobService
 from asyncz.tasks.registry import TaskContext, TaskSpec
 from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import check_storable, in_thread
+from asyncz.worker.stats import Running, WorkerStats, new_worker_id
 
 log = logging.getLogger("asyncz.worker")
 
 _FINISH_TRIES = 3
-
-
-@dataclass(slots=True)
-class _Running:
-    lease: Lease
-    ctx: TaskContext
-    task: asyncio.Task[None] | None = None
-    stop_reason: str | None = None  # "lost" | "cancel"
-    finishing: bool = False  # the task returned: from here the fenced finish decides
-
-
-@dataclass(slots=True)
-class WorkerStats:
-    claimed: int = 0
-    completed: int = 0
-    failed: int = 0
-    timed_out: int = 0
-    cancelled: int = 0
-    lost_leases: int = 0
-    hung_threads: int = 0
-    stopped_because: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "claimed": self.claimed,
-            "completed": self.completed,
-            "failed": self.failed,
-            "timed_out": self.timed_out,
-            "cancelled": self.cancelled,
-            "lost_leases": self.lost_leases,
-            "hung_threads": self.hung_threads,
-            "stopped_because": self.stopped_because,
-        }
-
-
-def new_worker_id(hint: str = "worker") -> str:
-    return f"{hint}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+PROGRESS_SECONDS = 1.0  # progress reports are written at most this often per job
 
 
 class WorkerLoop:
@@ -100,7 +61,7 @@ class WorkerLoop:
         )
         self.stop = stop or asyncio.Event()
         self.longest_timeout = service.registry.longest_timeout(s.default_timeout_seconds)
-        self.running: dict[str, _Running] = {}
+        self.running: dict[str, Running] = {}
         self.stats = WorkerStats()
         self._completions = CompletionBatcher(service)
         self._hung: list[threading.Thread] = []
@@ -129,6 +90,7 @@ class WorkerLoop:
     async def run(self) -> dict[str, Any]:
         """Work until the deadline, a stop request, or ``idle_exit_seconds`` with no job."""
         heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        progress = asyncio.create_task(self._progress_loop(), name="progress")
         idle_since = time.monotonic()
         last_promote = 0.0
         try:
@@ -174,9 +136,10 @@ class WorkerLoop:
             self.stats.stopped_because = reason
             await self._drain()
         finally:
-            heartbeats.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeats
+            for side in (heartbeats, progress):
+                side.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await side
             await self._quietly(self.service.broker.unregister_worker(self.worker_id))
         self.stats.hung_threads = self._hung_threads()
         return {"worker_id": self.worker_id, **self.stats.as_dict()}
@@ -197,11 +160,11 @@ class WorkerLoop:
             return None
 
     async def _announce(self) -> None:
+        broker = self.service.broker
         await self._quietly(
-            self.service.broker.register_worker(
-                self.worker_id, self.settings.worker_presence_ttl_seconds
-            )
+            broker.register_worker(self.worker_id, self.settings.worker_presence_ttl_seconds)
         )
+        await self._quietly(broker.worker_started())  # live now, no longer "starting"
 
     # --- one attempt ----------------------------------------------------------------------
 
@@ -214,11 +177,11 @@ class WorkerLoop:
             worker_id=self.worker_id,
             artifact_dir=self.settings.artifact_dir,
         )
-        running = _Running(lease=lease, ctx=ctx)
+        running = Running(lease=lease, ctx=ctx)
         self.running[lease.job_id] = running
         running.task = asyncio.create_task(self._attempt(running), name=f"job-{lease.job_id}")
 
-    async def _attempt(self, running: _Running) -> None:
+    async def _attempt(self, running: Running) -> None:
         lease = running.lease
         started = time.monotonic()
         try:
@@ -266,7 +229,7 @@ class WorkerLoop:
                 "JobDuration", "Milliseconds", (time.monotonic() - started) * 1000
             )
 
-    async def _call(self, spec: TaskSpec, running: _Running) -> Any:
+    async def _call(self, spec: TaskSpec, running: Running) -> Any:
         lease, ctx = running.lease, running.ctx
         if spec.is_async:
             return await spec.call(lease.payload, ctx)
@@ -279,6 +242,7 @@ class WorkerLoop:
             raise
 
     async def _finish_completed(self, lease: Lease, result: Any) -> None:
+        await self.write_progress([lease.job_id])  # the last report, while the lease holds
         try:
             ok = await self._retrying(lambda: self._completions.complete(lease, result))
         except InvalidInputError as exc:  # the database refused this result alone
@@ -294,6 +258,7 @@ class WorkerLoop:
             log.warning("lease lost before completion; result discarded", extra=_ids(lease))
 
     async def _finish_failed(self, lease: Lease, error: str, outcome: AttemptOutcome) -> None:
+        await self.write_progress([lease.job_id])
         done = await self._retrying(lambda: self.service.fail(lease, error, outcome))
         if done is None:
             log.warning("could not record the failed attempt (lease lost)", extra=_ids(lease))
@@ -310,6 +275,28 @@ class WorkerLoop:
             except AsyncZError:
                 raise
         return None
+
+    # --- progress reports ------------------------------------------------------------------
+
+    async def _progress_loop(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_SECONDS)
+            await self.write_progress(list(self.running))
+
+    async def write_progress(self, job_ids: list[str]) -> None:
+        """Write the reports not written yet of these attempts, in one statement. Best
+        effort: a report lost to an outage is replaced by the task's next one."""
+        reports = [
+            (r.lease, *report)
+            for job_id in job_ids
+            if (r := self.running.get(job_id)) and (report := r.ctx.take_progress())
+        ]
+        if not reports:
+            return
+        try:
+            await self.service.save_progress(reports)
+        except Exception as exc:  # noqa: BLE001 - progress must never fail an attempt
+            log.warning("could not write progress: %s", exc)
 
     # --- heartbeats -------------------------------------------------------------------------
 

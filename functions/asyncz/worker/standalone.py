@@ -15,7 +15,8 @@ import time
 
 from asyncz import runtime
 from asyncz.settings import get_settings
-from asyncz.worker.loop import WorkerLoop, new_worker_id
+from asyncz.worker.loop import WorkerLoop
+from asyncz.worker.stats import new_worker_id
 
 
 async def work(

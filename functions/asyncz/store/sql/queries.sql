@@ -241,5 +241,76 @@ SELECT id, queue, priority, run_at, run_at <= now() AS due
  ORDER BY run_at, id
  LIMIT %(limit)s;
 
+-- name: prune_finished
+-- Retention: completed and cancelled jobs finished before the cutoff, oldest first, in one
+-- bounded batch along jobs_finished_idx; their attempts go with them (ON DELETE CASCADE,
+-- along job_attempts' primary key). SKIP LOCKED: two sweeps never wait on each other.
+-- (= ANY of an array, not a join: the delete then probes the primary key for any plan.)
+WITH gone AS (
+    DELETE FROM jobs WHERE id = ANY(ARRAY(
+        SELECT id FROM jobs
+         WHERE status IN ('completed', 'cancelled')
+           AND finished_at < now() - make_interval(secs => %(older_than)s)
+         ORDER BY finished_at, id
+         LIMIT %(limit)s
+         FOR UPDATE SKIP LOCKED))
+    RETURNING id
+)
+SELECT count(*)::int AS n FROM gone;
+
+-- name: prune_dead
+-- Retention of the DLQ, the same way along jobs_dead_finished_idx.
+WITH gone AS (
+    DELETE FROM jobs WHERE id = ANY(ARRAY(
+        SELECT id FROM jobs
+         WHERE status = 'dead' AND finished_at < now() - make_interval(secs => %(older_than)s)
+         ORDER BY finished_at, id
+         LIMIT %(limit)s
+         FOR UPDATE SKIP LOCKED))
+    RETURNING id
+)
+SELECT count(*)::int AS n FROM gone;
+
+-- name: prune_periodic_runs
+-- Slot rows older than the cutoff, except each task's latest (the next slot is counted
+-- from it).
+DELETE FROM periodic_runs r
+ WHERE r.slot < now() - make_interval(secs => %(older_than)s)
+   AND r.slot < (SELECT max(l.slot) FROM periodic_runs l WHERE l.task = r.task);
+
+-- name: save_progress
+-- What running tasks reported, for every attempt the worker still holds, in one statement.
+UPDATE jobs j
+   SET progress = p.fraction, progress_message = p.message, updated_at = now()
+  FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(fractions)s::real[], %(messages)s::text[])
+       AS p(id, token, fraction, message)
+ WHERE j.id = p.id AND j.lease_token = p.token AND j.status = 'processing'
+RETURNING j.id;
+
+-- name: last_periodic_runs
+-- Each task's latest slot (along the primary key, one index probe per task).
+SELECT t.task, r.slot, r.job_id
+  FROM unnest(%(tasks)s::text[]) AS t(task)
+  JOIN LATERAL (SELECT slot, job_id FROM periodic_runs p WHERE p.task = t.task
+                 ORDER BY slot DESC LIMIT 1) r ON true;
+
+-- name: mark_periodic_seen
+-- A schedule seen for the first time: its current slot is recorded without a job.
+INSERT INTO periodic_runs (task, slot) VALUES (%(task)s, %(slot)s) ON CONFLICT DO NOTHING;
+
+-- name: insert_periodic_job
+-- One job for one (task, slot): the slot row and the job commit together or not at all,
+-- and a second scheduler racing for the same slot inserts neither (the primary key).
+WITH slot AS (
+    INSERT INTO periodic_runs (task, slot, job_id) VALUES (%(task)s, %(slot)s, %(id)s)
+    ON CONFLICT DO NOTHING
+    RETURNING job_id
+)
+INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds)
+SELECT job_id, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
+       %(timeout_seconds)s
+  FROM slot
+RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, true AS due;
+
 -- name: ping
 SELECT 1 AS ok;

@@ -1,0 +1,96 @@
+"""The PostgreSQL adapter's queries for the sweeps (recovery, retention, periodic jobs)
+and for progress reports: a base class of :class:`asyncz.store.postgres.PostgresStore`,
+which supplies ``_rows``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from asyncz.jobs import Lease, NewJob
+
+Row = dict[str, Any]
+
+
+class MaintenanceQueries:
+    async def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        raise NotImplementedError
+
+    # --- recovery ------------------------------------------------------------------------
+
+    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]:
+        return await self._rows(
+            "recover_stale_leases", {"lease_timeout": float(lease_timeout), "limit": limit}
+        )
+
+    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
+        return await self._rows(
+            "scan_queued",
+            {
+                "after_run_at": after[0] if after else None,
+                "after_id": after[1] if after else None,
+                "limit": limit,
+            },
+        )
+
+    # --- retention -----------------------------------------------------------------------
+
+    async def prune_finished(self, older_than: float, limit: int) -> int:
+        """Delete up to ``limit`` completed/cancelled jobs (and attempts); returns how many."""
+        rows = await self._rows("prune_finished", {"older_than": float(older_than), "limit": limit})
+        return int(rows[0]["n"])
+
+    async def prune_dead(self, older_than: float, limit: int) -> int:
+        rows = await self._rows("prune_dead", {"older_than": float(older_than), "limit": limit})
+        return int(rows[0]["n"])
+
+    async def prune_periodic_runs(self, older_than: float) -> None:
+        await self._rows("prune_periodic_runs", {"older_than": float(older_than)})
+
+    # --- progress ------------------------------------------------------------------------
+
+    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
+        """Store each attempt's latest progress (fenced); returns the ids whose lease held."""
+        rows = await self._rows(
+            "save_progress",
+            {
+                "ids": [lease.job_id for lease, _, _ in reports],
+                "tokens": [lease.token for lease, _, _ in reports],
+                "fractions": [fraction for _, fraction, _ in reports],
+                "messages": [message for _, _, message in reports],
+            },
+        )
+        return {str(r["id"]) for r in rows}
+
+    # --- periodic jobs -------------------------------------------------------------------
+
+    async def last_periodic_runs(self, tasks: Sequence[str]) -> dict[str, Row]:
+        """``{task: {"slot": datetime, "job_id": str | None}}`` for tasks with a slot."""
+        rows = await self._rows("last_periodic_runs", {"tasks": list(tasks)})
+        return {
+            r["task"]: {"slot": r["slot"], "job_id": str(r["job_id"]) if r["job_id"] else None}
+            for r in rows
+        }
+
+    async def mark_periodic_seen(self, task: str, slot: datetime) -> None:
+        await self._rows("mark_periodic_seen", {"task": task, "slot": slot})
+
+    async def insert_periodic_job(self, job_id: str, slot: datetime, new: NewJob) -> Row | None:
+        """Insert the job of (task, slot); ``None`` when that slot has one already."""
+        rows = await self._rows(
+            "insert_periodic_job",
+            {
+                "id": job_id,
+                "slot": slot,
+                "task": new.task,
+                "payload": Jsonb(new.payload),
+                "queue": new.queue,
+                "priority": new.priority,
+                "max_retries": new.max_retries,
+                "timeout_seconds": new.timeout_seconds,
+            },
+        )
+        return rows[0] if rows else None

@@ -1,0 +1,161 @@
+"""Scale-out benchmark: a burst of slow jobs drained by ``asyncz dev``, with the scale-out in
+seconds (issue 18, ``ASYNCZ_SCALE_OUT_SECONDS=1``) and without it (``=0``: the api wakes one
+worker when none is alive and the fleet tick adds the rest, today's behaviour before it),
+in the same run, alternating.
+
+Each round starts ``asyncz dev`` afresh (empty database and Redis db) with
+``ASYNCZ_FLEET_MAX_WORKERS=4``, ``ASYNCZ_FLEET_JOBS_PER_WORKER=50`` and the fleet tick every
+60 s (its first tick runs at start, before the burst, and sees nothing to do), waits until
+the sandboxes are warm, then POSTs ``--jobs`` ``sleep`` jobs of ``--seconds`` each from 8
+client threads. Drain = first submit → last ``finished_at`` (from Postgres).
+
+    .venv/bin/python -m tests.perf.bench_scale_out --jobs 1000 --seconds 0.2 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+
+from tests.perf.bench_submit_http import free_port, stop_dev
+from tests.perf.common import API_KEY, DB, bench_env, command, load_line, machine, prepare
+
+MODES = {"scale-out off (before)": "0", "scale-out on (issue 18)": "1"}
+
+
+def call(port: int, method: str, path: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    req.add_header("x-api-key", API_KEY)
+    req.add_header("content-type", "application/json")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def start_dev(port: int, scale_out: str, log_path: str) -> Any:
+    import subprocess
+
+    env = bench_env(
+        ASYNCZ_DEV_API_KEY=API_KEY,
+        ASYNCZ_DEV_DATA_DIR=tempfile.mkdtemp(prefix="asyncz-bench-scale-"),
+        ASYNCZ_WAKE_WORKER="true",
+        ASYNCZ_SCALE_OUT_SECONDS=scale_out,
+        ASYNCZ_FLEET_MAX_WORKERS="4",
+        ASYNCZ_FLEET_JOBS_PER_WORKER="50",
+        ASYNCZ_FLEET_INTERVAL_SECONDS="60",
+        ASYNCZ_RECOVERY_INTERVAL_SECONDS="60",
+        ASYNCZ_WORKER_IDLE_EXIT_SECONDS="30",
+        ASYNCZ_DB_POOL_MAX="2",
+    )
+    log = open(log_path, "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "asyncz", "dev", "--port", str(port), "--quiet"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"asyncz dev exited with {proc.returncode}; see {log_path}")
+        try:
+            with open(log_path) as f:
+                text = f.read()
+            if '"api sandboxes ready"' in text and call(port, "GET", "/stats") is not None:
+                time.sleep(5)  # the fleet's first tick (at start) has run on an empty queue
+                return proc
+        except OSError:
+            pass
+        time.sleep(0.3)
+    stop_dev(proc)
+    raise SystemExit(f"asyncz dev did not start in 120 s; see {log_path}")
+
+
+def burst(port: int, jobs: int, seconds: float) -> dict[str, float]:
+    body = {"task": "sleep", "payload": {"seconds": seconds}}
+    live: list[tuple[float, int]] = []
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def watch() -> None:
+        while not done.is_set():
+            n = call(port, "GET", "/stats")["live_workers"]
+            live.append((time.monotonic() - t0, n))  # when the answer came
+            time.sleep(0.25)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: call(port, "POST", "/jobs", body), range(jobs)))
+    submitted = time.monotonic() - t0
+    with psycopg.connect(DB, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE status = 'completed'),"
+                " extract(epoch FROM max(finished_at) - min(created_at))::float8 FROM jobs"
+            ).fetchone()
+            assert row is not None
+            if row[0] >= jobs:
+                break
+            time.sleep(0.2)
+    done.set()
+    watcher.join(5)
+    peak = max(n for _, n in live)
+    at_peak = next(t for t, n in live if n == peak)
+    return {"submit_s": submitted, "drain_s": float(row[1]), "peak": peak, "peak_at": at_peak}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=0.2)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    os.environ.update(bench_env())
+    print(f"# scale-out — {machine()}")
+    print(f"# {load_line()} (shared machine: other test suites may be running)")
+    print(f"# command: {command('tests.perf.bench_scale_out', sys.argv[1:])}")
+    print(
+        f"# asyncz dev, max 4 workers, 50 jobs per worker, worker concurrency 10; "
+        f"{args.jobs} sleep jobs of {args.seconds} s POSTed by 8 threads"
+    )
+    print("| round | mode | submit s | drain s | jobs/s | peak live workers | peak reached at s |")
+    print("|---|---|---|---|---|---|---|")
+    drains: dict[str, list[float]] = {m: [] for m in MODES}
+    log_dir = tempfile.mkdtemp(prefix="asyncz-bench-scale-logs-")
+    for rnd in range(1, args.rounds + 1):
+        order = list(MODES) if rnd % 2 else list(reversed(MODES))
+        for mode in order:
+            prepare()
+            port = free_port()
+            dev = start_dev(port, MODES[mode], os.path.join(log_dir, f"{rnd}-{MODES[mode]}.log"))
+            try:
+                r = burst(port, args.jobs, args.seconds)
+            finally:
+                stop_dev(dev)
+            drains[mode].append(r["drain_s"])
+            print(
+                f"| {rnd} | {mode} | {r['submit_s']:.1f} | {r['drain_s']:.1f} | "
+                f"{args.jobs / r['drain_s']:.0f} | {r['peak']:.0f} | {r['peak_at']:.1f} |",
+                flush=True,
+            )
+    before, after = (statistics.median(drains[m]) for m in MODES)
+    print(
+        f"\nmedian drain: before {before:.1f} s, with scale-out {after:.1f} s: "
+        f"**{before / after:.2f}× faster**"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Issue 18's logic without servers: scale-out decisions, periodic slots, retention
+metrics and progress reports, on the in-memory store and broker."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from asyncz.errors import BrokerUnavailableError
+from asyncz.jobs import NewJob
+from asyncz.periodic import Schedule
+from asyncz.scaleout import ScaleOut
+from asyncz.settings import Settings
+from asyncz.tasks.registry import TaskContext, TaskRegistry, task
+from asyncz.testing import MemoryBroker
+from asyncz.worker import loop as worker_loop
+from asyncz.worker.loop import WorkerLoop
+from tests.unit.test_service_logic import run, service
+
+pytestmark = pytest.mark.unit
+
+UTC_10 = datetime(2026, 3, 29, 10, 0, tzinfo=UTC)
+
+
+def settings(**kw: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": "postgresql://unused",
+        "redis_url": "redis://unused",
+        "fleet_max_workers": 4,
+        "fleet_jobs_per_worker": 50,
+        "scale_out_seconds": 0.2,
+    }
+    values.update(kw)
+    return Settings(**values)
+
+
+async def backlog_of(broker: MemoryBroker, n: int) -> None:
+    from asyncz.broker.dispatch import Dispatch, epoch_ms
+
+    await broker.enqueue([Dispatch(f"id-{i}", "default", 0, epoch_ms(), True) for i in range(n)])
+
+
+# --- scale-out ------------------------------------------------------------------------------
+
+
+def test_a_burst_starts_the_missing_workers_once_across_sandboxes() -> None:
+    started: list[int] = []
+
+    async def waker() -> None:
+        started.append(1)
+
+    async def go() -> list[int]:
+        broker = MemoryBroker()
+        a, b = ScaleOut(settings(), waker), ScaleOut(settings(), waker)
+        await backlog_of(broker, 1000)
+        counts = [await a(broker), await a(broker), await b(broker)]  # throttled; locked
+        await asyncio.sleep(0.25)  # the next interval: the 4 count as starting
+        counts.append(await b(broker))
+        for i in range(4):  # they register
+            await broker.register_worker(f"w{i}", 30)
+            await broker.worker_started()
+        await asyncio.sleep(0.25)
+        counts.append(await a(broker))
+        await broker.unregister_worker("w0")  # one went away (idle exit, a crash)
+        await asyncio.sleep(0.25)
+        counts.append(await a(broker))
+        return counts
+
+    assert run(go()) == [4, 0, 0, 0, 0, 1]
+    assert len(started) == 5
+
+
+def test_a_small_backlog_needs_one_worker_and_max_caps_the_rest() -> None:
+    async def go() -> tuple[int, int]:
+        small, big = MemoryBroker(), MemoryBroker()
+        await backlog_of(small, 3)
+        await backlog_of(big, 10_000)
+        nop = _nop_waker()
+        return await ScaleOut(settings(), nop)(small), await ScaleOut(settings(), nop)(big)
+
+    assert run(go()) == (1, 4)
+
+
+def test_with_scale_out_off_only_one_worker_is_woken_when_none_is_alive() -> None:
+    async def go() -> list[int]:
+        broker = MemoryBroker()
+        await backlog_of(broker, 1000)
+        off = settings(scale_out_seconds=0)
+        first = ScaleOut(off, _nop_waker())
+        counts = [await first(broker), await ScaleOut(off, _nop_waker())(broker)]
+        await broker.register_worker("w", 30)
+        await broker.worker_started()
+        counts.append(await ScaleOut(off, _nop_waker())(broker))
+        return counts
+
+    assert run(go()) == [1, 0, 0]
+
+
+def test_a_broker_outage_starts_nothing_and_raises_nothing() -> None:
+    class Down(MemoryBroker):
+        async def try_lock(self, name: str, ttl_seconds: float) -> bool:
+            raise BrokerUnavailableError("down")
+
+    assert run(ScaleOut(settings(), _nop_waker())(Down())) == 0
+
+
+def test_no_waker_no_redis_call() -> None:
+    class Loud(MemoryBroker):
+        async def try_lock(self, name: str, ttl_seconds: float) -> bool:
+            raise AssertionError("called")
+
+    assert run(ScaleOut(settings(), None)(Loud())) == 0
+
+
+def _nop_waker() -> Any:
+    async def waker() -> None:
+        return None
+
+    return waker
+
+
+# --- periodic slots -------------------------------------------------------------------------
+
+
+def test_cron_slots_follow_the_time_zone_across_a_dst_change() -> None:
+    daily = Schedule.parse("30 2 * * *", timezone="Europe/Paris")
+    # 2026-03-29: Paris goes from +01:00 to +02:00 at 02:00, so 02:30 local does not exist
+    before = daily.latest_slot(datetime(2026, 3, 28, 12, tzinfo=UTC))
+    assert before == datetime(2026, 3, 28, 1, 30, tzinfo=UTC)
+    after = daily.next_slot(datetime(2026, 3, 29, 12, tzinfo=UTC))
+    assert after == datetime(2026, 3, 30, 0, 30, tzinfo=UTC)
+
+
+def test_due_slots_catch_up_once_unless_told_more() -> None:
+    every = Schedule.parse("*/5 * * * *")
+    last = UTC_10
+    now = UTC_10 + timedelta(hours=1, seconds=3)
+    assert every.due_slots(last, now) == [UTC_10 + timedelta(hours=1)]
+    three = Schedule.parse("*/5 * * * *", catch_up=3)
+    assert three.due_slots(last, now) == [UTC_10 + timedelta(minutes=m) for m in (50, 55, 60)]
+    assert every.due_slots(now, now) == []
+    assert every.latest_slot(UTC_10) == UTC_10  # a slot equal to now is due
+
+
+def test_intervals_align_to_the_epoch() -> None:
+    hourly = Schedule.parse(timedelta(hours=1))
+    assert hourly.latest_slot(UTC_10 + timedelta(minutes=59)) == UTC_10
+    assert hourly.next_slot(UTC_10) == UTC_10 + timedelta(hours=1)
+    assert hourly.describe() == "every 3600 s"
+
+
+@pytest.mark.parametrize(
+    ("spec", "kw"),
+    [
+        ("0 * * *", {}),
+        ("0 * * * * *", {}),
+        ("61 * * * *", {}),
+        ("0 * * * *", {"timezone": "Mars/Olympus"}),
+        ("0 * * * *", {"catch_up": 0}),
+        (30, {}),
+        (90.5, {}),
+        (math.inf, {}),
+    ],
+)
+def test_a_bad_schedule_fails_at_import(spec: Any, kw: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        task("bad", schedule=spec, registry=TaskRegistry(), **kw)
+
+
+# --- retention and progress -------------------------------------------------------------------
+
+
+def test_pruning_counts_in_a_metric_and_zero_keeps_forever() -> None:
+    svc = service(retain_finished_seconds=1, retain_dead_seconds=0)
+
+    async def go() -> int:
+        job = await svc.submit(NewJob(task="echo", payload={}))
+        [lease] = await svc.claim_next("w", ["default"], 1, 0.1, 3600)
+        await svc.complete(lease, None)
+        row = svc.store.jobs[job.job_id]  # type: ignore[attr-defined]
+        row["finished_at"] -= timedelta(seconds=5)
+        return await svc.prune()
+
+    assert run(go()) == 1
+    assert svc.metrics.seen["JobsPruned"] == 1  # type: ignore[attr-defined]
+    assert run(service(retain_finished_seconds=0).prune()) == 0
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, "half"])
+def test_progress_is_a_fraction(bad: Any) -> None:
+    ctx = TaskContext(job_id="j", attempt=1, queue="q", worker_id="w", artifact_dir="/tmp")
+    with pytest.raises(ValueError):
+        ctx.progress(bad)
+
+
+def test_progress_is_written_at_most_about_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_loop, "PROGRESS_SECONDS", 0.2)
+    svc = service()
+    writes: list[Any] = []
+    save = svc.store.save_progress
+
+    async def counting(reports: Any) -> set[str]:
+        writes.append([(r[1], r[2]) for r in reports])
+        return await save(reports)
+
+    svc.store.save_progress = counting  # type: ignore[method-assign]
+
+    def chatty(payload: dict[str, Any], ctx: TaskContext) -> None:
+        import time
+
+        for i in range(1, 101):  # a hundred reports in about half a second
+            ctx.progress(i / 100, f"step {i}")
+            time.sleep(0.005)
+
+    svc.registry.register("chatty", chatty)
+
+    async def go() -> Any:
+        job = await svc.submit(NewJob(task="chatty", payload={}))
+        stop = asyncio.Event()
+        worker = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop)
+        running = asyncio.create_task(worker.run())
+        while (await svc.get(job.job_id)).status.value != "completed":
+            await asyncio.sleep(0.05)
+        stop.set()
+        await running
+        return await svc.get(job.job_id)
+
+    done = run(go())
+    assert (done.progress, done.progress_message) == (1.0, "step 100")  # the last one is kept
+    assert 1 <= len(writes) <= 6, writes  # not a hundred
