@@ -28,6 +28,7 @@ BENCHMARKS = {  # module and arguments, as on the command line
         "latency": "tests.perf.bench_latency --jobs 500 --rate 50 --workers 2",
         "coldstart": "tests.perf.bench_coldstart --repeat 5",
         "memory": "tests.perf.bench_memory --jobs 10000",
+        "scale_out": "tests.perf.bench_scale_out --jobs 1000 --seconds 0.2 --rounds 3",
     }.items()
 }
 
