@@ -29,9 +29,7 @@ def count_jobs(settings: Settings) -> int:
 
 
 @FRONTS
-def test_a_batch_is_accepted_in_order_stored_and_enqueued(
-    api: Any, api_settings: Settings
-) -> None:
+def test_a_batch_is_accepted_in_order_stored_and_enqueued(api: Any, api_settings: Settings) -> None:
     jobs = [{"task": "echo", "payload": {"i": i}, "priority": i % 3} for i in range(10)]
     jobs[9] = {"task": "echo", "payload": {"i": 9}, "delay_seconds": 600}
     r = api("POST", "/jobs/batch", body={"jobs": jobs})
