@@ -165,16 +165,24 @@ class AsyncClient:
         queue: str | None = None,
         task: str | None = None,
         page_size: int = 100,
+        cursor: str | None = None,
     ) -> AsyncIterator[Job]:
-        """Every matching job, newest first, page after page."""
-        params = {"status": status, "queue": queue, "task": task, "limit": page_size}
+        """Every matching job, newest first, page after page (from ``cursor`` if given)."""
+        params = {"status": status, "queue": queue, "task": task, "limit": page_size,
+                  "cursor": cursor}  # fmt: skip
         return self._pages("/jobs", params)
 
     def dead(
-        self, *, queue: str | None = None, task: str | None = None, page_size: int = 100
+        self,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        page_size: int = 100,
+        cursor: str | None = None,
     ) -> AsyncIterator[Job]:
         """Every dead job matching the filters, page after page."""
-        return self._pages("/dlq", {"queue": queue, "task": task, "limit": page_size})
+        params = {"queue": queue, "task": task, "limit": page_size, "cursor": cursor}
+        return self._pages("/dlq", params)
 
     async def stats(self) -> Stats:
         return Stats.from_api(await self._json(Call("GET", "/stats")))
