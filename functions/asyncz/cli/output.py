@@ -25,8 +25,8 @@ def console(stderr: bool = False) -> Console:
 def as_data(value: Any) -> Any:
     """Models as the API's JSON shapes (a job's ``id`` is ``job_id``)."""
     if isinstance(value, Job):
-        data = {f.name: as_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        data["job_id"] = data.pop("id")
+        fields = {f.name: as_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        data = {"job_id": fields.pop("id"), **fields}
         if not data.pop("duplicate"):
             return data
         return {**data, "duplicate": True}
