@@ -28,6 +28,7 @@ BENCHMARKS = {  # module and arguments, as on the command line
         "latency": "tests.perf.bench_latency --jobs 500 --rate 50 --workers 2",
         "coldstart": "tests.perf.bench_coldstart --repeat 5",
         "memory": "tests.perf.bench_memory --jobs 10000",
+        "batch": "tests.perf.bench_batch --clients 4 --client-procs 2 --seconds 8 --rounds 3",
     }.items()
 }
 
