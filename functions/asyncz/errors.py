@@ -9,6 +9,7 @@ class AsyncZError(Exception):
     """Base of every error AsyncZ raises on purpose."""
 
     code = "internal_error"
+    index: int | None = None  # the item of a batch the error is about
 
 
 class JobNotFoundError(AsyncZError):
@@ -62,6 +63,12 @@ class InvalidInputError(AsyncZError):
     """A value the database cannot store (e.g. a NUL character in text or JSON)."""
 
     code = "invalid_input"
+
+
+class BatchSizeError(AsyncZError):
+    """A batch submit holds no job, or more than the limit."""
+
+    code = "batch_size"
 
 
 class InvalidCursorError(AsyncZError):

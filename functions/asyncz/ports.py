@@ -30,6 +30,11 @@ class JobStore(Protocol):
         """``{"run_at_ms": int, "due": bool}``; ``None`` when the idempotency key exists."""
         ...
 
+    async def insert_jobs(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
+        """One statement for a batch; per item, in order: its row, or ``None`` (duplicate)."""
+        ...
+
+    async def get_by_idempotency_keys(self, keys: Sequence[str]) -> dict[str, Row]: ...
     async def get_by_idempotency_key(self, key: str) -> Row | None: ...
     async def get_job(self, job_id: str) -> Job | None: ...
     async def list_attempts(self, job_id: str) -> list[Attempt]: ...
@@ -108,6 +113,16 @@ class Submitted:
     job_id: str
     status: JobStatus
     enqueued: bool  # False when Redis was down: the job is durable, recovery enqueues it
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One item of a batch submit: accepted, or a duplicate carrying the existing job."""
+
+    job_id: str | None  # None only when the existing job was purged meanwhile
+    status: str
+    duplicate: bool
+    enqueued: bool = True
 
 
 @dataclass(frozen=True, slots=True)

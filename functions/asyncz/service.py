@@ -12,22 +12,16 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from asyncz.broker.dispatch import Dispatch
 from asyncz.errors import (
-    BrokerUnavailableError,
-    DuplicateJobError,
     InvalidTransitionError,
     JobNotFoundError,
-    UnknownQueueError,
 )
-from asyncz.faults import crash_point
 from asyncz.jobs import (
     Attempt,
     AttemptOutcome,
     Job,
     JobStatus,
     Lease,
-    NewJob,
     out_of_retries,
 )
 from asyncz.pagination import decode_cursor, encode_cursor, fit_page
@@ -39,19 +33,18 @@ from asyncz.ports import (
     MetricsSink,
     NullMetrics,
     Page,
-    Row,
-    Submitted,
 )
 from asyncz.retry import backoff_delay
 from asyncz.scheduler import Scheduler
 from asyncz.settings import Settings
-from asyncz.sweeps import Sweeps, dispatch_of
+from asyncz.submits import Submits
+from asyncz.sweeps import Sweeps
 from asyncz.tasks.registry import TaskRegistry
 
 log = logging.getLogger("asyncz.service")
 
 
-class JobService(Sweeps, Scheduler):
+class JobService(Submits, Sweeps, Scheduler):
     def __init__(
         self,
         store: JobStore,
@@ -68,67 +61,6 @@ class JobService(Sweeps, Scheduler):
         self.settings = settings
         self.metrics: MetricsSink = metrics or NullMetrics()
         self._rand = rand
-
-    # --- submit ----------------------------------------------------------------------
-
-    def complete_defaults(self, new: NewJob) -> NewJob:
-        """Fill per-task then global defaults; raises UnknownTaskError for an unknown task."""
-        spec = self.registry.get(new.task)
-        s = self.settings
-        if new.queue not in s.queue_list:  # no worker polls it: it would never run
-            raise UnknownQueueError(
-                f"unknown queue {new.queue!r}; this deployment runs {', '.join(s.queue_list)} "
-                "(ASYNCZ_QUEUES)"
-            )
-        max_retries = new.max_retries
-        if max_retries is None:
-            max_retries = (
-                spec.max_retries if spec.max_retries is not None else s.default_max_retries
-            )
-        timeout = new.timeout_seconds or spec.timeout_seconds or s.default_timeout_seconds
-        return NewJob(
-            task=new.task,
-            payload=new.payload,
-            queue=new.queue,
-            priority=new.priority,
-            max_retries=max_retries,
-            timeout_seconds=min(timeout, s.max_timeout_seconds),
-            delay_seconds=new.delay_seconds,
-            run_at=new.run_at,
-            idempotency_key=new.idempotency_key,
-        )
-
-    async def submit(self, new: NewJob) -> Submitted:
-        """Commit the row, then enqueue its id. A Redis failure still returns the job."""
-        new = self.complete_defaults(new)
-        job_id = str(uuid.uuid4())
-        row = await self.store.insert_job(job_id, new)
-        if row is None:
-            assert new.idempotency_key is not None
-            existing = await self.store.get_by_idempotency_key(new.idempotency_key)
-            if existing is None:  # the other job was purged between the two statements
-                raise DuplicateJobError("unknown", "purged")
-            raise DuplicateJobError(str(existing["id"]), existing["status"])
-        self.metrics.add_metric("JobsSubmitted", "Count", 1)
-        crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
-        it = Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
-        enqueued = await self.dispatch_quietly([it])
-        return Submitted(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
-
-    async def enqueue_quietly(self, rows: Sequence[Row]) -> bool:
-        """Enqueue the jobs of these rows (id, queue, priority, run_at, due)."""
-        return await self.dispatch_quietly([dispatch_of(r) for r in rows])
-
-    async def dispatch_quietly(self, items: Sequence[Dispatch]) -> bool:
-        """Enqueue ids; when Redis is down, say so and rely on recovery (the rows are safe)."""
-        if not items:
-            return True
-        try:
-            await self.broker.enqueue(items)
-            return True
-        except BrokerUnavailableError as exc:
-            log.warning("enqueue deferred to recovery: %s", exc)
-            return False
 
     # --- read --------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ def test_the_code_asset_holds_neither_the_local_runner_nor_the_cli(tmp_path: Pat
     assert "asyncz/store/sql/queries.sql" in shipped
     assert not [p for p in shipped if p.startswith("asyncz/local/")], "the local runner ships"
     assert not [p for p in shipped if p.startswith("asyncz/cli/")]
+    assert not [p for p in shipped if p.startswith("asyncz/client/")]
     assert "asyncz/__main__.py" not in shipped
     assert not [p for p in shipped if p.startswith("asyncz/testing/")]
     assert not [p for p in shipped if "__pycache__" in p]

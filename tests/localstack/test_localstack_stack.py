@@ -240,3 +240,19 @@ def _items(body: Any) -> list[dict[str, Any]]:
         if isinstance(body.get(key), list):
             return list(body[key])
     raise AssertionError(f"no attempt list in {body}")
+
+
+def test_a_batch_goes_through_api_gateway_with_the_python_client(
+    api_base: str, api_key: str
+) -> None:
+    from asyncz.client import Client, InvalidInput
+
+    with Client(api_base, api_key, timeout=60) as client:
+        jobs = client.submit_many([{"task": "echo", "payload": {"i": i}} for i in range(3)])
+        assert len({j.id for j in jobs}) == 3 and not any(j.duplicate for j in jobs)
+        assert client.get(jobs[1].id).payload == {"i": 1}
+        again = client.submit_many([{"task": "echo", "idempotency_key": jobs[0].idempotency_key}])
+        assert again[0].id == jobs[0].id and again[0].duplicate  # the existing job
+        with pytest.raises(InvalidInput) as info:
+            client.submit_many([{"task": "echo"}, {"task": "no_such_task"}])
+        assert info.value.index == 1 and info.value.code == "unknown_task"

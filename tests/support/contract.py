@@ -243,6 +243,25 @@ def test_retention_deletes_only_old_finished_jobs_with_their_attempts(ports: Por
     scenario(ports, body)
 
 
+def test_a_batch_is_one_insert_with_per_item_idempotency(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        old = await insert(store, idempotency_key="b-old")
+        ids = [str(uuid.uuid4()) for _ in range(5)]
+        keys = [None, "b-old", "b-new", "b-new", None]
+        rows = await store.insert_jobs(
+            [(i, new(idempotency_key=k, delay_seconds=600 if n == 4 else 0))
+             for n, (i, k) in enumerate(zip(ids, keys, strict=True))]
+        )  # fmt: skip
+        assert [r is not None for r in rows] == [True, False, True, False, True]
+        assert rows[0]["due"] is True and rows[4]["due"] is False
+        assert {(await store.get_job(ids[n])).status for n in (0, 2, 4)} == {"queued"}
+        assert await store.get_job(ids[1]) is None and await store.get_job(ids[3]) is None
+        found = await store.get_by_idempotency_keys(["b-old", "b-new", "b-none"])
+        assert {k: str(v["id"]) for k, v in found.items()} == {"b-old": old, "b-new": ids[2]}
+
+    scenario(ports, body)
+
+
 def test_progress_is_fenced_by_the_lease(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
         job_id = await insert(store)

@@ -149,20 +149,33 @@ def test_list_prints_a_table_and_follows_pages(
 
 
 def test_json_output_is_the_api_payload(api: FakeApi, capsys: pytest.CaptureFixture[str]) -> None:
-    stats = {"queues": {"default": {"counts": {"queued": 2, "dead": 1}, "ready": 2}}}
+    stats = {
+        "queues": {
+            "default": {
+                "counts": {"queued": 2, "dead": 1},
+                "ready": 2,
+                "delayed": 0,
+                "oldest_queued_age_seconds": 1.5,
+            }
+        },
+        "live_workers": 3,
+    }
     api.routes[("GET", "/stats")] = (200, stats)
     assert cli.main(["stats", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == stats
+    assert cli.main(["--json", "stats"]) == 0  # a global flag before the command too
+    assert json.loads(capsys.readouterr().out) == stats
     assert cli.main(["stats"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["QUEUE", "QUEUED", "DEAD", "READY"]
-    assert table[1].split() == ["default", "2", "1", "2"]
+    assert table[0].split() == ["QUEUE", "DEAD", "QUEUED", "READY", "DELAYED", "OLDEST", "QUEUED"]
+    assert table[1].split() == ["default", "1", "2", "2", "0", "1.5s"]
+    assert table[2] == "live workers: 3"
 
 
 def test_replay_cancel_and_purge_hit_their_endpoints(api: FakeApi) -> None:
     jid = JOB["job_id"]
     api.routes[("POST", f"/dlq/{jid}/replay")] = (200, {"job_id": jid, "status": "queued"})
-    api.routes[("POST", "/dlq/replay")] = (200, {"replayed": 3})
+    api.routes[("POST", "/dlq/replay")] = (200, {"replayed": 1, "job_ids": [jid]})
     api.routes[("POST", f"/jobs/{jid}/cancel")] = (200, {"job_id": jid, "status": "cancelled"})
     api.routes[("DELETE", f"/dlq/{jid}")] = (204, None)
     assert cli.main(["replay", jid]) == 0
@@ -212,3 +225,69 @@ def test_migrate_applies_migrations_to_the_given_url(
     assert cli.main(["migrate", "--database-url", "postgresql://x@h/db"]) == 0
     assert seen == ["postgresql://x@h/db"]
     assert capsys.readouterr().out.strip() == "applied: 0001_initial"
+
+
+def test_version_and_global_flags_on_either_side(
+    api: FakeApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from asyncz import __version__
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"asyncz {__version__}"
+    api.routes[("GET", f"/jobs/{JOB['job_id']}")] = (200, JOB)
+    assert cli.main(["--api-key", "before", "status", JOB["job_id"]]) == 0
+    assert cli.main(["status", JOB["job_id"], "--api-key", "after"]) == 0
+    capsys.readouterr()
+    assert cli.main(["--api-key", "x", "--json", "status", JOB["job_id"], "--api-key", "y"]) == 0
+    assert [r["key"] for r in api.requests] == ["before", "after", "y"]
+    assert json.loads(capsys.readouterr().out)["job_id"] == JOB["job_id"]
+
+
+def test_a_local_url_without_a_key_uses_the_key_asyncz_dev_wrote(
+    api: FakeApi, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.delenv("ASYNCZ_API_KEY")
+    monkeypatch.delenv("ASYNCZ_DEV_API_KEY", raising=False)
+    monkeypatch.setenv("ASYNCZ_DEV_DATA_DIR", str(tmp_path))
+    (tmp_path / "api-key").write_text("az_from_dev\n")
+    api.routes[("GET", "/stats")] = (200, {"queues": {}, "live_workers": 0})
+    assert cli.main(["stats"]) == 0
+    assert api.requests[-1]["key"] == "az_from_dev"
+    from asyncz.cli.client import api_key_for
+
+    assert api_key_for("https://api.example.com", None) is None  # never sent elsewhere
+
+
+def test_submit_file_sends_batches_and_reports_duplicates(
+    api: FakeApi, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [json.dumps({"task": "echo", "payload": {"i": i}}) for i in range(7)]
+    (tmp_path / "jobs.jsonl").write_text("\n".join(lines) + "\n\n")
+    answers = [
+        (202, {"jobs": [{"job_id": f"j{i}", "status": "queued", "duplicate": False}
+                        for i in range(n)], "accepted": n, "duplicates": 0})
+        for n in (3, 3, 1)
+    ]  # fmt: skip
+    api.routes[("POST", "/jobs/batch")] = answers
+    path = str(tmp_path / "jobs.jsonl")
+    assert cli.main(["submit", "--file", path, "--batch-size", "3"]) == 0
+    assert [len(r["body"]["jobs"]) for r in api.requests] == [3, 3, 1]
+    assert all(j["idempotency_key"] for r in api.requests for j in r["body"]["jobs"])
+    assert capsys.readouterr().out.strip() == "submitted 7 jobs"
+    (tmp_path / "bad.jsonl").write_text('{"task": "echo"}\n[1]\n')
+    assert cli.main(["submit", "--file", str(tmp_path / "bad.jsonl")]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+def test_replay_all_follows_until_the_dead_letter_queue_is_empty(
+    api: FakeApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = [f"d{i}" for i in range(1500)]
+    api.routes[("POST", "/dlq/replay")] = [
+        (200, {"replayed": 1000, "job_ids": ids[:1000]}),
+        (200, {"replayed": 500, "job_ids": ids[1000:]}),
+    ]
+    assert cli.main(["replay", "--all", "--task", "fail"]) == 0
+    assert capsys.readouterr().out.strip() == "replayed 1500 dead jobs"
+    assert [r["body"] for r in api.requests] == [{"task": "fail", "limit": 1000}] * 2

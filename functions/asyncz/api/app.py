@@ -12,13 +12,13 @@ from uuid import UUID
 
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from asyncz import runtime
-from asyncz.api.guards import PUBLIC_PATHS, InputGuard, KeyCheck
+from asyncz.api.guards import InputGuard, KeyCheck
+from asyncz.api.openapi import ERRORS, openapi_with_key
 from asyncz.api.replies import (
     Reply,
     domain_error_reply,
@@ -31,7 +31,6 @@ from asyncz.api.schemas import (
     AttemptOut,
     BulkReplay,
     BulkReplayed,
-    ErrorOut,
     Health,
     JobOut,
     JobPage,
@@ -39,10 +38,8 @@ from asyncz.api.schemas import (
     ScheduleList,
     Stats,
     StatusName,
-    SubmitJob,
-    Submitted,
 )
-from asyncz.api.submit import accepted, parse_submit
+from asyncz.api.submit import accepted, accepted_batch, parse_batch, parse_submit
 from asyncz.connections import api_key_hashes
 from asyncz.errors import AsyncZError
 from asyncz.observability import logger
@@ -55,19 +52,6 @@ log = logging.getLogger("asyncz.api")
 HEALTH_CACHE_SECONDS = 2.0
 
 __all__ = ["Waker", "create_app"]
-
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut, "description": text}
-    for code, text in [
-        (401, "missing or wrong API key"),
-        (404, "no such job"),
-        (409, "the job's state does not allow this"),
-        (413, "body too large"),
-        (415, "body is not JSON"),
-        (422, "invalid input"),
-        (503, "a dependency is unavailable"),
-    ]
-}
 
 
 def _response(reply: Reply) -> JSONResponse:
@@ -114,14 +98,14 @@ def create_app(
         version="0.1.0",
         description="Durable background jobs on AWS Lambda. Send `x-api-key` on every call "
         "but `/health`.",
-        responses=_ERRORS,
+        responses=ERRORS,
     )
     app.add_middleware(
         InputGuard,
         max_body_bytes=settings.max_payload_bytes,
         key_ok=key_ok or KeyCheck(lambda: api_key_hashes(settings)),
     )
-    app.openapi = lambda: _openapi_with_key(app)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi_with_key(app)  # type: ignore[method-assign]
 
     @app.exception_handler(AsyncZError)
     async def domain_error(request: Request, exc: AsyncZError) -> JSONResponse:
@@ -157,7 +141,19 @@ def create_app(
         await state.scale_out(svc.broker)
         return _response(accepted(sub))
 
+    async def submit_batch(request: Request) -> Response:
+        news = parse_batch(await request.body())
+        if isinstance(news, Reply):
+            return _response(news)
+        svc = await state.service()
+        items = await svc.submit_many(news)
+        await state.scale_out(svc.broker)
+        return _response(accepted_batch(items))
+
     app.router.routes.append(Route("/jobs", submit_job, methods=["POST"], name="submit_job"))
+    app.router.routes.append(
+        Route("/jobs/batch", submit_batch, methods=["POST"], name="submit_batch")
+    )
 
     @app.get("/jobs", response_model=JobPage, summary="List jobs")
     async def list_jobs(
@@ -244,68 +240,3 @@ def _about(job_id: UUID) -> str:
     text = str(job_id)
     logger.append_keys(job_id=text)
     return text
-
-
-def _submit_operation(components: dict[str, Any]) -> dict[str, Any]:
-    """The OpenAPI operation of POST /jobs (a Starlette route, so FastAPI does not see it)."""
-    ref = "#/components/schemas/{model}"
-    for model in (SubmitJob, Submitted, ErrorOut):
-        schema = model.model_json_schema(ref_template=ref)
-        components.update(schema.pop("$defs", {}))
-        components[model.__name__] = schema
-
-    def error(text: str) -> dict[str, Any]:
-        return {
-            "description": text,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
-        }
-
-    return {
-        "summary": "Submit a job",
-        "operationId": "submit_job_jobs_post",
-        "parameters": [
-            {
-                "name": "Idempotency-Key",
-                "in": "header",
-                "required": False,
-                "schema": {"type": "string", "minLength": 1, "maxLength": 200},
-                "description": "same as the body's idempotency_key",
-            }
-        ],
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SubmitJob"}}},
-        },
-        "responses": {
-            "202": {
-                "description": "accepted",
-                "headers": {
-                    "Location": {"schema": {"type": "string"}, "description": "the job's URL"}
-                },
-                "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/Submitted"}}
-                },
-            },
-            **{str(code): error(spec["description"]) for code, spec in _ERRORS.items()},
-        },
-    }
-
-
-def _openapi_with_key(app: FastAPI) -> dict[str, Any]:
-    """The generated schema, plus the API key scheme on every operation but /health."""
-    if app.openapi_schema is None:
-        schema = get_openapi(
-            title=app.title, version=app.version, description=app.description, routes=app.routes
-        )
-        components = schema.setdefault("components", {})
-        components["securitySchemes"] = {
-            "ApiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}
-        }
-        schema["paths"].setdefault("/jobs", {})["post"] = _submit_operation(
-            components.setdefault("schemas", {})
-        )
-        for path, ops in schema["paths"].items():
-            for op in ops.values():
-                op["security"] = [] if path in PUBLIC_PATHS else [{"ApiKey": []}]
-        app.openapi_schema = schema
-    return app.openapi_schema

@@ -1,4 +1,5 @@
-"""The api Lambda's submit lane: ``POST /jobs`` answered without the ASGI stack.
+"""The api Lambda's submit lane: ``POST /jobs`` (and ``/jobs/batch``) answered without the
+ASGI stack.
 
 A Lambda sandbox serves one request at a time, and on the hot path Mangum and Starlette cost
 more CPU than the INSERT and the ZADD. So the handler answers ``POST /jobs`` proxy events
@@ -27,22 +28,23 @@ from asyncz.api.replies import (
     render,
     unexpected_reply,
 )
-from asyncz.api.submit import accepted, parse_submit
+from asyncz.api.submit import accepted, accepted_batch, parse_batch, parse_submit
 from asyncz.errors import AsyncZError
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
-from asyncz.ports import MetricsSink, Submitted
+from asyncz.ports import BatchItem, MetricsSink, Submitted
 from asyncz.scaleout import ScaleOut, Waker
 from asyncz.settings import Settings
 
 JSON = b"application/json"
+SUBMIT_PATHS = frozenset({"/jobs", "/jobs/batch"})
 
 
 def accepts(event: dict[str, Any]) -> bool:
-    """A REST (v1) proxy event for ``POST /jobs``."""
+    """A REST (v1) proxy event for ``POST /jobs`` or ``POST /jobs/batch``."""
     return (
         event.get("httpMethod") == "POST"
-        and event.get("path") == "/jobs"
+        and event.get("path") in SUBMIT_PATHS
         and "requestContext" in event
     )
 
@@ -110,6 +112,11 @@ class SubmitLane:
         rejection = body_rejection(headers, body, self.settings.max_payload_bytes)
         if rejection is not None:
             return rejection
+        if gateway.event.get("path") == "/jobs/batch":
+            news = parse_batch(body)
+            if isinstance(news, Reply):
+                return news
+            return accepted_batch(runtime.run(self._submit_many(news)))
         new = parse_submit(body, headers.get("idempotency-key"))
         if isinstance(new, Reply):
             return new
@@ -121,3 +128,9 @@ class SubmitLane:
         logger.append_keys(job_id=sub.job_id)
         await self.scale_out(service.broker)
         return sub
+
+    async def _submit_many(self, news: list[NewJob]) -> list[BatchItem]:
+        service = await runtime.current_service(self.settings, metrics=self.metrics)
+        items = await service.submit_many(news)
+        await self.scale_out(service.broker)
+        return items

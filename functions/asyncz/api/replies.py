@@ -15,6 +15,7 @@ from typing import Any
 
 from asyncz.errors import (
     AsyncZError,
+    BatchSizeError,
     BrokerUnavailableError,
     DuplicateJobError,
     InvalidCursorError,
@@ -34,6 +35,7 @@ STATUS_OF: dict[type[AsyncZError], int] = {
     UnknownTaskError: 422,
     UnknownQueueError: 422,
     InvalidCursorError: 422,
+    BatchSizeError: 422,
     InvalidInputError: 422,
     InvalidTransitionError: 409,
     DuplicateJobError: 409,
@@ -70,6 +72,7 @@ def domain_error_reply(exc: AsyncZError) -> Reply:
         exc.code,
         str(exc),
         job_id=getattr(exc, "job_id", None),
+        index=exc.index,
         status=str(job_status) if job_status is not None else None,
     )
 

@@ -71,12 +71,33 @@ class Submitted(BaseModel):
     status: StatusName
 
 
+class SubmitBatch(BaseModel):
+    """Up to 500 jobs (and the body size limit) in one request, each a ``POST /jobs`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[SubmitJob] = Field(min_length=1, max_length=500)
+
+
+class BatchResult(BaseModel):
+    job_id: str | None = Field(description="the new job, or the existing one if duplicate")
+    status: str
+    duplicate: bool = Field(description="the idempotency key exists: nothing was stored")
+
+
+class BatchSubmitted(BaseModel):
+    jobs: list[BatchResult] = Field(description="one per submitted job, in order")
+    accepted: int
+    duplicates: int
+
+
 class ErrorOut(BaseModel):
     error: str = Field(description="machine-readable code")
     message: str = Field(description="for people")
     details: list[dict[str, Any]] | None = None
     job_id: str | None = None
     status: str | None = None
+    index: int | None = Field(default=None, description="the batch item at fault")
 
 
 class JobOut(BaseModel):

@@ -8,9 +8,9 @@ import logging
 from pydantic import ValidationError
 
 from asyncz.api.replies import Reply, error_reply, validation_reply
-from asyncz.api.schemas import SubmitJob
+from asyncz.api.schemas import SubmitBatch, SubmitJob
 from asyncz.jobs import NewJob
-from asyncz.ports import Submitted
+from asyncz.ports import BatchItem, Submitted
 
 log = logging.getLogger("asyncz.api")
 
@@ -21,6 +21,38 @@ def parse_submit(body: bytes, idempotency_header: str | None) -> NewJob | Reply:
         req = SubmitJob.model_validate_json(body)
     except ValidationError as exc:
         return validation_reply(exc.errors(include_url=False), prefix=("body",))
+    return _new_job(req, idempotency_header)
+
+
+def parse_batch(body: bytes) -> list[NewJob] | Reply:
+    """The jobs of a ``POST /jobs/batch`` body, or the ``422`` that names the first bad item
+    (``index``): one bad item refuses the whole batch."""
+    try:
+        req = SubmitBatch.model_validate_json(body)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        reply = validation_reply(errors, prefix=("body",))
+        index = next((e["loc"][1] for e in errors if _item_loc(e["loc"])), None)
+        return _about_item(reply, index) if isinstance(index, int) else reply
+    news: list[NewJob] = []
+    for index, item in enumerate(req.jobs):
+        new = _new_job(item, None)
+        if isinstance(new, Reply):
+            return _about_item(new, index)
+        news.append(new)
+    return news
+
+
+def _item_loc(loc: tuple[int | str, ...]) -> bool:
+    return len(loc) >= 2 and loc[0] == "jobs" and isinstance(loc[1], int)
+
+
+def _about_item(reply: Reply, index: int) -> Reply:
+    body = {**reply.body, "message": f"jobs[{index}]: {reply.body['message']}", "index": index}
+    return Reply(reply.status, body, reply.headers)
+
+
+def _new_job(req: SubmitJob, idempotency_header: str | None) -> NewJob | Reply:
     task = req.task or req.payload.get("task")
     if not isinstance(task, str) or not task:
         return error_reply(422, "missing_task", "give `task` (or `payload.task`)")
@@ -49,4 +81,14 @@ def accepted(sub: Submitted) -> Reply:
         202,
         {"job_id": sub.job_id, "status": sub.status.value},
         {"Location": f"/jobs/{sub.job_id}"},
+    )
+
+
+def accepted_batch(items: list[BatchItem]) -> Reply:
+    duplicates = sum(1 for it in items if it.duplicate)
+    results = [
+        {"job_id": it.job_id, "status": it.status, "duplicate": it.duplicate} for it in items
+    ]
+    return Reply(
+        202, {"jobs": results, "accepted": len(items) - duplicates, "duplicates": duplicates}
     )

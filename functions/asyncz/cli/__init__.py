@@ -1,52 +1,65 @@
 """The ``asyncz`` command: ``dev`` (the local stack), ``migrate``, and ops commands over the API.
 
-The ops commands speak HTTP with the standard library only, so the CLI stays light. They
-read ``ASYNCZ_API_URL`` (default http://127.0.0.1:8000) and ``ASYNCZ_API_KEY``; ``--json``
-prints the API's JSON instead of tables.
+The ops commands use :mod:`asyncz.client`. They read ``ASYNCZ_API_URL`` (default
+http://127.0.0.1:8000) and ``ASYNCZ_API_KEY``; talking to a local URL with no key, they use
+the key ``asyncz dev`` wrote. ``--json`` prints JSON instead of tables. Global options go
+before or after the command.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from asyncz import __version__
 from asyncz.cli.client import DEFAULT_API_URL, CliError
-from asyncz.cli.commands import (
+from asyncz.cli.commands import cmd_dev, cmd_migrate
+from asyncz.cli.ops import (
     cmd_cancel,
-    cmd_dev,
     cmd_dlq,
     cmd_health,
     cmd_list,
-    cmd_migrate,
     cmd_purge,
     cmd_replay,
     cmd_stats,
     cmd_status,
     cmd_submit,
 )
+from asyncz.client import AsyncZClientError, ConnectionFailed
 
-# --------------------------------------------------------------------------- parser
+
+def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The options every command takes. On the subcommands they default to SUPPRESS, so a
+    value given before the command is not overwritten by the subcommand's default."""
+
+    def default(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--api-url",
+        default=default(None),
+        help=f"API base URL (env ASYNCZ_API_URL; default {DEFAULT_API_URL})",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=default(None),
+        help="API key sent as x-api-key (env ASYNCZ_API_KEY; for a local URL, the key "
+        "`asyncz dev` wrote)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=default(False), help="print JSON, not tables"
+    )
+    parser.add_argument("--http-timeout", type=float, default=default(30.0), help=argparse.SUPPRESS)
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--api-url",
-        default=os.environ.get("ASYNCZ_API_URL") or DEFAULT_API_URL,
-        help="API base URL (env ASYNCZ_API_URL; default %(default)s)",
-    )
-    common.add_argument(
-        "--api-key",
-        default=os.environ.get("ASYNCZ_API_KEY"),
-        help="API key sent as x-api-key (env ASYNCZ_API_KEY)",
-    )
-    common.add_argument("--json", action="store_true", help="print JSON, not tables")
-    common.add_argument("--http-timeout", type=float, default=30.0, help=argparse.SUPPRESS)
-
-    parser = argparse.ArgumentParser(prog="asyncz", description=__doc__.split("\n")[0])
+    _global_options(common, defaults=False)
+    parser = argparse.ArgumentParser(prog="asyncz", description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"asyncz {__version__}")
+    _global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help_text: str, **kw: Any) -> argparse.ArgumentParser:
@@ -95,9 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--database-url", default=None, help="default: ASYNCZ_DATABASE_URL")
     p.set_defaults(func=cmd_migrate)
 
-    p = add("submit", "submit a job")
-    p.add_argument("task")
+    p = add("submit", "submit a job (or, with --file, every job of a JSON-lines file)")
+    p.add_argument("task", nargs="?", default=None)
     p.add_argument("payload", nargs="?", default=None, help="JSON object (default {})")
+    p.add_argument(
+        "--file",
+        type=Path,
+        default=None,
+        help="JSON lines, one POST /jobs body each ('-': stdin); sent in batches",
+    )
+    p.add_argument("--batch-size", type=int, default=500, help="jobs per batch request (≤ 500)")
     p.add_argument("--queue")
     p.add_argument("--priority", type=int)
     p.add_argument("--max-retries", type=int)
@@ -107,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     _wait_options(p)
     p.set_defaults(func=cmd_submit)
 
-    p = add("status", "show a job (--wait: until it is terminal)")
+    p = add("status", "show a job (--wait: until it is finished)")
     p.add_argument("job_id")
     p.add_argument("--attempts", action="store_true", help="also list its attempts")
     _wait_options(p)
@@ -117,20 +137,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status")
     p.add_argument("--queue")
     p.add_argument("--task")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--cursor")
-    p.add_argument("--all", action="store_true", help="follow every page")
+    _page_options(p)
     p.set_defaults(func=cmd_list)
 
     p = add("dlq", "list dead jobs")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--cursor")
-    p.add_argument("--all", action="store_true", help="follow every page")
+    p.add_argument("--queue")
+    p.add_argument("--task")
+    _page_options(p)
     p.set_defaults(func=cmd_dlq)
 
     p = add("replay", "re-queue dead jobs")
     p.add_argument("job_ids", nargs="*", metavar="JOB_ID")
-    p.add_argument("--all", action="store_true", help="replay the whole dead-letter queue")
+    p.add_argument(
+        "--all", action="store_true", help="replay every dead job matching --queue/--task"
+    )
+    p.add_argument("--queue", help="with --all: only this queue")
+    p.add_argument("--task", help="with --all: only this task")
     p.set_defaults(func=cmd_replay)
 
     p = add("purge", "delete dead jobs from the dead-letter queue")
@@ -150,9 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _wait_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--wait", action="store_true", help="poll until the job is terminal")
+    p.add_argument("--wait", action="store_true", help="poll until the job is finished")
     p.add_argument("--timeout", type=float, default=None, help="give up waiting after N s")
     p.add_argument("--interval", type=float, default=0.5, help="poll interval (s)")
+
+
+def _page_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, default=50, help="jobs to show (page size with --all)")
+    p.add_argument("--cursor", help="start after this cursor (a listing's next_cursor)")
+    p.add_argument("--all", action="store_true", help="follow every page")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
+    except ConnectionFailed as exc:
+        print(f"error: {exc}; is `asyncz dev` running?", file=sys.stderr)
+        return 1
+    except AsyncZClientError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return code

@@ -1,16 +1,19 @@
-"""The CLI's HTTP client: the API over the standard library, errors as :class:`CliError`."""
+"""How the CLI reaches the API: an :class:`asyncz.client.Client` built from the flags and
+the environment, with the key ``asyncz dev`` wrote when it talks to the local stack."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
-from typing import Any
+import argparse
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
 
-DEFAULT_API_URL = "http://127.0.0.1:8000"
-TERMINAL = {"completed", "dead", "cancelled"}
+from asyncz.client import Client
+from asyncz.client._core import DEFAULT_API_URL
+
+__all__ = ["DEFAULT_API_URL", "CliError", "api_key_for", "make_client"]
+
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})  # noqa: S104 - a name
 
 
 class CliError(Exception):
@@ -21,68 +24,28 @@ class CliError(Exception):
         self.code = code
 
 
-# --------------------------------------------------------------------------- HTTP client
+def api_key_for(api_url: str, given: str | None) -> str | None:
+    """``--api-key``, else ``ASYNCZ_API_KEY``; for a local URL, else the key ``asyncz dev``
+    uses (``ASYNCZ_DEV_API_KEY``, else ``<data dir>/api-key``)."""
+    if given:
+        return given
+    if os.environ.get("ASYNCZ_API_KEY"):
+        return os.environ["ASYNCZ_API_KEY"]
+    if (urlsplit(api_url).hostname or "") not in LOCAL_HOSTS:
+        return None
+    if os.environ.get("ASYNCZ_DEV_API_KEY", "").strip():
+        return os.environ["ASYNCZ_DEV_API_KEY"].strip()
+    from asyncz.local.config import default_data_dir
 
-
-class ApiClient:
-    """A minimal JSON client for the AsyncZ API (urllib; ``x-api-key`` auth)."""
-
-    def __init__(self, base_url: str, api_key: str | None, timeout: float = 30.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.api_key = api_key
-        self.timeout = timeout
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        query: dict[str, Any] | None = None,
-    ) -> Any:
-        params = {k: v for k, v in (query or {}).items() if v is not None}
-        url = self.base_url + path + ("?" + urllib.parse.urlencode(params) if params else "")
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method)  # noqa: S310 - http(s) only
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.api_key:
-            req.add_header("x-api-key", self.api_key)
-        if not url.startswith(("http://", "https://")):
-            raise CliError(f"the API URL must be http(s): {self.base_url}", 2)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
-                raw = resp.read()
-        except urllib.error.HTTPError as err:
-            raise CliError(_http_error(err)) from err
-        except (urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            raise CliError(
-                f"cannot reach the API at {self.base_url} ({reason}); is `asyncz dev` running?"
-            ) from err
-        return json.loads(raw) if raw else None
-
-    def pages(self, path: str, query: dict[str, Any], follow: bool) -> Iterator[dict[str, Any]]:
-        """Items of a cursor-paginated listing; all pages when ``follow``."""
-        query = dict(query)
-        while True:
-            page = self.request("GET", path, query=query)
-            yield from page.get("items") or []
-            cursor = page.get("next_cursor")
-            if not follow or not cursor:
-                return
-            query["cursor"] = cursor
-
-
-def _http_error(err: urllib.error.HTTPError) -> str:
+    data_dir = Path(os.environ.get("ASYNCZ_DEV_DATA_DIR") or default_data_dir())
     try:
-        body = json.loads(err.read() or b"{}")
-    except ValueError:
-        body = {}
-    if isinstance(body, dict):
-        code = body.get("error") or err.reason
-        message = body.get("message") or ""
-        if isinstance(message, list | dict):
-            message = json.dumps(message)
-        return f"HTTP {err.code} {code}: {message}".rstrip(": ")
-    return f"HTTP {err.code}"
+        return (data_dir / "api-key").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def make_client(args: argparse.Namespace) -> Client:
+    url = args.api_url or os.environ.get("ASYNCZ_API_URL") or DEFAULT_API_URL
+    if not url.startswith(("http://", "https://")):
+        raise CliError(f"the API URL must be http(s): {url}", 2)
+    return Client(url, api_key_for(url, args.api_key), timeout=args.http_timeout, retries=2)

@@ -1,44 +1,77 @@
-"""How the CLI prints: tables for people, the API's JSON with ``--json``."""
+"""How the CLI prints: rich tables and progress for people, JSON with ``--json``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import sys
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-# --------------------------------------------------------------------------- output
+from rich.console import Console
+from rich.table import Table
+
+from asyncz.client import Job
 
 
-def job_id_of(job: dict[str, Any]) -> str:
-    return str(job.get("job_id") or job.get("id") or "")
+def console(stderr: bool = False) -> Console:
+    """A console on stdout (or stderr); wide when not a terminal, so ids are never cut."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(file=stream, width=None if stream.isatty() else 240, highlight=False)
 
 
-def _cell(value: Any) -> str:
+def as_data(value: Any) -> Any:
+    """Models as the API's JSON shapes (a job's ``id`` is ``job_id``)."""
+    if isinstance(value, Job):
+        fields = {f.name: as_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        data = {"job_id": fields.pop("id"), **fields}
+        if not data.pop("duplicate"):
+            return data
+        return {**data, "duplicate": True}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: as_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [as_data(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_data(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def cell(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"))
-    text = str(value)
-    if len(text) >= 19 and text[4:5] == "-" and "T" in text[:11]:  # ISO timestamp: shorten
-        return text[:19].replace("T", " ")
-    return text
+        return json.dumps(value, separators=(",", ":"), default=str)
+    return str(value)
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
-    """A plain-text table; ``columns`` are (key, title) pairs."""
-    cells = [[_cell(row.get(key)) for key, _ in columns] for row in rows]
-    widths = [
-        max([len(title), *(len(r[i]) for r in cells)]) for i, (_, title) in enumerate(columns)
-    ]
-    lines = ["  ".join(t.ljust(w) for (_, t), w in zip(columns, widths, strict=True)).rstrip()]
-    for r in cells:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-    return "\n".join(lines)
+def emit(args: argparse.Namespace, data: Any, human: Any) -> None:
+    """``--json``: the data as JSON; else ``human`` (text or a rich renderable)."""
+    if args.json:
+        print(json.dumps(as_data(data), indent=2, default=str))
+    else:
+        console().print(human)
+
+
+def table(rows: Sequence[Any], columns: Sequence[tuple[str, str]]) -> Table:
+    """A table of objects or dicts; ``columns`` are (attribute, title) pairs."""
+    out = Table(box=None, header_style="bold", pad_edge=False)
+    for _, title in columns:
+        out.add_column(title, overflow="fold")
+    for row in rows:
+        get = row.get if isinstance(row, dict) else lambda k, r=row: getattr(r, k, None)
+        out.add_row(*(cell(get(key)) for key, _ in columns))
+    return out
 
 
 JOB_COLUMNS = [
-    ("job_id", "JOB ID"),
+    ("id", "JOB ID"),
     ("task", "TASK"),
     ("queue", "QUEUE"),
     ("status", "STATUS"),
@@ -46,46 +79,26 @@ JOB_COLUMNS = [
     ("created_at", "CREATED (UTC)"),
     ("finished_at", "FINISHED (UTC)"),
 ]
+DEAD_COLUMNS = [
+    ("id", "JOB ID"),
+    ("task", "TASK"),
+    ("queue", "QUEUE"),
+    ("attempts", "ATTEMPTS"),
+    ("finished_at", "DEAD SINCE (UTC)"),
+    ("last_error", "LAST ERROR"),
+]
+_DESCRIBED = ["id", "task", "queue", "status", "priority", "attempts", "max_retries",
+              "timeout_seconds", "run_at", "created_at", "started_at", "finished_at",
+              "last_error", "result", "payload"]  # fmt: skip
 
 
-def _emit(args: argparse.Namespace, data: Any, human: str) -> None:
-    print(json.dumps(data, indent=2, default=str) if args.json else human)
-
-
-def _job_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**job, "job_id": job_id_of(job)} for job in items]
-
-
-def _describe(job: dict[str, Any]) -> str:
-    keys = [
-        "job_id",
-        "task",
-        "queue",
-        "status",
-        "priority",
-        "attempts",
-        "max_retries",
-        "timeout_seconds",
-        "run_at",
-        "created_at",
-        "started_at",
-        "finished_at",
-        "last_error",
-        "result",
-        "payload",
-    ]
-    row = {**job, "job_id": job_id_of(job)}
-    shown = [k for k in keys if k in row] + [k for k in row if k not in keys and k != "id"]
-    width = max(len(k) for k in shown)
-    return "\n".join(f"{k.ljust(width)}  {_cell(row[k])}" for k in shown)
-
-
-def _flat(values: Any) -> dict[str, Any]:
-    """One level of nesting flattened ({"counts": {"queued": 1}} -> {"queued": 1})."""
-    out: dict[str, Any] = {}
-    for key, value in (values or {}).items():
-        if isinstance(value, dict):
-            out.update(value)
-        else:
-            out[key] = value
+def describe(job: Job) -> Table:
+    """One job, a field per line."""
+    out = Table.grid(padding=(0, 2))
+    out.add_column(style="bold")
+    out.add_column(overflow="fold")
+    for key in _DESCRIBED:
+        value = getattr(job, key)
+        if value is not None or key in ("status", "result"):
+            out.add_row("job_id" if key == "id" else key, cell(value))
     return out

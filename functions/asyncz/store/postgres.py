@@ -13,7 +13,7 @@ import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -25,71 +25,11 @@ from asyncz.errors import InvalidInputError, StoreUnavailableError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.queries import QUERIES
+from asyncz.store.rows import attempt_of, job_of, lease_of
 
 log = logging.getLogger("asyncz.store")
 
 Row = dict[str, Any]
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    return value.astimezone(UTC) if value is not None else None
-
-
-def _job(row: Mapping[str, Any]) -> Job:
-    return Job(
-        id=str(row["id"]),
-        task=row["task"],
-        payload=row["payload"],
-        queue=row["queue"],
-        priority=row["priority"],
-        status=JobStatus(row["status"]),
-        attempts=row["attempts"],
-        attempt_base=row["attempt_base"],
-        max_retries=row["max_retries"],
-        timeout_seconds=row["timeout_seconds"],
-        idempotency_key=row["idempotency_key"],
-        run_at=row["run_at"].astimezone(UTC),
-        lease_token=str(row["lease_token"]) if row["lease_token"] else None,
-        worker_id=row["worker_id"],
-        heartbeat_at=_utc(row["heartbeat_at"]),
-        cancel_requested=row["cancel_requested"],
-        result=row["result"],
-        last_error=row["last_error"],
-        created_at=row["created_at"].astimezone(UTC),
-        started_at=_utc(row["started_at"]),
-        finished_at=_utc(row["finished_at"]),
-        updated_at=row["updated_at"].astimezone(UTC),
-        progress=row["progress"],
-        progress_message=row["progress_message"],
-    )
-
-
-def _attempt(row: Mapping[str, Any]) -> Attempt:
-    return Attempt(
-        job_id=str(row["job_id"]),
-        attempt=row["attempt"],
-        worker_id=row["worker_id"],
-        started_at=row["started_at"].astimezone(UTC),
-        finished_at=_utc(row["finished_at"]),
-        outcome=AttemptOutcome(row["outcome"]) if row["outcome"] else None,
-        error=row["error"],
-        duration_ms=row["duration_ms"],
-    )
-
-
-def _lease(row: Mapping[str, Any]) -> Lease:
-    return Lease(
-        job_id=str(row["id"]),
-        token=str(row["lease_token"]),
-        task=row["task"],
-        payload=row["payload"],
-        queue=row["queue"],
-        priority=row["priority"],
-        attempt=row["attempts"],
-        attempt_base=row["attempt_base"],
-        max_retries=row["max_retries"],
-        timeout_seconds=row["timeout_seconds"],
-    )
 
 
 @contextmanager
@@ -208,15 +148,42 @@ class PostgresStore(MaintenanceQueries):
         """Insert; ``None`` when the idempotency key exists already."""
         return await self._one(*_insert(job_id, new))
 
+    async def insert_jobs(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
+        """Insert a batch in one statement; per item, in order, its row or ``None`` when its
+        idempotency key exists already (or repeats an earlier item's)."""
+        news = [new for _, new in items]
+        rows = await self._rows(
+            "insert_jobs",
+            {
+                "ids": [job_id for job_id, _ in items],
+                "tasks": [n.task for n in news],
+                "payloads": [Jsonb(n.payload) for n in news],
+                "queues": [n.queue for n in news],
+                "priorities": [n.priority for n in news],
+                "max_retries": [n.max_retries for n in news],
+                "timeouts": [n.timeout_seconds for n in news],
+                "keys": [n.idempotency_key for n in news],
+                "run_ats": [n.run_at for n in news],
+                "delays": [float(n.delay_seconds) for n in news],
+            },
+        )
+        by_id = {str(r["id"]): r for r in rows}
+        return [by_id.get(job_id) for job_id, _ in items]
+
+    async def get_by_idempotency_keys(self, keys: Sequence[str]) -> dict[str, Row]:
+        """``{key: {"id", "status"}}`` for the keys that exist."""
+        rows = await self._rows("get_jobs_by_idempotency_keys", {"keys": list(keys)})
+        return {r["idempotency_key"]: {"id": r["id"], "status": r["status"]} for r in rows}
+
     async def get_by_idempotency_key(self, key: str) -> Row | None:
         return await self._one("get_job_by_idempotency_key", {"idempotency_key": key})
 
     async def get_job(self, job_id: str) -> Job | None:
         row = await self._one("get_job", {"id": job_id})
-        return _job(row) if row else None
+        return job_of(row) if row else None
 
     async def list_attempts(self, job_id: str) -> list[Attempt]:
-        return [_attempt(r) for r in await self._rows("list_attempts", {"id": job_id})]
+        return [attempt_of(r) for r in await self._rows("list_attempts", {"id": job_id})]
 
     async def list_jobs(
         self,
@@ -238,7 +205,7 @@ class PostgresStore(MaintenanceQueries):
                 "after_id": after[1] if after else None,
             },
         )
-        return [_job(r) for r in rows]
+        return [job_of(r) for r in rows]
 
     async def list_dead(
         self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
@@ -253,7 +220,7 @@ class PostgresStore(MaintenanceQueries):
                 "after_id": after[1] if after else None,
             },
         )
-        return [_job(r) for r in rows]
+        return [job_of(r) for r in rows]
 
     async def counts_by_status(self) -> list[Row]:
         return await self._rows("count_by_status")
@@ -279,7 +246,7 @@ class PostgresStore(MaintenanceQueries):
         rows = await self._rows(
             "claim_jobs", {"ids": list(ids), "worker_id": worker_id, "max_timeout": max_timeout}
         )
-        return [_lease(r) for r in rows]
+        return [lease_of(r) for r in rows]
 
     async def unclaimed(self, ids: Sequence[str]) -> list[Row]:
         return await self._rows("get_unclaimed", {"ids": list(ids)})

@@ -52,6 +52,21 @@ class MemoryStore(MemoryMaintenance):
         self.attempts[job_id] = []
         return {"run_at_ms": epoch_ms(run_at), "due": run_at <= now}
 
+    async def insert_jobs(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
+        for _, new in items:  # one statement: an unstorable value stores none of them
+            for value in (new.payload, new.idempotency_key, new.queue, new.task):
+                if unstorable(value):
+                    raise InvalidInputError("a value cannot be stored")
+        return [await self.insert_job(job_id, new) for job_id, new in items]
+
+    async def get_by_idempotency_keys(self, keys: Sequence[str]) -> dict[str, Row]:
+        wanted = set(keys)
+        return {
+            j["idempotency_key"]: {"id": j["id"], "status": str(j["status"])}
+            for j in self.jobs.values()
+            if j["idempotency_key"] in wanted
+        }
+
     async def get_by_idempotency_key(self, key: str) -> Row | None:
         for j in self.jobs.values():
             if j["idempotency_key"] == key:

@@ -22,6 +22,26 @@ VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
+-- name: insert_jobs
+-- A batch in one multi-row INSERT (one statement, one commit). Rows whose idempotency key
+-- exists already (or repeats an earlier row's) are skipped: the ids returned are the ones
+-- inserted, each with when it is due (server clock).
+INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
+                  idempotency_key, run_at)
+SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
+       i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds))
+  FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
+              %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
+              %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[])
+       WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
+                            idempotency_key, run_at, delay_seconds, n)
+ ORDER BY i.n
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
+
+-- name: get_jobs_by_idempotency_keys
+SELECT id, status, idempotency_key FROM jobs WHERE idempotency_key = ANY(%(keys)s::text[]);
+
 -- name: get_job_by_idempotency_key
 SELECT id, status FROM jobs WHERE idempotency_key = %(idempotency_key)s;
 

@@ -1,0 +1,96 @@
+"""The OpenAPI schema: FastAPI's generated one, plus the two submit routes (plain Starlette
+routes, so FastAPI does not see them) and the API key scheme on every operation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
+
+from asyncz.api.guards import PUBLIC_PATHS
+from asyncz.api.schemas import BatchSubmitted, ErrorOut, SubmitBatch, SubmitJob, Submitted
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": text}
+    for code, text in [
+        (401, "missing or wrong API key"),
+        (404, "no such job"),
+        (409, "the job's state does not allow this"),
+        (413, "body too large"),
+        (415, "body is not JSON"),
+        (422, "invalid input"),
+        (503, "a dependency is unavailable"),
+    ]
+}
+
+_REF = "#/components/schemas/{model}"
+
+
+def _json(model: type[BaseModel]) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": _REF.format(model=model.__name__)}}}
+
+
+def _operation(
+    summary: str, operation_id: str, body: type[BaseModel], reply: type[BaseModel]
+) -> dict[str, Any]:
+    errors = {str(code): {"description": spec["description"], "content": _json(ErrorOut)}
+              for code, spec in ERRORS.items()}  # fmt: skip
+    return {
+        "summary": summary,
+        "operationId": operation_id,
+        "requestBody": {"required": True, "content": _json(body)},
+        "responses": {"202": {"description": "accepted", "content": _json(reply)}, **errors},
+    }
+
+
+def submit_operations(components: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{path: operation}`` of POST /jobs and POST /jobs/batch; their models go into
+    ``components``."""
+    for model in (SubmitJob, Submitted, SubmitBatch, BatchSubmitted, ErrorOut):
+        schema = model.model_json_schema(ref_template=_REF)
+        components.update(schema.pop("$defs", {}))
+        components[model.__name__] = schema
+    one = _operation("Submit a job", "submit_job_jobs_post", SubmitJob, Submitted)
+    one["parameters"] = [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+            "description": "same as the body's idempotency_key",
+        }
+    ]
+    one["responses"]["202"]["headers"] = {
+        "Location": {"schema": {"type": "string"}, "description": "the job's URL"}
+    }
+    batch = _operation(
+        "Submit up to 500 jobs", "submit_batch_jobs_batch_post", SubmitBatch, BatchSubmitted
+    )
+    batch["description"] = (
+        "All or nothing at validation: one invalid item is a 422 naming its `index`, and "
+        "nothing is stored. An item whose idempotency key exists is reported as a duplicate "
+        "with the existing job's id; the others are accepted."
+    )
+    return {"/jobs": one, "/jobs/batch": batch}
+
+
+def openapi_with_key(app: FastAPI) -> dict[str, Any]:
+    """The generated schema, plus the submit routes and the API key scheme on every
+    operation but /health."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        components = schema.setdefault("components", {})
+        components["securitySchemes"] = {
+            "ApiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}
+        }
+        for path, op in submit_operations(components.setdefault("schemas", {})).items():
+            schema["paths"].setdefault(path, {})["post"] = op
+        for path, ops in schema["paths"].items():
+            for op in ops.values():
+                op["security"] = [] if path in PUBLIC_PATHS else [{"ApiKey": []}]
+        app.openapi_schema = schema
+    return app.openapi_schema

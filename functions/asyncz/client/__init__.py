@@ -1,0 +1,55 @@
+"""The AsyncZ API from Python: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio),
+on httpx with a kept connection pool, retries with backoff and jitter, typed models, and one
+exception per API error. Needs httpx alone (``pip install "asyncz-serverless[client]"``);
+it imports nothing of the server.
+
+    from asyncz.client import Client
+
+    with Client("http://127.0.0.1:8000", api_key) as client:
+        job = client.submit("echo", {"hello": "world"})
+        print(client.result(job.id, timeout=30))
+"""
+
+from asyncz.client.aio import AsyncClient
+from asyncz.client.errors import (
+    ApiError,
+    AsyncZClientError,
+    ConnectionFailed,
+    DuplicateJob,
+    InvalidInput,
+    InvalidState,
+    JobFailed,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    ServerError,
+    Unauthorized,
+    Unavailable,
+    WaitTimeout,
+)
+from asyncz.client.models import Attempt, Health, Job, QueueStats, Stats
+from asyncz.client.sync import Client
+
+__all__ = [
+    "ApiError",
+    "AsyncClient",
+    "AsyncZClientError",
+    "Attempt",
+    "Client",
+    "ConnectionFailed",
+    "DuplicateJob",
+    "Health",
+    "InvalidInput",
+    "InvalidState",
+    "Job",
+    "JobFailed",
+    "NotFound",
+    "PayloadTooLarge",
+    "QueueStats",
+    "RateLimited",
+    "ServerError",
+    "Stats",
+    "Unauthorized",
+    "Unavailable",
+    "WaitTimeout",
+]

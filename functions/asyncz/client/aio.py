@@ -1,0 +1,238 @@
+"""The asyncio client: :class:`AsyncClient`, the same methods as :class:`Client` awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from asyncz.client import _core
+from asyncz.client._core import Call, RetryPolicy
+from asyncz.client.errors import ConnectionFailed, DuplicateJob, Unavailable, WaitTimeout
+from asyncz.client.models import Attempt, Health, Job, Stats
+
+
+class AsyncClient:
+    """The AsyncZ API from asyncio code; see :class:`asyncz.client.Client`. Use it as an
+    async context manager (or ``await close()``); safe to share between tasks."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url, self.api_key = _core.resolve(base_url, api_key)
+        self.retry = RetryPolicy(retries=retries)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=_core.headers(self.api_key),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: Call) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    call.method, call.path, json=call.body, params=call.query()
+                )
+            except httpx.TransportError as exc:
+                if attempt < self.retry.retries and _core.retry_transport(call, exc):
+                    await asyncio.sleep(self.retry.delay(attempt))
+                    attempt += 1
+                    continue
+                raise ConnectionFailed(f"cannot reach the API at {self.base_url}: {exc}") from exc
+            if attempt < self.retry.retries and _core.retry_status(call, response.status_code):
+                await asyncio.sleep(self.retry.delay(attempt, _core.retry_after(response)))
+                attempt += 1
+                continue
+            return response
+
+    async def _json(self, call: Call) -> Any:
+        return _core.decode(await self._send(call))
+
+    # --- submit --------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        task: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_retries: int | None = None,
+        timeout_seconds: int | None = None,
+        delay_seconds: float | None = None,
+        run_at: datetime | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists."""
+        body, generated = _core.with_key(
+            _core.submit_body(task, payload, queue=queue, priority=priority,
+                              max_retries=max_retries, timeout_seconds=timeout_seconds,
+                              delay_seconds=delay_seconds, run_at=run_at,
+                              idempotency_key=idempotency_key),
+            self.retry.retries,
+        )  # fmt: skip
+        try:
+            return _core.submitted(
+                body, await self._json(Call("POST", "/jobs", body, safe=generated))
+            )
+        except DuplicateJob as exc:
+            if generated:  # our own earlier try was stored
+                return _core.duplicate_of_ours(exc, body)
+            raise
+
+    async def submit_many(
+        self,
+        items: Iterable[Mapping[str, Any]],
+        *,
+        batch_size: int = _core.MAX_BATCH_JOBS,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[Job]:
+        """Submit ``POST /jobs`` bodies through ``POST /jobs/batch`` (split by count and size);
+        one Job per item, in order. ``progress(n)`` is called after each batch."""
+        jobs: list[Job] = []
+        keyed = (_core.with_key(item, self.retry.retries) for item in items)
+        for chunk in _core.batches(keyed, batch_size):
+            jobs += _core.batch_jobs(chunk, await self._json(_core.batch_request(chunk)))
+            if progress is not None:
+                progress(len(chunk))
+        return jobs
+
+    # --- read ----------------------------------------------------------------------------
+
+    async def get(self, job_id: str) -> Job:
+        return Job.from_api(await self._json(Call("GET", f"/jobs/{quote(job_id)}")))
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        reply = await self._json(Call("GET", f"/jobs/{quote(job_id)}/attempts"))
+        return [Attempt.from_api(a) for a in reply["items"]]
+
+    async def wait(self, job_id: str, timeout: float | None = 60.0) -> Job:
+        """Poll (with growing pauses, one kept connection) until the job is finished;
+        raises :class:`WaitTimeout` after ``timeout`` seconds (``None``: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for delay in _core.poll_delays():
+            job = await self.get(job_id)
+            if job.finished:
+                return job
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeout(job, timeout or 0.0)
+                delay = min(delay, left)
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def result(self, job_id: str, timeout: float | None = 60.0) -> Any:
+        """The job's result once it completes; :class:`JobFailed` (with the job's last
+        error) when it ends dead or cancelled; :class:`WaitTimeout` when time runs out."""
+        return _core.outcome(await self.wait(job_id, timeout))
+
+    async def _pages(self, path: str, params: dict[str, Any]) -> AsyncIterator[Job]:
+        while True:
+            page = await self._json(Call("GET", path, params=params))
+            for item in page["items"]:
+                yield Job.from_api(item)
+            if not page.get("next_cursor"):
+                return
+            params = {**params, "cursor": page["next_cursor"]}
+
+    def jobs(
+        self,
+        *,
+        status: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        page_size: int = 100,
+        cursor: str | None = None,
+    ) -> AsyncIterator[Job]:
+        """Every matching job, newest first, page after page (from ``cursor`` if given)."""
+        params = {"status": status, "queue": queue, "task": task, "limit": page_size,
+                  "cursor": cursor}  # fmt: skip
+        return self._pages("/jobs", params)
+
+    def dead(
+        self,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        page_size: int = 100,
+        cursor: str | None = None,
+    ) -> AsyncIterator[Job]:
+        """Every dead job matching the filters, page after page."""
+        params = {"queue": queue, "task": task, "limit": page_size, "cursor": cursor}
+        return self._pages("/dlq", params)
+
+    async def stats(self) -> Stats:
+        return Stats.from_api(await self._json(Call("GET", "/stats")))
+
+    async def health(self) -> Health:
+        """The API's health; a degraded one (503) is returned, not raised."""
+        response = await self._send(Call("GET", "/health", safe=True))
+        if response.status_code == 503 and response.content:
+            try:
+                data = response.json()
+                return Health(str(data["status"]), dict(data.get("dependencies") or {}))
+            except (ValueError, KeyError, TypeError):
+                raise Unavailable(503, "unavailable", response.text[:200], {}) from None
+        data = _core.decode(response)
+        return Health(str(data["status"]), dict(data.get("dependencies") or {}))
+
+    # --- operator actions ----------------------------------------------------------------
+
+    async def cancel(self, job_id: str) -> Job:
+        reply = await self._json(Call("POST", f"/jobs/{quote(job_id)}/cancel", safe=False))
+        return Job(id=reply["job_id"], status=reply["status"], cancel_requested=True)
+
+    async def replay(self, job_id: str) -> Job:
+        reply = await self._json(Call("POST", f"/dlq/{quote(job_id)}/replay", safe=False))
+        return Job(id=reply["job_id"], status=reply["status"])
+
+    async def purge(self, job_id: str) -> None:
+        await self._send_ok(Call("DELETE", f"/dlq/{quote(job_id)}", safe=False))
+
+    async def _send_ok(self, call: Call) -> None:
+        _core.decode(await self._send(call))
+
+    async def replay_all(
+        self,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[str]:
+        """Replay every dead job matching the filters, however many (page after page until
+        none is left); the ids replayed. A job that dies again meanwhile is not replayed
+        twice. ``progress(n)`` is called after each page."""
+        replayed: list[str] = []
+        seen: set[str] = set()
+        while True:
+            ids = (await self._json(_core.replay_page(queue, task)))["job_ids"]
+            fresh = [i for i in ids if i not in seen]
+            replayed += fresh
+            seen.update(fresh)
+            if progress is not None:
+                progress(len(fresh))
+            if len(ids) < _core.REPLAY_PAGE or len(fresh) < len(ids):
+                return replayed

@@ -1,0 +1,132 @@
+"""Typed models of the API's objects, built from its JSON (no pydantic: the client needs
+httpx alone)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+TERMINAL = frozenset({"completed", "dead", "cancelled"})
+
+
+def _when(value: Any) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as the API shows it. ``submit`` fills what it knows (id, status and what was
+    sent); ``get`` fills every field. ``duplicate``: a batch item whose key existed."""
+
+    id: str
+    status: str
+    task: str | None = None
+    queue: str | None = None
+    priority: int | None = None
+    payload: dict[str, Any] | None = None
+    result: Any = None
+    last_error: str | None = None
+    attempts: int = 0
+    max_retries: int | None = None
+    timeout_seconds: int | None = None
+    idempotency_key: str | None = None
+    cancel_requested: bool = False
+    worker_id: str | None = None
+    run_at: datetime | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    updated_at: datetime | None = None
+    duplicate: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> Job:
+        return cls(
+            id=str(data.get("job_id") or data.get("id")),
+            status=str(data.get("status")),
+            task=data.get("task"),
+            queue=data.get("queue"),
+            priority=data.get("priority"),
+            payload=data.get("payload"),
+            result=data.get("result"),
+            last_error=data.get("last_error"),
+            attempts=int(data.get("attempts") or 0),
+            max_retries=data.get("max_retries"),
+            timeout_seconds=data.get("timeout_seconds"),
+            idempotency_key=data.get("idempotency_key"),
+            cancel_requested=bool(data.get("cancel_requested")),
+            worker_id=data.get("worker_id"),
+            run_at=_when(data.get("run_at")),
+            created_at=_when(data.get("created_at")),
+            started_at=_when(data.get("started_at")),
+            finished_at=_when(data.get("finished_at")),
+            updated_at=_when(data.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    attempt: int
+    outcome: str | None
+    worker_id: str | None
+    error: str | None
+    duration_ms: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> Attempt:
+        return cls(
+            attempt=int(data["attempt"]),
+            outcome=data.get("outcome"),
+            worker_id=data.get("worker_id"),
+            error=data.get("error"),
+            duration_ms=data.get("duration_ms"),
+            started_at=_when(data.get("started_at")),
+            finished_at=_when(data.get("finished_at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    counts: dict[str, int]
+    ready: int | None
+    delayed: int | None
+    oldest_queued_age_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    queues: dict[str, QueueStats]
+    live_workers: int | None
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> Stats:
+        queues = {
+            name: QueueStats(
+                counts=dict(q.get("counts") or {}),
+                ready=q.get("ready"),
+                delayed=q.get("delayed"),
+                oldest_queued_age_seconds=float(q.get("oldest_queued_age_seconds") or 0.0),
+            )
+            for name, q in (data.get("queues") or {}).items()
+        }
+        return cls(queues=queues, live_workers=data.get("live_workers"))
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    status: str
+    dependencies: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"

@@ -1,0 +1,70 @@
+"""Rows of the PostgreSQL adapter as domain objects (jobs, attempts, leases)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease
+
+
+def utc(value: datetime | None) -> datetime | None:
+    return value.astimezone(UTC) if value is not None else None
+
+
+def job_of(row: Mapping[str, Any]) -> Job:
+    return Job(
+        id=str(row["id"]),
+        task=row["task"],
+        payload=row["payload"],
+        queue=row["queue"],
+        priority=row["priority"],
+        status=JobStatus(row["status"]),
+        attempts=row["attempts"],
+        attempt_base=row["attempt_base"],
+        max_retries=row["max_retries"],
+        timeout_seconds=row["timeout_seconds"],
+        idempotency_key=row["idempotency_key"],
+        run_at=row["run_at"].astimezone(UTC),
+        lease_token=str(row["lease_token"]) if row["lease_token"] else None,
+        worker_id=row["worker_id"],
+        heartbeat_at=utc(row["heartbeat_at"]),
+        cancel_requested=row["cancel_requested"],
+        result=row["result"],
+        last_error=row["last_error"],
+        created_at=row["created_at"].astimezone(UTC),
+        started_at=utc(row["started_at"]),
+        finished_at=utc(row["finished_at"]),
+        updated_at=row["updated_at"].astimezone(UTC),
+        progress=row["progress"],
+        progress_message=row["progress_message"],
+    )
+
+
+def attempt_of(row: Mapping[str, Any]) -> Attempt:
+    return Attempt(
+        job_id=str(row["job_id"]),
+        attempt=row["attempt"],
+        worker_id=row["worker_id"],
+        started_at=row["started_at"].astimezone(UTC),
+        finished_at=utc(row["finished_at"]),
+        outcome=AttemptOutcome(row["outcome"]) if row["outcome"] else None,
+        error=row["error"],
+        duration_ms=row["duration_ms"],
+    )
+
+
+def lease_of(row: Mapping[str, Any]) -> Lease:
+    return Lease(
+        job_id=str(row["id"]),
+        token=str(row["lease_token"]),
+        task=row["task"],
+        payload=row["payload"],
+        queue=row["queue"],
+        priority=row["priority"],
+        attempt=row["attempts"],
+        attempt_base=row["attempt_base"],
+        max_retries=row["max_retries"],
+        timeout_seconds=row["timeout_seconds"],
+    )

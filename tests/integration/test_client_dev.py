@@ -1,0 +1,145 @@
+"""asyncz.client and the CLI against a started ``asyncz dev`` (issue 17's acceptance): the
+echo result, JobFailed with the error text, submit_many of 1,000 (sync and async under
+asyncio.gather), and ``asyncz replay --all`` over 250 dead jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from asyncz.client import AsyncClient, Client, Job, JobFailed
+from tests.integration.test_local_dev import API_KEY, DevProcess, _free_port
+from tests.support.databases import fresh_database, sibling_redis_url, sibling_url
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def dev_environment(database_url: str, redis_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCZ_")}
+    env.update(
+        {
+            "ASYNCZ_DATABASE_URL": database_url,
+            "ASYNCZ_REDIS_URL": redis_url,
+            "ASYNCZ_DEV_API_KEY": API_KEY,
+            "ASYNCZ_WORKER_POLL_SECONDS": "0.5",
+            "ASYNCZ_DEV_SHUTDOWN_GRACE_SECONDS": "5",
+            "ASYNCZ_DEV_API_SANDBOXES": "2",
+        }
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevProcess]:
+    """One ``asyncz dev`` with two workers for the module, on empty backends of its own."""
+    database_url = fresh_database(sibling_url("dev"))
+    redis_url = sibling_redis_url(8)
+    redis.Redis.from_url(redis_url).flushdb()
+    data_dir = tmp_path_factory.mktemp("client-dev") / "data"
+    run = DevProcess(
+        _free_port(), data_dir, dev_environment(database_url, redis_url), ["--workers", "2"]
+    )
+    try:
+        run.wait_healthy()
+        yield run
+    finally:
+        if run.proc.poll() is None:
+            os.killpg(run.pgid, signal.SIGKILL)
+            run.proc.wait(10)
+
+
+@pytest.fixture
+def client(dev: DevProcess) -> Iterator[Client]:
+    with Client(dev.url, API_KEY) as c:
+        yield c
+
+
+def test_submit_then_result_returns_the_echo(client: Client) -> None:
+    job = client.submit("echo", {"hello": "world"}, queue="default", priority=3)
+    assert job.status == "queued" and job.idempotency_key  # generated: retries are safe
+    assert client.result(job.id, timeout=30) == {"hello": "world"}
+    done = client.get(job.id)
+    assert done.status == "completed" and done.priority == 3 and done.finished_at is not None
+    [attempt] = client.attempts(job.id)
+    assert attempt.outcome == "completed"
+
+
+def test_a_failing_job_raises_job_failed_with_its_error(client: Client) -> None:
+    job = client.submit("fail", {"message": "no such invoice"}, max_retries=0)
+    with pytest.raises(JobFailed) as info:
+        client.result(job.id, timeout=30)
+    assert info.value.job.status == "dead"
+    assert "no such invoice" in (info.value.error or "")
+
+
+def test_submit_many_of_1000_all_complete(client: Client) -> None:
+    jobs = client.submit_many([{"task": "echo", "payload": {"i": i}} for i in range(1000)])
+    assert len(jobs) == 1000 and len({j.id for j in jobs}) == 1000
+    finished = [client.wait(j.id, timeout=120) for j in jobs]
+    assert {j.status for j in finished} == {"completed"}
+    assert finished[617].result == {"i": 617}
+
+
+def test_the_async_client_under_gather(dev: DevProcess) -> None:
+    async def go() -> list[Job]:
+        async with AsyncClient(dev.url, API_KEY) as c:
+            groups = await asyncio.gather(
+                *(c.submit_many([{"task": "echo", "payload": {"g": g, "i": i}}
+                                 for i in range(250)]) for g in range(4))
+            )  # fmt: skip
+            jobs = [j for group in groups for j in group]
+            assert len({j.id for j in jobs}) == 1000
+            return list(await asyncio.gather(*(c.wait(j.id, timeout=120) for j in jobs)))
+
+    finished = asyncio.run(go())
+    assert {j.status for j in finished} == {"completed"}
+    assert finished[260].result == {"g": 1, "i": 10}
+
+
+def test_cli_replay_all_replays_250_dead_jobs(dev: DevProcess, client: Client) -> None:
+    task = "fail"
+    jobs = client.submit_many(
+        [{"task": task, "queue": "default", "max_retries": 0, "payload": {"n": i}}
+         for i in range(250)]
+    )  # fmt: skip
+    ids = {j.id for j in jobs}
+    for j in jobs:
+        assert client.wait(j.id, timeout=120).status == "dead"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCZ_")}
+    env.update({"ASYNCZ_API_URL": dev.url, "ASYNCZ_API_KEY": API_KEY})
+    out = subprocess.run(
+        [sys.executable, "-m", "asyncz", "--json", "replay", "--all", "--task", task],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    replayed = json.loads(out.stdout)
+    assert replayed["replayed"] >= 250 and ids <= set(replayed["job_ids"])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # each one ran again: a second attempt, dead again
+        if all(client.get(i).attempts == 2 for i in list(ids)[:20]):
+            break
+        time.sleep(0.5)
+    assert all(len(client.attempts(i)) == 2 for i in list(ids)[:20])
+
+
+def test_cli_talks_to_dev_with_its_written_key(dev: DevProcess, tmp_path: Path) -> None:
+    (tmp_path / ".asyncz").mkdir()
+    (tmp_path / ".asyncz" / "api-key").write_text(API_KEY + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCZ_")}
+    env["ASYNCZ_API_URL"] = dev.url
+    out = subprocess.run(
+        [sys.executable, "-m", "asyncz", "submit", "echo", '{"a": 1}', "--wait", "--json"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["result"] == {"a": 1}  # --json: the JSON alone

@@ -1,0 +1,277 @@
+"""asyncz.client without a server: errors per code, retries with backoff and an automatic
+idempotency key, batching, pagination, replay_all, wait/result (httpx MockTransport)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from asyncz.client import (
+    AsyncClient,
+    Client,
+    ConnectionFailed,
+    DuplicateJob,
+    InvalidInput,
+    InvalidState,
+    JobFailed,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    Unavailable,
+    WaitTimeout,
+    _core,
+)
+
+pytestmark = pytest.mark.unit
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+@pytest.fixture(autouse=True)
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    slept: list[float] = []
+
+    async def asleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr("asyncz.client.sync.time.sleep", slept.append)
+    monkeypatch.setattr("asyncz.client.aio.asyncio.sleep", asleep)
+    return slept
+
+
+def client(handler: Handler, **kw: Any) -> Client:
+    return Client("http://api.test", "k", transport=httpx.MockTransport(handler), **kw)
+
+
+def reply(status: int, body: Any = None, **headers: str) -> httpx.Response:
+    return httpx.Response(status, json=body, headers=headers)
+
+
+def test_importing_the_client_imports_no_server_dependency() -> None:
+    code = (
+        "import sys, asyncz.client\n"
+        "heavy = ['fastapi', 'starlette', 'psycopg', 'psycopg_pool', 'redis', 'boto3', "
+        "'botocore', 'aws_lambda_powertools', 'pydantic', 'mangum']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cls"),
+    [
+        (401, {"error": "unauthorized", "message": "no"}, Unauthorized),
+        (403, {"message": "Forbidden"}, Unauthorized),  # API Gateway's own shape
+        (404, {"error": "job_not_found", "message": "no job"}, NotFound),
+        (409, {"error": "invalid_state", "message": "x", "status": "completed"}, InvalidState),
+        (409, {"error": "duplicate_idempotency_key", "message": "x", "job_id": "j1"}, DuplicateJob),
+        (422, {"error": "unknown_task", "message": "jobs[3]: x", "index": 3}, InvalidInput),
+    ],
+)
+def test_each_error_code_is_its_exception(status: int, body: Any, cls: type) -> None:
+    with client(lambda r: reply(status, body), retries=0) as c, pytest.raises(cls) as info:
+        c.get("j")
+    assert info.value.status == status
+    if cls is DuplicateJob:
+        assert info.value.job_id == "j1"
+    if cls is InvalidInput:
+        assert info.value.index == 3 and info.value.code == "unknown_task"
+    if cls is InvalidState:
+        assert info.value.job_status == "completed"
+
+
+def test_reads_retry_on_503_and_connection_errors_with_growing_jittered_backoff(
+    no_sleep: list[float],
+) -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            raise httpx.ConnectError("refused")
+        if len(calls) < 4:
+            return reply(503, {"error": "database_unavailable", "message": "down"})
+        return reply(200, {"job_id": "j", "status": "queued"})
+
+    with client(handler, retries=3) as c:
+        assert c.get("j").status == "queued"
+    assert len(calls) == 4 and len(no_sleep) == 3
+    assert all(0 <= s <= _core.RetryPolicy().base * 2**i for i, s in enumerate(no_sleep))
+
+
+def test_retries_run_out_into_the_errors() -> None:
+    down = client(lambda r: reply(503, {"error": "x", "message": "m"}), retries=2)
+    with down as c, pytest.raises(Unavailable):
+        c.get("j")
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    with client(refuse, retries=1) as c, pytest.raises(ConnectionFailed):
+        c.stats()
+
+
+def test_429_waits_at_least_retry_after_then_raises_rate_limited(no_sleep: list[float]) -> None:
+    slow = client(lambda r: reply(429, {"message": "slow"}, **{"Retry-After": "2"}), retries=1)
+    with slow as c, pytest.raises(RateLimited) as info:
+        c.get("j")
+    assert info.value.retry_after == 2.0 and no_sleep == [2.0]
+
+
+def test_a_retried_submit_carries_one_generated_key_and_never_makes_two_jobs() -> None:
+    keys = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        keys.append(body["idempotency_key"])
+        if len(keys) == 1:
+            raise httpx.ReadTimeout("stored, but the answer was lost")
+        return reply(409, {"error": "duplicate_idempotency_key", "message": "x",
+                           "job_id": "first", "status": "queued"})  # fmt: skip
+
+    with client(handler) as c:
+        job = c.submit("echo", {"a": 1}, queue="default", max_retries=0)
+    assert job.id == "first" and job.task == "echo" and not job.duplicate
+    assert len(keys) == 2 and keys[0] == keys[1] and keys[0].startswith("asyncz-client-")
+
+
+def test_a_callers_duplicate_key_raises_and_no_retries_means_no_key() -> None:
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return reply(409, {"error": "duplicate_idempotency_key", "message": "x", "job_id": "j0"})
+
+    with client(handler) as c, pytest.raises(DuplicateJob) as info:
+        c.submit("echo", idempotency_key="mine")
+    assert info.value.job_id == "j0" and seen[0]["idempotency_key"] == "mine"
+    with client(lambda r: (seen.append(json.loads(r.content)), reply(202, {
+            "job_id": "j1", "status": "queued"}))[1], retries=0) as c:  # fmt: skip
+        assert c.submit("echo").id == "j1"
+    assert "idempotency_key" not in seen[-1]
+
+
+def test_a_non_idempotent_action_is_not_resent_after_a_read_timeout() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        raise httpx.ReadTimeout("maybe ran")
+
+    with client(handler, retries=3) as c, pytest.raises(ConnectionFailed):
+        c.cancel("j")
+    assert calls == ["/jobs/j/cancel"]
+
+
+def batch_handler(sizes: list[int]) -> Handler:
+    def handler(request: httpx.Request) -> httpx.Response:
+        jobs = json.loads(request.content)["jobs"]
+        sizes.append(len(jobs))
+        return reply(202, {"jobs": [
+            {"job_id": f"id-{j['payload']['i']}", "status": "queued",
+             "duplicate": j.get("idempotency_key") == "taken"} for j in jobs
+        ], "accepted": len(jobs), "duplicates": 0})  # fmt: skip
+
+    return handler
+
+
+def test_submit_many_splits_by_count_and_size_and_keeps_order() -> None:
+    sizes: list[int] = []
+    items = [{"task": "echo", "payload": {"i": i}} for i in range(1203)]
+    items[5]["idempotency_key"] = "taken"
+    done: list[int] = []
+    with client(batch_handler(sizes)) as c:
+        jobs = c.submit_many(items, progress=done.append)
+    assert sizes == [500, 500, 203] and done == sizes
+    assert [j.id for j in jobs] == [f"id-{i}" for i in range(1203)]
+    assert jobs[5].duplicate and not jobs[6].duplicate
+    big = [{"task": "echo", "payload": {"i": i, "pad": "x" * 100_000}} for i in range(5)]
+    sizes.clear()
+    with client(batch_handler(sizes)) as c:
+        assert len(c.submit_many(big)) == 5
+    assert sizes == [2, 2, 1]  # the body stays under the API's limit
+
+
+def test_listings_follow_every_page() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        cursor = request.url.params.get("cursor")
+        n = int(cursor or 0)
+        items = [{"job_id": f"j{n + i}", "status": "dead"} for i in range(2)]
+        return reply(200, {"items": items, "next_cursor": str(n + 2) if n < 4 else None})
+
+    with client(handler) as c:
+        assert [j.id for j in c.dead(queue="q", page_size=2)] == [f"j{i}" for i in range(6)]
+
+
+def test_replay_all_pages_until_the_filter_is_empty_and_never_loops() -> None:
+    left = [f"d{i}" for i in range(2500)]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        limit = json.loads(request.content)["limit"]
+        page = left[:limit]
+        del left[:limit]
+        return reply(200, {"replayed": len(page), "job_ids": page})
+
+    with client(handler) as c:
+        assert len(c.replay_all(task="fail")) == 2500
+
+    again = [f"x{i}" for i in range(1000)]  # the same jobs died again meanwhile
+    with client(lambda r: reply(200, {"replayed": 1000, "job_ids": again})) as c:
+        assert len(c.replay_all()) == 1000
+
+
+def test_wait_and_result() -> None:
+    states = iter(["queued", "processing", "completed"])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return reply(200, {"job_id": "j", "status": next(states), "result": {"ok": 1}})
+
+    with client(handler) as c:
+        assert c.result("j", timeout=30) == {"ok": 1}
+    dead = {"job_id": "j", "status": "dead", "last_error": "RuntimeError: boom"}
+    with client(lambda r: reply(200, dead)) as c, pytest.raises(JobFailed) as info:
+        c.result("j")
+    assert info.value.error == "RuntimeError: boom"
+    queued = client(lambda r: reply(200, {"job_id": "j", "status": "queued"}))
+    with queued as c, pytest.raises(WaitTimeout) as timeout:
+        c.wait("j", timeout=0)
+    assert timeout.value.job.status == "queued"
+
+
+def test_health_reports_degraded_instead_of_raising() -> None:
+    degraded = {"status": "degraded", "dependencies": {"redis": "down"}}
+    with client(lambda r: reply(503, degraded), retries=0) as c:
+        health = c.health()
+    assert not health.ok and health.dependencies == {"redis": "down"}
+
+
+def test_the_async_client_has_the_same_behaviour() -> None:
+    sizes: list[int] = []
+
+    async def go() -> None:
+        transport = httpx.MockTransport(batch_handler(sizes))
+        async with AsyncClient("http://api.test", "k", transport=transport) as c:
+            jobs = await c.submit_many([{"task": "echo", "payload": {"i": i}} for i in range(700)])
+            assert [j.id for j in jobs][-1] == "id-699"
+        states = iter(["queued", "dead"])
+        transport = httpx.MockTransport(
+            lambda r: reply(200, {"job_id": "j", "status": next(states), "last_error": "E"})
+        )
+        async with AsyncClient("http://api.test", "k", transport=transport) as c:
+            with pytest.raises(JobFailed):
+                await c.result("j", timeout=10)
+        page = {"items": [{"job_id": "a", "status": "queued"}], "next_cursor": None}
+        pages = httpx.MockTransport(lambda r: reply(200, page))
+        async with AsyncClient("http://api.test", "k", transport=pages) as c:
+            assert [j.id async for j in c.jobs(status="queued")] == ["a"]
+
+    asyncio.run(go())
+    assert sizes == [500, 200]
