@@ -2,7 +2,8 @@
 
 For apps, not constructs: an app calls these once and passes the result to
 :class:`~asyncz_cdk.construct.AsyncZProps`; no construct reads context itself.
-Keys: ``name``, ``stage`` (aws|local), ``profile`` (standard|lean|serverless, aws only), ``database_url`` and ``redis_url`` (local), and
+Keys: ``name``, ``stage`` (aws|local), ``profile`` (standard|lean|serverless; aws only),
+``database_url`` and ``redis_url`` (local), and
 :data:`CONTEXT_OVERRIDES` (docs/deploy.md lists them).
 """
 

@@ -128,7 +128,9 @@ class DataStack(Stack):
             vpc=self.network.vpc,
             subnets=self.network.data_subnets,
             client_security_group=self.network.function_security_group,
-            engine_version=config.aurora_postgres_version if serverless else config.postgres_version,
+            engine_version=(
+                config.aurora_postgres_version if serverless else config.postgres_version
+            ),
             instance_type=config.db_instance_type,
             allocated_storage_gib=config.db_allocated_storage_gib,
             database_name=config.db_name,

@@ -21,8 +21,12 @@ class MemoryBroker:
         self.workers: dict[str, int] = {}  # worker id -> presence expiry ms
         self.locks: dict[str, float] = {}  # name -> expiry (monotonic)
         self.position: str | None = None
+        self.enqueues = 0  # the Redis adapter's activity counter (always tracked here)
+        self.idle: tuple[str, float] | None = None  # (value, expiry monotonic)
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
+        if items:
+            self.enqueues += 1
         new = 0
         for it in items:
             self.queues.add(it.queue)
@@ -93,6 +97,17 @@ class MemoryBroker:
 
     async def save_scan_position(self, position: str | None) -> None:
         self.position = position
+
+    async def activity(self) -> int:
+        return self.enqueues
+
+    async def idle_mark(self) -> str | None:
+        if self.idle is None or self.idle[1] <= time.monotonic():
+            return None
+        return self.idle[0]
+
+    async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None:
+        self.idle = None if value is None else (value, time.monotonic() + ttl_seconds)
 
     async def ping(self) -> None:
         return None
