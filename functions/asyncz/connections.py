@@ -62,15 +62,17 @@ def database_conninfo(settings: Settings) -> str:
 
 
 def database_password(
-    settings: Settings, sign: Callable[..., str] = rds_token
+    settings: Settings, sign: Callable[..., str] | None = None
 ) -> TokenProvider | None:
     """With IAM auth, what gives each new connection its password (a fresh token when the
     last nears expiry); otherwise None: the password, if any, is in the conninfo."""
     if settings.database_url or settings.database_secret_arn or not settings.database_iam_auth:
         return None
     host, port, user = settings.database_host, settings.database_port, settings.database_user
-    region = settings.aws_region
-    return CachedToken(lambda: sign(host=host, port=port, user=user, region=region))
+    if not (host and user):
+        raise ValueError("ASYNCZ_DATABASE_IAM_AUTH needs ASYNCZ_DATABASE_HOST and _USER")
+    region, signer = settings.aws_region, sign or rds_token
+    return CachedToken(lambda: signer(host=host, port=port, user=user, region=region))
 
 
 class TokenCredentials(CredentialProvider):
@@ -85,7 +87,7 @@ class TokenCredentials(CredentialProvider):
 
 
 def redis_credentials(
-    settings: Settings, sign: Callable[..., str] = elasticache_token
+    settings: Settings, sign: Callable[..., str] | None = None
 ) -> CredentialProvider | None:
     """ElastiCache IAM auth: a provider of ``(user, fresh token)``; None without IAM auth."""
     user, cache = settings.redis_iam_user, settings.redis_cache_name
@@ -94,10 +96,11 @@ def redis_credentials(
     if not cache:
         raise ValueError("ASYNCZ_REDIS_IAM_USER needs ASYNCZ_REDIS_CACHE_NAME")
     region, serverless = settings.aws_region, settings.redis_serverless
+    signer = sign or elasticache_token
     return TokenCredentials(
         user,
         CachedToken(
-            lambda: sign(cache_name=cache, user=user, region=region, serverless=serverless)
+            lambda: signer(cache_name=cache, user=user, region=region, serverless=serverless)
         ),
     )
 

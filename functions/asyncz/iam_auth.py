@@ -50,8 +50,8 @@ def elasticache_token(
 ) -> str:
     """An ElastiCache IAM auth token: a SigV4-presigned ``connect`` request for ``user`` on
     replication group (or serverless cache) ``cache_name``, without its scheme."""
-    from botocore.auth import SigV4QueryAuth
-    from botocore.awsrequest import AWSRequest
+    from botocore.model import ServiceId
+    from botocore.signers import RequestSigner
 
     session = _session(region)
     credentials = session.get_credentials()
@@ -63,11 +63,27 @@ def elasticache_token(
     query: dict[str, str] = {"Action": "connect", "User": user}
     if serverless:
         query["ResourceType"] = "ServerlessCache"
-    request = AWSRequest(method="GET", url=f"http://{cache_name}/?{urlencode(query)}")
-    SigV4QueryAuth(credentials, "elasticache", region, expires=TOKEN_LIFETIME_SECONDS).add_auth(
-        request
+    signer = RequestSigner(
+        ServiceId("elasticache"),
+        region,
+        "elasticache",
+        "v4",
+        credentials,
+        session.get_component("event_emitter"),
     )
-    return str(request.url).removeprefix("http://")
+    url = signer.generate_presigned_url(
+        {
+            "method": "GET",
+            "url": f"http://{cache_name}/?{urlencode(query)}",
+            "body": {},
+            "headers": {},
+            "context": {},
+        },
+        operation_name="connect",
+        expires_in=TOKEN_LIFETIME_SECONDS,
+        region_name=region,
+    )
+    return str(url).removeprefix("http://")
 
 
 @dataclass
