@@ -61,6 +61,10 @@ CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "cache_replicas": ("cache_replicas", int),
     "tracing": ("tracing", _flag),
     "queues": ("queues", _names),
+    # lean / serverless sizing (the connection budget is checked at synth)
+    "db_instance_type": ("db_instance_type", str),
+    "api_reserved_concurrency": ("api_reserved_concurrency", int),
+    "aurora_max_acu": ("aurora_max_acu", float),
 }
 
 

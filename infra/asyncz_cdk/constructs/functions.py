@@ -154,10 +154,11 @@ class Functions(Construct):
             data.grant_redis(fn)
             if fn is not self.fleet:
                 data.grant_database(fn)
+        if run_time_secrets:
+            self.api_keys_secret.grant_read(self.api)
         self.worker.grant_invoke(self.fleet)
         self.worker.grant_invoke(self.api)  # wake-up when no worker is alive
         if run_time_secrets:
-            self.api_keys_secret.grant_read(self.api)
             self.recovery.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["cloudwatch:PutMetricData"],
