@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     database_sslmode: str = "prefer"
     db_pool_min: int = Field(default=1, ge=0)
     db_pool_max: int = Field(default=2, ge=1)
+    # An idle pooled connection (beyond db_pool_min) is closed after this long: with a
+    # minimum of 0, a paused Aurora Serverless database is let pause (serverless profile).
+    db_pool_max_idle_seconds: float = Field(default=600.0, gt=0)
     db_connect_timeout_seconds: float = Field(default=5.0, gt=0)
     # Bound on one store call (pool wait + statement): a frozen server must not hang callers.
     db_query_timeout_seconds: float = Field(default=10.0, gt=0)

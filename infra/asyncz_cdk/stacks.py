@@ -168,6 +168,17 @@ class DataStack(Stack):
             "ASYNCZ_DATABASE_SSLMODE": "require",
             "ASYNCZ_DB_POOL_MAX": str(config.db_pool_max),
         }
+        if config.profile == "serverless":
+            database_environment.update(
+                {
+                    # No connection held open while idle, or Aurora never pauses.
+                    "ASYNCZ_DB_POOL_MIN": "0",
+                    "ASYNCZ_DB_POOL_MAX_IDLE_SECONDS": "60",
+                    # The first connection after a pause waits for the resume (~15 s).
+                    "ASYNCZ_DB_CONNECT_TIMEOUT_SECONDS": "20",
+                    "ASYNCZ_DB_QUERY_TIMEOUT_SECONDS": "25",
+                }
+            )
         admin = db.admin_secret
         return DataAccess(
             database_environment=database_environment,

@@ -141,6 +141,11 @@ def test_serverless_pauses_at_zero_acu_and_uses_elasticache_serverless(serverles
     assert "AWS::ElastiCache::ReplicationGroup" not in types(serverless.data)
     recovery = environment(asyncz_functions(serverless.service)["recovery"][1])
     assert recovery["ASYNCZ_RECOVERY_IDLE_CHECK_SECONDS"] == "3600"
+    # No pooled connection outlives a minute idle (Aurora pauses only with none open), and
+    # a connection waits out a resume (under API Gateway's 29 s).
+    assert recovery["ASYNCZ_DB_POOL_MIN"] == "0"
+    assert float(recovery["ASYNCZ_DB_POOL_MAX_IDLE_SECONDS"]) < 300
+    assert 15 < float(recovery["ASYNCZ_DB_CONNECT_TIMEOUT_SECONDS"]) < 29
     assert (
         environment(asyncz_functions(serverless.service)["api"][1])["ASYNCZ_REDIS_SERVERLESS"]
         == "true"

@@ -4,6 +4,7 @@ signers themselves are tested in tests/unit/test_iam_auth.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -108,5 +109,40 @@ def test_a_wrong_cache_token_is_refused_as_an_unavailable_broker(
         async with open_service(iam_settings(settings, user)) as svc:
             with pytest.raises(BrokerUnavailableError):
                 await svc.broker.ping()
+
+    run(go())
+
+
+def test_a_pool_with_no_minimum_lets_go_of_idle_connections(settings: Settings) -> None:
+    """Serverless profile: Aurora pauses only when no connection is open, so the pool keeps
+    none once idle (ASYNCZ_DB_POOL_MIN=0, a short ASYNCZ_DB_POOL_MAX_IDLE_SECONDS)."""
+    from tests.integration.helpers import wait_until
+
+    name = f"asyncz-idle-{uuid.uuid4().hex[:6]}"
+    lean = settings.model_copy(
+        update={"db_pool_min": 0, "db_pool_max_idle_seconds": 0.3, "stage": name}
+    )
+
+    def open_connections() -> int:
+        from tests.integration.helpers import rows
+
+        found = rows(
+            settings.database_url,
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = %s",
+            (f"asyncz-{name}",),
+        )
+        return int(found[0]["n"])
+
+    async def go() -> None:
+        async with open_service(lean) as svc:
+            await svc.store.ping()
+            assert open_connections() >= 1
+            await asyncio.to_thread(
+                wait_until,
+                lambda: open_connections() == 0,
+                30.0,
+                0.1,
+                "the idle connection to close",
+            )
 
     run(go())

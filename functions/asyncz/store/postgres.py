@@ -157,6 +157,7 @@ class PostgresStore:
         prepare: bool = True,
         query_timeout: float = 10.0,
         password: Callable[[], str] | None = None,
+        max_idle: float = 600.0,
     ) -> PostgresStore:
         """Build the store; no connection is made until :meth:`open`. ``password``, when
         given, is asked for each new connection (IAM auth tokens expire)."""
@@ -174,6 +175,7 @@ class PostgresStore:
             open=False,
             kwargs=kwargs,
             reconnect_timeout=60,
+            max_idle=max_idle,
             name="asyncz",
             check=_check_if_idle,
         )
