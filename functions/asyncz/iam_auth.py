@@ -16,13 +16,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 TOKEN_LIFETIME_SECONDS = 900  # both services accept at most 15 minutes
-# A token is reused while it has this much life left (signing costs ~0.1 ms, but a burst
-# of new connections need not sign each).
+# A token is reused while it has this much life left: a burst of new connections need
+# not sign (and resolve credentials) once each.
 REUSE_MARGIN_SECONDS = 300
 
 TokenProvider = Callable[[], str]
 
 
+@lru_cache(maxsize=4)
 def _session(region: str | None) -> Any:
     import botocore.session  # only the IAM-auth profiles pay for botocore at first use
 
