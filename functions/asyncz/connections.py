@@ -1,14 +1,20 @@
-"""Where connection settings come from: URLs locally, Secrets Manager in AWS (cached)."""
+"""Where connection settings come from: URLs locally, Secrets Manager in AWS (cached), or
+IAM auth tokens signed in the function (lean and serverless profiles)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from psycopg.conninfo import make_conninfo
+from redis.credentials import CredentialProvider
 
+from asyncz.iam_auth import CachedToken, elasticache_token, rds_token
 from asyncz.settings import Settings
+
+TokenProvider = Callable[[], str]
 
 SECRET_MAX_AGE_SECONDS = 300
 
@@ -29,6 +35,18 @@ def database_conninfo(settings: Settings) -> str:
     }
     if settings.database_url:
         return make_conninfo(settings.database_url, **extra)
+    if settings.database_host and settings.database_user and not settings.database_secret_arn:
+        # IAM auth: the password is a token made per connection (database_password());
+        # else the configured one (the migration step of the IAM-auth profiles).
+        return make_conninfo(
+            host=settings.database_host,
+            port=settings.database_port,
+            dbname=settings.database_name,
+            user=settings.database_user,
+            password=None if settings.database_iam_auth else settings.database_password,
+            sslmode=settings.database_sslmode,
+            **extra,
+        )
     if not settings.database_secret_arn:
         raise ValueError("set ASYNCZ_DATABASE_URL or ASYNCZ_DATABASE_SECRET_ARN")
     secret = json.loads(read_secret(settings.database_secret_arn))
@@ -40,6 +58,50 @@ def database_conninfo(settings: Settings) -> str:
         password=secret["password"],
         sslmode=settings.database_sslmode,
         **extra,
+    )
+
+
+def database_password(
+    settings: Settings, sign: Callable[..., str] | None = None
+) -> TokenProvider | None:
+    """With IAM auth, what gives each new connection its password (a fresh token when the
+    last nears expiry); otherwise None: the password, if any, is in the conninfo."""
+    if settings.database_url or settings.database_secret_arn or not settings.database_iam_auth:
+        return None
+    host, port, user = settings.database_host, settings.database_port, settings.database_user
+    if not (host and user):
+        raise ValueError("ASYNCZ_DATABASE_IAM_AUTH needs ASYNCZ_DATABASE_HOST and _USER")
+    region, signer = settings.aws_region, sign or rds_token
+    return CachedToken(lambda: signer(host=host, port=port, user=user, region=region))
+
+
+class TokenCredentials(CredentialProvider):
+    """redis-py asks this for a (user, password) pair each time it opens a connection."""
+
+    def __init__(self, user: str, token: TokenProvider) -> None:
+        self.user = user
+        self.token = token
+
+    def get_credentials(self) -> tuple[str, str]:
+        return self.user, self.token()
+
+
+def redis_credentials(
+    settings: Settings, sign: Callable[..., str] | None = None
+) -> CredentialProvider | None:
+    """ElastiCache IAM auth: a provider of ``(user, fresh token)``; None without IAM auth."""
+    user, cache = settings.redis_iam_user, settings.redis_cache_name
+    if not user:
+        return None
+    if not cache:
+        raise ValueError("ASYNCZ_REDIS_IAM_USER needs ASYNCZ_REDIS_CACHE_NAME")
+    region, serverless = settings.aws_region, settings.redis_serverless
+    signer = sign or elasticache_token
+    return TokenCredentials(
+        user,
+        CachedToken(
+            lambda: signer(cache_name=cache, user=user, region=region, serverless=serverless)
+        ),
     )
 
 
@@ -55,6 +117,7 @@ def api_key_hashes(settings: Settings) -> frozenset[str]:
     ``{"api_key_hashes": [...]}`` or a comma-separated list of plain keys.
     """
     hashes = set(settings.api_key_hash_list)
+    hashes |= {hash_api_key(k.strip()) for k in settings.api_keys.split(",") if k.strip()}
     if settings.api_keys_secret_arn:
         # not cached here: the api's KeyCheck holds the hashes for its own short TTL, the
         # one bound on how long a revoked key keeps working

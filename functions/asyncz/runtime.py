@@ -13,7 +13,12 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from asyncz.broker.redis import RedisBroker
-from asyncz.connections import database_conninfo, redis_password
+from asyncz.connections import (
+    database_conninfo,
+    database_password,
+    redis_credentials,
+    redis_password,
+)
 from asyncz.ports import MetricsSink
 from asyncz.service import JobService
 from asyncz.settings import Settings
@@ -40,6 +45,8 @@ async def build_service(
         timeout=settings.db_connect_timeout_seconds,
         prepare=settings.db_prepared_statements,
         query_timeout=settings.db_query_timeout_seconds,
+        password=database_password(settings),
+        max_idle=settings.db_pool_max_idle_seconds,
     )
     await store.open()
     broker = build_broker(settings)
@@ -53,6 +60,8 @@ def build_broker(settings: Settings) -> RedisBroker:
         prefix=settings.redis_prefix,
         password=redis_password(settings),
         socket_timeout=settings.redis_socket_timeout_seconds,
+        credentials=redis_credentials(settings),
+        track_activity=settings.recovery_idle_check_seconds > 0,
     )
 
 

@@ -34,9 +34,20 @@ class Settings(BaseSettings):
     runtime_database_secret_arn: str | None = None
     database_host: str | None = None  # e.g. the RDS Proxy endpoint; overrides the secret's host
     database_name: str = "asyncz"
+    # IAM auth (lean, serverless profiles): connect as database_user at database_host with
+    # a token signed in the function; database_password only for the migration step there.
+    database_iam_auth: bool = False
+    database_user: str | None = None
+    database_password: str | None = None
+    database_port: int = Field(default=5432, ge=1, le=65535)
+    # Migration step: let the runtime role log in with IAM tokens (GRANT rds_iam).
+    runtime_role_iam: bool = False
     database_sslmode: str = "prefer"
     db_pool_min: int = Field(default=1, ge=0)
     db_pool_max: int = Field(default=2, ge=1)
+    # An idle pooled connection (beyond db_pool_min) is closed after this long: with a
+    # minimum of 0, a paused Aurora Serverless database is let pause (serverless profile).
+    db_pool_max_idle_seconds: float = Field(default=600.0, gt=0)
     db_connect_timeout_seconds: float = Field(default=5.0, gt=0)
     # Bound on one store call (pool wait + statement): a frozen server must not hang callers.
     db_query_timeout_seconds: float = Field(default=10.0, gt=0)
@@ -46,6 +57,11 @@ class Settings(BaseSettings):
     # --- Redis: a URL (rediss:// in AWS) and optionally an AUTH token from Secrets Manager.
     redis_url: str | None = None
     redis_auth_secret_arn: str | None = None
+    # IAM auth to ElastiCache: the user and the replication group (or serverless cache)
+    # the token is signed for.
+    redis_iam_user: str | None = None
+    redis_cache_name: str | None = None
+    redis_serverless: bool = False
     redis_prefix: str = "asyncz"
     redis_socket_timeout_seconds: float = Field(default=5.0, gt=0)
 
@@ -95,6 +111,9 @@ class Settings(BaseSettings):
     # --- API.
     api_key_hashes: str = ""  # comma-separated SHA-256 hex digests of accepted API keys
     api_keys_secret_arn: str | None = None  # secret: {"api_key": "..."} (see connections.py)
+    # Plain keys, comma-separated: where no Secrets Manager endpoint exists (lean,
+    # serverless), a deploy-time dynamic reference to the same secret.
+    api_keys: str = ""
     wake_worker: bool = True
     # POST /jobs in the api Lambda on the submit lane (asyncz.api.lane), not through Mangum
     submit_lane: bool = True
@@ -102,6 +121,11 @@ class Settings(BaseSettings):
     # --- Observability.
     metrics_namespace: str = "AsyncZ"
     publish_gauges: bool = True  # recovery's PutMetricData of DLQDepth etc.
+    gauges_as_emf: bool = False  # log the gauges as EMF lines instead (no CloudWatch endpoint)
+    # >0: recovery skips Postgres while Redis shows no work since the last run that found
+    # Postgres idle, and checks Postgres at least this often anyway (serverless profile).
+    recovery_idle_check_seconds: float = Field(default=0.0, ge=0)
+    aws_region: str | None = Field(default=None, validation_alias="AWS_REGION")
 
     @model_validator(mode="after")
     def _check_ranges(self) -> Settings:
@@ -127,17 +151,35 @@ class Settings(BaseSettings):
     def api_key_hash_list(self) -> list[str]:
         return [h.strip().lower() for h in self.api_key_hashes.split(",") if h.strip()]
 
+    @property
+    def _database_login(self) -> bool:
+        """Host and user given, with an IAM token or a password to log in with."""
+        return bool(
+            self.database_host
+            and self.database_user
+            and (self.database_iam_auth or self.database_password)
+        )
+
     def require_for(self, function: FunctionName) -> Settings:
         """Raise :class:`SettingsError` naming every variable ``function`` needs but lacks."""
         missing: list[str] = []
-        if function != "fleet" and not (self.database_url or self.database_secret_arn):
-            missing.append("ASYNCZ_DATABASE_URL or ASYNCZ_DATABASE_SECRET_ARN")
+        if function != "fleet" and not (
+            self.database_url or self.database_secret_arn or self._database_login
+        ):
+            missing.append(
+                "ASYNCZ_DATABASE_URL, ASYNCZ_DATABASE_SECRET_ARN or ASYNCZ_DATABASE_HOST with "
+                "ASYNCZ_DATABASE_USER (and ASYNCZ_DATABASE_IAM_AUTH or a password)"
+            )
+        if function != "migrate" and self.redis_iam_user and not self.redis_cache_name:
+            missing.append("ASYNCZ_REDIS_CACHE_NAME (for ASYNCZ_REDIS_IAM_USER)")
         if function != "migrate" and not self.redis_url:
             missing.append("ASYNCZ_REDIS_URL")
         if function == "fleet" and not self.worker_function_name:
             missing.append("ASYNCZ_WORKER_FUNCTION_NAME")
-        if function == "api" and not (self.api_key_hash_list or self.api_keys_secret_arn):
-            missing.append("ASYNCZ_API_KEY_HASHES or ASYNCZ_API_KEYS_SECRET_ARN")
+        if function == "api" and not (
+            self.api_key_hash_list or self.api_keys_secret_arn or self.api_keys.strip()
+        ):
+            missing.append("ASYNCZ_API_KEY_HASHES, ASYNCZ_API_KEYS or ASYNCZ_API_KEYS_SECRET_ARN")
         if missing:
             raise SettingsError(f"{function} is not configured: set {', '.join(missing)}")
         return self

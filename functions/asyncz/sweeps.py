@@ -4,6 +4,7 @@ request path: the recovery sweep, the gauges, the backlog, stats and health. A b
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -141,6 +142,35 @@ class Sweeps:
             "QueueDepth": float(row["queued"]),
             "OldestQueuedAgeSeconds": float(row["oldest_age"]),
         }
+
+    async def idle_gauges(self) -> dict[str, float] | None:
+        """The gauges noted when recovery last found Postgres idle, if nothing has been
+        enqueued since (Redis only); None when recovery must look at Postgres."""
+        if not self.settings.recovery_idle_check_seconds:
+            return None
+        mark = await self.broker.idle_mark()
+        if mark is None:
+            return None
+        note = json.loads(mark)
+        if note.get("activity") != await self.broker.activity():
+            return None
+        return {str(k): float(v) for k, v in note["gauges"].items()}
+
+    async def note_if_idle(self, activity: int, gauges: dict[str, float]) -> bool:
+        """After a clean run: note Postgres as idle (no queued or processing job) as of
+        ``activity``, read before the run looked at Postgres. A job enqueued since then
+        changes the count, so the note never hides one; it expires after the check period,
+        which bounds how long a job whose Redis write failed at submit waits."""
+        if not self.settings.recovery_idle_check_seconds:
+            return False
+        processing = await self.store.list_jobs(
+            status=JobStatus.PROCESSING.value, queue=None, task=None, limit=1, after=None
+        )
+        if processing or await self.store.scan_queued(None, 1):
+            return False
+        note = json.dumps({"activity": activity, "gauges": gauges})
+        await self.broker.set_idle_mark(note, self.settings.recovery_idle_check_seconds)
+        return True
 
     async def backlog(self) -> int:
         return await ready_backlog(self.broker, self.settings.queue_list)

@@ -12,6 +12,13 @@ from typing import Any, Literal
 
 Architecture = Literal["x86_64", "arm64"]
 StageKind = Literal["aws", "local"]
+# What an ``aws`` stage costs and gives up (docs/deploy.md prices each):
+#   standard   RDS + RDS Proxy, Valkey primary + replica, Secrets Manager credentials;
+#   lean       one small RDS instance and one cache node, IAM auth tokens signed in the
+#              function (no Secrets Manager, no proxy), only the Lambda endpoint;
+#   serverless Aurora Serverless v2 (pauses at 0 ACU) + ElastiCache Serverless, IAM auth.
+Profile = Literal["standard", "lean", "serverless"]
+PROFILES: tuple[Profile, ...] = ("standard", "lean", "serverless")
 
 DEFAULT_LOCAL_DATABASE_URL = "postgresql://127.0.0.1:5432/asyncz_localstack"
 DEFAULT_LOCAL_REDIS_URL = "redis://127.0.0.1:6379/2"
@@ -23,6 +30,7 @@ class StageConfig:
 
     stage: str
     kind: StageKind = "aws"
+    profile: Profile = "standard"
     architecture: Architecture = "x86_64"
 
     # --- Network (aws only). NAT gateways give the functions internet egress
@@ -45,6 +53,20 @@ class StageConfig:
     cache_node_type: str = "cache.t4g.micro"
     cache_replicas: int = 1  # >0 enables Multi-AZ automatic failover
     cache_port: int = 6380  # non-default port (AwsSolutions-AEC5)
+
+    # --- Serverless profile: Aurora Serverless v2 capacity range (ACU) and pause delay.
+    aurora_postgres_version: str = "16.9"
+    aurora_min_acu: float = 0.0  # 0 = auto-pause when idle
+    aurora_max_acu: float = 2.0
+    aurora_pause_after_seconds: int = 300
+    # Recovery skips Postgres while Redis shows no work since its last idle check; the
+    # database is still checked this often (0 = every run: standard and lean).
+    recovery_idle_check_seconds: int = 0
+
+    # --- Connection budget (profiles without RDS Proxy): the api's reserved concurrency
+    # (None = unreserved, standard) and each sandbox's pool size.
+    api_reserved_concurrency: int | None = None
+    db_pool_max: int = 2
 
     # --- Local stage: where the functions find Postgres and Redis.
     database_url: str | None = None
@@ -94,6 +116,8 @@ class StageConfig:
             raise ValueError("fleet_max_workers must be >= fleet_min_workers")
         if self.heartbeat_seconds * 2 > self.lease_timeout_seconds:
             raise ValueError("lease_timeout_seconds must be at least twice heartbeat_seconds")
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile {self.profile!r}: use one of {', '.join(PROFILES)}")
         if self.postgres_version.count(".") < 1:
             raise ValueError("postgres_version must be a full engine version such as '16.9'")
         if self.alarm_period_seconds not in (10, 20, 30) and self.alarm_period_seconds % 60:
@@ -104,10 +128,43 @@ class StageConfig:
         """Whether this stage has a VPC, RDS and ElastiCache (the ``aws`` kind)."""
         return self.kind == "aws"
 
+    @property
+    def iam_auth(self) -> bool:
+        """Whether the functions sign IAM auth tokens instead of reading Secrets Manager."""
+        return self.in_vpc and self.profile != "standard"
 
-def aws_stage(stage: str = "aws", overrides: Mapping[str, Any] | None = None) -> StageConfig:
-    """The production deployment into a real AWS account."""
-    return StageConfig(stage=stage, kind="aws", **dict(overrides or {}))
+
+# Each profile's defaults; explicit overrides (CDK context) still win.
+PROFILE_DEFAULTS: dict[Profile, dict[str, Any]] = {
+    "standard": {},
+    "lean": {
+        "db_instance_type": "t4g.micro",
+        "cache_replicas": 0,
+        "tracing": False,  # no X-Ray endpoint ($14.60/month) in lean
+        "api_reserved_concurrency": 10,
+        "fleet_max_workers": 4,
+    },
+    "serverless": {
+        "cache_replicas": 0,
+        "tracing": False,
+        "api_reserved_concurrency": 10,
+        "fleet_max_workers": 4,
+        "recovery_idle_check_seconds": 3600,
+    },
+}
+
+
+def aws_stage(
+    stage: str = "aws",
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    profile: Profile = "standard",
+) -> StageConfig:
+    """The deployment into a real AWS account, sized by ``profile`` (default ``standard``)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r}: use one of {', '.join(PROFILES)}")
+    values = {**PROFILE_DEFAULTS[profile], **dict(overrides or {})}
+    return StageConfig(stage=stage, kind="aws", profile=profile, **values)
 
 
 def local_stage(

@@ -2,7 +2,8 @@
 
 For apps, not constructs: an app calls these once and passes the result to
 :class:`~asyncz_cdk.construct.AsyncZProps`; no construct reads context itself.
-Keys: ``name``, ``stage`` (aws|local), ``database_url`` and ``redis_url`` (local), and
+Keys: ``name``, ``stage`` (aws|local), ``profile`` (standard|lean|serverless; aws only),
+``database_url`` and ``redis_url`` (local), and
 :data:`CONTEXT_OVERRIDES` (docs/deploy.md lists them).
 """
 
@@ -15,6 +16,7 @@ from constructs import Construct
 from asyncz_cdk.config import (
     DEFAULT_LOCAL_DATABASE_URL,
     DEFAULT_LOCAL_REDIS_URL,
+    PROFILES,
     StageConfig,
     aws_stage,
     local_stage,
@@ -59,6 +61,10 @@ CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "cache_replicas": ("cache_replicas", int),
     "tracing": ("tracing", _flag),
     "queues": ("queues", _names),
+    # lean / serverless sizing (the connection budget is checked at synth)
+    "db_instance_type": ("db_instance_type", str),
+    "api_reserved_concurrency": ("api_reserved_concurrency", int),
+    "aurora_max_acu": ("aurora_max_acu", float),
 }
 
 
@@ -78,11 +84,16 @@ def settings_from_context(scope: Construct) -> StageConfig:
             except ValueError as error:
                 raise ValueError(f"context {key}: {error}") from None
     if stage == "local":
+        if _context(scope, "profile") not in (None, "standard"):
+            raise ValueError("context profile: profiles apply to the aws stage only")
         return local_stage(
             database_url=_context(scope, "database_url") or DEFAULT_LOCAL_DATABASE_URL,
             redis_url=_context(scope, "redis_url") or DEFAULT_LOCAL_REDIS_URL,
             overrides=overrides,
         )
+    profile = _context(scope, "profile") or "standard"
     if stage == "aws":
-        return aws_stage(overrides=overrides)
+        if profile not in PROFILES:
+            raise ValueError(f"context profile: {profile!r} is not one of {', '.join(PROFILES)}")
+        return aws_stage(overrides=overrides, profile=profile)  # type: ignore[arg-type]
     raise ValueError(f"unknown stage {stage!r}: use -c stage=aws (default) or -c stage=local")

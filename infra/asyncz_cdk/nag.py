@@ -31,6 +31,9 @@ def _logical_id(fn: lambda_.Function) -> str:
 
 def acknowledge_data(stack: DataStack, config: StageConfig) -> None:
     """Findings on the data stack."""
+    if config.iam_auth:
+        _acknowledge_iam_data(stack, config)
+        return
     acknowledge(
         stack.database,
         "AwsSolutions-RDS11",
@@ -60,6 +63,45 @@ def acknowledge_data(stack: DataStack, config: StageConfig) -> None:
         "strategy, which Secrets Manager rotation cannot drive; rotate it by hand "
         "(docs/deploy.md).",
     )
+
+
+def _acknowledge_iam_data(stack: DataStack, config: StageConfig) -> None:
+    """Findings on the data stack of the IAM-auth profiles (lean, serverless)."""
+    db = stack.iam_database
+    acknowledge(
+        db,
+        "AwsSolutions-SMG4",
+        "The owner's password is read only by the migration step, at deploy (a dynamic "
+        "reference); rotating it needs no code change (the functions sign IAM tokens as "
+        "the runtime role), but a rotation Lambda needs a Secrets Manager endpoint, which "
+        "this profile leaves out to stay cheap.",
+    )
+    acknowledge(
+        db,
+        "AwsSolutions-RDS11",
+        "Port 5432 is kept: only the functions' security group may reach the database, "
+        "and every login needs a signed IAM token (runtime role) or the owner's password.",
+    )
+    acknowledge(
+        stack.iam_cache,
+        "AwsSolutions-AEC6",
+        "Authentication is ElastiCache IAM auth (RBAC user group, user in IAM mode; the "
+        "default user is switched off), which replaces the AUTH token this rule looks for. "
+        "TLS is required in transit.",
+    )
+    if config.profile == "lean":
+        acknowledge(
+            stack.iam_cache,
+            "AwsSolutions-AEC4",
+            "One cache node by design in the lean profile: Redis holds only job ids, which "
+            "recovery rebuilds from Postgres after a node replacement (docs/deploy.md).",
+        )
+        acknowledge(
+            db,
+            "AwsSolutions-RDS3",
+            "Single-AZ by design in the lean profile (about half the instance cost); "
+            "backups and deletion protection stay on. Multi-AZ is the standard profile.",
+        )
 
 
 def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:

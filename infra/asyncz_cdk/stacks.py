@@ -10,11 +10,14 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from asyncz_cdk.budget import check_connection_budget
 from asyncz_cdk.config import StageConfig
 from asyncz_cdk.constructs.api import Api
 from asyncz_cdk.constructs.cache import Cache
 from asyncz_cdk.constructs.database import Database
 from asyncz_cdk.constructs.functions import Functions
+from asyncz_cdk.constructs.iam_cache import IamCache
+from asyncz_cdk.constructs.iam_database import IamDatabase
 from asyncz_cdk.constructs.layer import DependencyLayer
 from asyncz_cdk.constructs.migration import Migration
 from asyncz_cdk.constructs.monitoring import Monitoring
@@ -68,6 +71,7 @@ class DataStack(Stack):
             stack_name=stack_name,
             description=f"AsyncZ {name} ({config.stage}): data stores",
         )
+        self.config = config
         self.network = Network(
             self,
             "Network",
@@ -75,7 +79,13 @@ class DataStack(Stack):
             max_azs=config.max_azs,
             flow_log_retention=retention(config.log_retention_days),
             xray_endpoint=config.tracing,
+            run_time_secrets=not config.iam_auth,
+            endpoints_in_one_az=config.iam_auth,
         )
+        if config.iam_auth:
+            self.budget = check_connection_budget(config)
+            self._iam_stores(name, config)
+            return
         vpc = self.network.vpc
         clients = self.network.function_security_group
         self.database = Database(
@@ -110,8 +120,104 @@ class DataStack(Stack):
             retain=config.retain_data,
         )
 
+    def _iam_stores(self, name: str, config: StageConfig) -> None:
+        serverless = config.profile == "serverless"
+        self.iam_database = IamDatabase(
+            self,
+            "Database",
+            vpc=self.network.vpc,
+            subnets=self.network.data_subnets,
+            client_security_group=self.network.function_security_group,
+            engine_version=(
+                config.aurora_postgres_version if serverless else config.postgres_version
+            ),
+            instance_type=config.db_instance_type,
+            allocated_storage_gib=config.db_allocated_storage_gib,
+            database_name=config.db_name,
+            deletion_protection=config.db_deletion_protection,
+            backup_retention_days=config.db_backup_retention_days,
+            retain=config.retain_data,
+            identifier=f"{name}-db",
+            log_retention=retention(config.log_retention_days),
+            serverless_acu=(config.aurora_min_acu, config.aurora_max_acu) if serverless else None,
+            pause_after_seconds=config.aurora_pause_after_seconds,
+        )
+        self.iam_cache = IamCache(
+            self,
+            "Cache",
+            name=name,
+            vpc=self.network.vpc,
+            subnets=self.network.data_subnets,
+            client_security_group=self.network.function_security_group,
+            engine_version=config.cache_engine_version,
+            node_type=config.cache_node_type,
+            port=config.cache_port,
+            retain=config.retain_data,
+            serverless=serverless,
+        )
+
+    def _iam_data_access(self) -> DataAccess:
+        db, cache, config = self.iam_database, self.iam_cache, self.config
+        database_environment = {
+            "ASYNCZ_DATABASE_IAM_AUTH": "true",
+            "ASYNCZ_DATABASE_HOST": db.host,
+            "ASYNCZ_DATABASE_PORT": str(db.port),
+            "ASYNCZ_DATABASE_NAME": db.database_name,
+            "ASYNCZ_DATABASE_USER": db.runtime_user,
+            # verify-full needs the RDS CA bundle in the function; require still encrypts.
+            "ASYNCZ_DATABASE_SSLMODE": "require",
+            "ASYNCZ_DB_POOL_MAX": str(config.db_pool_max),
+        }
+        if config.profile == "serverless":
+            database_environment.update(
+                {
+                    # No connection held open while idle, or Aurora never pauses.
+                    "ASYNCZ_DB_POOL_MIN": "0",
+                    "ASYNCZ_DB_POOL_MAX_IDLE_SECONDS": "60",
+                    # The first connection after a pause waits for the resume (~15 s).
+                    "ASYNCZ_DB_CONNECT_TIMEOUT_SECONDS": "20",
+                    "ASYNCZ_DB_QUERY_TIMEOUT_SECONDS": "25",
+                }
+            )
+        admin = db.admin_secret
+        return DataAccess(
+            database_environment=database_environment,
+            # The migration step alone logs in as the owner (IAM auth needs a role that
+            # the owner grants rds_iam first). Its password reaches the function through a
+            # CloudFormation dynamic reference, resolved at deploy: no Secrets Manager
+            # endpoint, no read at run time (docs/deploy.md says what that trades).
+            migration_environment={
+                **database_environment,
+                "ASYNCZ_DATABASE_IAM_AUTH": "false",
+                "ASYNCZ_DATABASE_USER": admin.secret_value_from_json("username").unsafe_unwrap(),
+                "ASYNCZ_DATABASE_PASSWORD": admin.secret_value_from_json(
+                    "password"
+                ).unsafe_unwrap(),
+                "ASYNCZ_RUNTIME_ROLE_IAM": "true",
+            },
+            redis_environment={
+                "ASYNCZ_REDIS_URL": cache.url,
+                "ASYNCZ_REDIS_IAM_USER": cache.user_name,
+                "ASYNCZ_REDIS_CACHE_NAME": cache.cache_name,
+                "ASYNCZ_REDIS_SERVERLESS": "true" if cache.serverless else "false",
+            },
+            extra={
+                "ASYNCZ_GAUGES_AS_EMF": "true",
+                "ASYNCZ_RECOVERY_IDLE_CHECK_SECONDS": str(config.recovery_idle_check_seconds),
+            },
+            database_connect=db.grant_connect,
+            redis_connect=cache.grant_connect,
+            network=FunctionNetwork(
+                vpc=self.network.vpc,
+                subnets=self.network.app_subnets,
+                security_groups=[self.network.function_security_group],
+            ),
+        )
+
     def data_access(self) -> DataAccess:
         """What the service stack's functions need to reach these stores."""
+        if self.config.iam_auth:
+            return self._iam_data_access()
         database_environment = {
             "ASYNCZ_DATABASE_SECRET_ARN": self.database.runtime_secret.secret_arn,
             "ASYNCZ_DATABASE_HOST": self.database.proxy_endpoint,
@@ -202,6 +308,8 @@ class ServiceStack(Stack):
             max_job_timeout_seconds=config.max_job_timeout_seconds,
             lease_timeout_seconds=config.lease_timeout_seconds,
             heartbeat_seconds=config.heartbeat_seconds,
+            api_reserved_concurrency=config.api_reserved_concurrency,
+            run_time_secrets=not config.iam_auth,
         )
         api = Api(
             self,

@@ -85,6 +85,24 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(local_stage(), tmp_path_factory.mktemp("cdk-local"))
 
 
+@pytest.fixture(scope="session")
+def lean(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The ``aws`` stage with ``-c profile=lean``."""
+    return synthesize(aws_stage(profile="lean"), tmp_path_factory.mktemp("cdk-lean"))
+
+
+@pytest.fixture(scope="session")
+def serverless(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The ``aws`` stage with ``-c profile=serverless``."""
+    return synthesize(aws_stage(profile="serverless"), tmp_path_factory.mktemp("cdk-serverless"))
+
+
+@pytest.fixture(scope="session", params=["lean", "serverless"])
+def iam_profile(request: pytest.FixtureRequest) -> Iterator[Synth]:
+    """Each IAM-auth profile in turn."""
+    yield request.getfixturevalue(request.param)
+
+
 @pytest.fixture(scope="session", params=["aws", "local"])
 def stage(request: pytest.FixtureRequest) -> Iterator[Synth]:
     """Each stage in turn."""

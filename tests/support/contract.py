@@ -312,3 +312,19 @@ def test_workers_count_as_starting_until_they_register(ports: Ports) -> None:
         assert await broker.starting_workers() == 0
 
     scenario(ports, body)
+
+
+def test_broker_idle_mark_and_activity(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        before = await broker.activity()
+        await broker.enqueue([Dispatch(str(uuid.uuid4()), "default", 0, epoch_ms(), True)])
+        assert await broker.activity() >= before  # counted where tracking is on
+        await broker.set_idle_mark('{"activity": 1}', 5)
+        assert await broker.idle_mark() == '{"activity": 1}'
+        await broker.set_idle_mark(None, 0)
+        assert await broker.idle_mark() is None
+        await broker.set_idle_mark("short", 0.05)
+        await asyncio.sleep(0.1)
+        assert await broker.idle_mark() is None
+
+    scenario(ports, body)

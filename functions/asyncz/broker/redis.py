@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.credentials import CredentialProvider
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -70,6 +71,14 @@ class _KeySpace:
         return f"{self._prefix}:queues"
 
     @property
+    def _activity_key(self) -> str:
+        return f"{self._prefix}:activity"
+
+    @property
+    def _idle_key(self) -> str:
+        return f"{self._prefix}:recovery:idle"
+
+    @property
     def _workers_key(self) -> str:
         return f"{self._prefix}:workers"
 
@@ -108,9 +117,12 @@ class _KeySpace:
         return f"{self._prefix}:lock:{name}", {"nx": True, "px": int(ttl_seconds * 1000)}
 
 
-def _client_options(password: str | None, socket_timeout: float) -> dict[str, Any]:
+def _client_options(
+    password: str | None, socket_timeout: float, credentials: CredentialProvider | None = None
+) -> dict[str, Any]:
     return {
         "password": password,
+        "credential_provider": credentials,
         "decode_responses": True,
         "socket_connect_timeout": socket_timeout,
         "health_check_interval": 30,
@@ -120,25 +132,38 @@ def _client_options(password: str | None, socket_timeout: float) -> dict[str, An
 class RedisBroker(_KeySpace):
     """Per-queue ready/delayed sorted sets, worker presence, backlog counts."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str = "asyncz") -> None:
+    def __init__(
+        self, client: aioredis.Redis, prefix: str = "asyncz", *, track_activity: bool = False
+    ) -> None:
         super().__init__(prefix)
         self._r = client
+        # Count enqueues (INCR) so recovery can tell that nothing happened since it last
+        # found Postgres idle; off by default: the submit path stays one ZADD.
+        self._track = track_activity
         source = resources.files("asyncz.broker").joinpath("promote.lua").read_text("utf-8")
         self._promote = client.register_script(source)
 
     @classmethod
     def from_url(
-        cls, url: str, *, prefix: str, password: str | None = None, socket_timeout: float = 5.0
+        cls,
+        url: str,
+        *,
+        prefix: str,
+        password: str | None = None,
+        socket_timeout: float = 5.0,
+        credentials: CredentialProvider | None = None,
+        track_activity: bool = False,
     ) -> RedisBroker:
-        """Build the broker; redis-py connects lazily at the first command."""
+        """Build the broker; redis-py connects lazily at the first command. ``credentials``
+        (IAM auth) gives a user and a fresh token for each new connection."""
         client = aioredis.Redis.from_url(
             url,
-            **_client_options(password, socket_timeout),
+            **_client_options(password, socket_timeout, credentials),
             # A blocking BZPOPMIN (<= 25 s) must fit inside the read timeout.
             socket_timeout=socket_timeout + 30.0,
             max_connections=64,
         )
-        return cls(client, prefix)
+        return cls(client, prefix, track_activity=track_activity)
 
     async def close(self) -> None:
         await self._r.aclose()
@@ -154,10 +179,12 @@ class RedisBroker(_KeySpace):
             return 0
         fresh = self._fresh(items, register)
         with _guard():
-            if len(items) == 1 and not fresh:
+            if len(items) == 1 and not fresh and not self._track:
                 return int(await self._add(self._r, items[0]))
             async with self._r.pipeline(transaction=False) as pipe:
                 self._fill(pipe, items, fresh)
+                if self._track:
+                    pipe.incr(self._activity_key)
                 results = await pipe.execute()
         self._known |= fresh
         return sum(int(r) for r in results[: len(items)])
@@ -259,6 +286,25 @@ class RedisBroker(_KeySpace):
                 await self._r.delete(key)
             else:
                 await self._r.set(key, position)
+
+    async def activity(self) -> int:
+        """How many enqueues this prefix has seen (0 after a FLUSHALL, or untracked)."""
+        with _guard():
+            value = await self._r.get(self._activity_key)
+        return int(value or 0)
+
+    async def idle_mark(self) -> str | None:
+        """What recovery noted when it last found Postgres idle (None: expired or never)."""
+        with _guard():
+            value = await self._r.get(self._idle_key)
+        return str(value) if value is not None else None
+
+    async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None:
+        with _guard():
+            if value is None:
+                await self._r.delete(self._idle_key)
+            else:
+                await self._r.set(self._idle_key, value, px=max(1, int(ttl_seconds * 1000)))
 
     async def ping(self) -> None:
         with _guard():

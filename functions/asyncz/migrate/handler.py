@@ -8,7 +8,12 @@ from typing import Any
 from asyncz.connections import database_conninfo, read_secret
 from asyncz.observability import lambda_entry, logger
 from asyncz.settings import get_settings
-from asyncz.store.migrations import RUNTIME_ROLE, apply_migrations, provision_runtime_role
+from asyncz.store.migrations import (
+    RUNTIME_ROLE,
+    apply_migrations,
+    provision_runtime_role,
+    provision_runtime_role_iam,
+)
 
 
 @lambda_entry()
@@ -24,4 +29,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             raise ValueError(f"the runtime secret's username must be {RUNTIME_ROLE!r}")
         provision_runtime_role(conninfo, runtime["password"])
         logger.info("runtime role provisioned", extra={"role": RUNTIME_ROLE})
+    if settings.runtime_role_iam:
+        provision_runtime_role_iam(conninfo)
+        logger.info("runtime role provisioned for IAM auth", extra={"role": RUNTIME_ROLE})
     return {"applied": applied}

@@ -3,29 +3,82 @@ due periodic jobs, applies retention, publishes the gauges."""
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 from asyncz import runtime
+from asyncz.errors import BrokerUnavailableError
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger
+from asyncz.service import JobService
 from asyncz.settings import Settings, get_settings
 
 
+def _unit(name: str) -> str:
+    return "Seconds" if "Age" in name else "Count"
+
+
+def emf_line(namespace: str, gauges: dict[str, float], timestamp_ms: int | None = None) -> str:
+    """The gauges as one CloudWatch Embedded Metric Format line, without dimensions (as
+    PutMetricData sends them, so the same alarms watch either)."""
+    return json.dumps(
+        {
+            "_aws": {
+                "Timestamp": timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
+                "CloudWatchMetrics": [
+                    {
+                        "Namespace": namespace,
+                        "Dimensions": [[]],
+                        "Metrics": [{"Name": n, "Unit": _unit(n)} for n in gauges],
+                    }
+                ],
+            },
+            **gauges,
+        }
+    )
+
+
 def publish_gauges(settings: Settings, gauges: dict[str, float]) -> None:
-    """PutMetricData (not EMF) so alarms behave the same in AWS and under LocalStack."""
+    """PutMetricData, so alarms behave the same in AWS and under LocalStack; or, where no
+    CloudWatch endpoint exists (lean, serverless), an EMF line on stdout."""
+    if settings.gauges_as_emf:
+        print(emf_line(settings.metrics_namespace, gauges), flush=True)
+        return
     import boto3  # only this handler and fleet talk to AWS APIs
 
     boto3.client("cloudwatch").put_metric_data(
         Namespace=settings.metrics_namespace,
         MetricData=[
-            {"MetricName": name, "Value": value, "Unit": "Seconds" if "Age" in name else "Count"}
+            {"MetricName": name, "Value": value, "Unit": _unit(name)}
             for name, value in gauges.items()
         ],
     )
 
 
+async def _skip_if_idle(service: JobService) -> dict[str, float] | None:
+    """The noted gauges when Redis shows that Postgres is still idle (serverless: a paused
+    database stays paused); None when this run must look at Postgres."""
+    try:
+        return await service.idle_gauges()
+    except BrokerUnavailableError:
+        return None  # Redis cannot vouch for anything: look at Postgres
+
+
 async def _recover() -> dict[str, Any]:
     settings = get_settings().require_for("recovery")
     service = await runtime.current_service(settings, metrics=PowertoolsMetricsSink())
+    idle = await _skip_if_idle(service)
+    if idle is not None:
+        noted = {**idle, "Degraded": 0.0}
+        if settings.publish_gauges:
+            publish_gauges(settings, noted)
+        return {"skipped": "postgres idle, nothing enqueued since", "gauges": noted}
+    activity: int | None = None
+    if settings.recovery_idle_check_seconds:
+        try:
+            activity = await service.broker.activity()  # before any look at Postgres
+        except BrokerUnavailableError:
+            activity = None
     summary: dict[str, Any] = {}
     failure: Exception | None = None
     try:
@@ -56,6 +109,9 @@ async def _recover() -> dict[str, Any]:
     if failure is not None:
         logger.exception("recovery failed; gauges published as degraded", exc_info=failure)
         raise failure  # the function's Errors metric (and its alarm) count this run
+    if activity is not None:
+        clean = {k: v for k, v in gauges.items() if k != "Degraded"}
+        summary["noted_idle"] = await service.note_if_idle(activity, clean)
     return summary
 
 

@@ -64,6 +64,17 @@ def apply_migrations(conninfo: str, *, wait_seconds: float = 0.0) -> list[str]:
     return applied
 
 
+def provision_runtime_role_iam(conninfo: str) -> None:
+    """Let the runtime role log in with RDS IAM auth tokens only; run as the owner.
+
+    ``rds_iam`` is the role RDS and Aurora provide; a role granted it cannot log in with a
+    password any more, so any password set by the standard profile stops working too.
+    """
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER ROLE {} WITH LOGIN").format(sql.Identifier(RUNTIME_ROLE)))
+        conn.execute(sql.SQL("GRANT rds_iam TO {}").format(sql.Identifier(RUNTIME_ROLE)))
+
+
 def provision_runtime_role(conninfo: str, password: str) -> None:
     """Let the runtime role log in with ``password`` (its own secret's); run as the owner."""
     with psycopg.connect(conninfo, autocommit=True) as conn:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -99,11 +99,17 @@ class PostgresStore(MaintenanceQueries):
         timeout: float = 5.0,
         prepare: bool = True,
         query_timeout: float = 10.0,
+        password: Callable[[], str] | None = None,
+        max_idle: float = 600.0,
     ) -> PostgresStore:
-        """Build the store; no connection is made until :meth:`open`."""
-        kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
+        """Build the store; no connection is made until :meth:`open`. ``password``, when
+        given, is asked for each new connection (IAM auth tokens expire)."""
+        fixed: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
         if not prepare:  # RDS Proxy pins a session that uses server-side prepared statements
-            kwargs["prepare_threshold"] = None
+            fixed["prepare_threshold"] = None
+        kwargs: dict[str, Any] | Callable[[], dict[str, Any]] = fixed
+        if password is not None:
+            kwargs = lambda: {**fixed, "password": password()}  # noqa: E731
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             conninfo,
             min_size=min_size,
@@ -112,6 +118,7 @@ class PostgresStore(MaintenanceQueries):
             open=False,
             kwargs=kwargs,
             reconnect_timeout=60,
+            max_idle=max_idle,
             name="asyncz",
             check=_check_if_idle,
         )

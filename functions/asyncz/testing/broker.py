@@ -22,8 +22,12 @@ class MemoryBroker:
         self.locks: dict[str, float] = {}  # name -> expiry (monotonic)
         self.starting: list[int] = []  # expiry ms of each worker invoked, not yet registered
         self.position: str | None = None
+        self.enqueues = 0  # the Redis adapter's activity counter (always tracked here)
+        self.idle: tuple[str, float] | None = None  # (value, expiry monotonic)
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
+        if items:
+            self.enqueues += 1
         new = 0
         for it in items:
             self.queues.add(it.queue)
@@ -105,6 +109,17 @@ class MemoryBroker:
 
     async def save_scan_position(self, position: str | None) -> None:
         self.position = position
+
+    async def activity(self) -> int:
+        return self.enqueues
+
+    async def idle_mark(self) -> str | None:
+        if self.idle is None or self.idle[1] <= time.monotonic():
+            return None
+        return self.idle[0]
+
+    async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None:
+        self.idle = None if value is None else (value, time.monotonic() + ttl_seconds)
 
     async def ping(self) -> None:
         return None

@@ -42,6 +42,8 @@ class Functions(Construct):
         max_job_timeout_seconds: int,
         lease_timeout_seconds: int,
         heartbeat_seconds: int,
+        api_reserved_concurrency: int | None = None,
+        run_time_secrets: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         if max_job_timeout_seconds >= WORKER_TIMEOUT_SECONDS:
@@ -119,6 +121,17 @@ class Functions(Construct):
             timeout=Duration.seconds(300),
             reserved_concurrent_executions=1,
         )
+        # Without a Secrets Manager endpoint (IAM-auth profiles) the key reaches the api
+        # as a dynamic reference resolved at deploy, as it reaches the gateway's key.
+        key_env = (
+            {"ASYNCZ_API_KEYS_SECRET_ARN": self.api_keys_secret.secret_arn}
+            if run_time_secrets
+            else {
+                "ASYNCZ_API_KEYS": self.api_keys_secret.secret_value_from_json(
+                    "api_key"
+                ).unsafe_unwrap()
+            }
+        )
         self.api = python_function(
             self,
             "Api",
@@ -128,27 +141,33 @@ class Functions(Construct):
             environment={
                 **data_env,
                 **jobs_env,
-                "ASYNCZ_API_KEYS_SECRET_ARN": self.api_keys_secret.secret_arn,
+                **key_env,
                 "ASYNCZ_WORKER_FUNCTION_NAME": self.worker.function_name,
             },
             memory_size=1024,
             timeout=Duration.seconds(API_TIMEOUT_SECONDS),
+            # Without RDS Proxy this bounds the api's connections (asyncz_cdk.budget).
+            reserved_concurrent_executions=api_reserved_concurrency,
         )
 
         for fn in self.all:
             data.grant_redis(fn)
             if fn is not self.fleet:
                 data.grant_database(fn)
-        self.api_keys_secret.grant_read(self.api)
+        if run_time_secrets:
+            self.api_keys_secret.grant_read(self.api)
         self.worker.grant_invoke(self.fleet)
         self.worker.grant_invoke(self.api)  # wake-up when no worker is alive
-        self.recovery.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],  # PutMetricData has no resource-level permissions
-                conditions={"StringEquals": {"cloudwatch:namespace": defaults.metrics_namespace}},
+        if run_time_secrets:
+            self.recovery.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["cloudwatch:PutMetricData"],
+                    resources=["*"],  # PutMetricData has no resource-level permissions
+                    conditions={
+                        "StringEquals": {"cloudwatch:namespace": defaults.metrics_namespace}
+                    },
+                )
             )
-        )
 
     @property
     def all(self) -> list[lambda_.Function]:

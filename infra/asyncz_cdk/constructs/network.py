@@ -27,6 +27,8 @@ class Network(Construct):
         max_azs: int,
         flow_log_retention: logs.RetentionDays,
         xray_endpoint: bool,
+        run_time_secrets: bool = True,
+        endpoints_in_one_az: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         app_subnet_type = (
@@ -80,11 +82,20 @@ class Network(Construct):
         endpoint_sg.add_ingress_rule(
             self.function_security_group, ec2.Port.tcp(443), "HTTPS from the functions"
         )
-        endpoints = [
-            ("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
-            ("CloudWatch", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING),
-            ("Lambda", ec2.InterfaceVpcEndpointAwsService.LAMBDA_),
-        ]
+        # Lambda: the fleet and the api wake workers. Secrets Manager and CloudWatch only
+        # where the functions read secrets and put gauges at run time (``standard``); the
+        # IAM-auth profiles sign tokens locally and log their gauges as EMF lines.
+        endpoints = [("Lambda", ec2.InterfaceVpcEndpointAwsService.LAMBDA_)]
+        if run_time_secrets:
+            endpoints[:0] = [
+                ("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
+                ("CloudWatch", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING),
+            ]
+        # One AZ halves the endpoint bill; functions in the other AZ reach it across AZs.
+        endpoint_subnets = self.app_subnets
+        if endpoints_in_one_az:
+            first = self.vpc.select_subnets(subnet_group_name=APP_SUBNETS).subnets[:1]
+            endpoint_subnets = ec2.SubnetSelection(subnets=first)
         if xray_endpoint:
             # Traces must not depend on a NAT; only created when tracing is on.
             endpoints.append(("XRay", ec2.InterfaceVpcEndpointAwsService.XRAY))
@@ -92,7 +103,7 @@ class Network(Construct):
             self.vpc.add_interface_endpoint(
                 name,
                 service=service,
-                subnets=self.app_subnets,
+                subnets=endpoint_subnets,
                 security_groups=[endpoint_sg],
                 open=False,
                 private_dns_enabled=True,

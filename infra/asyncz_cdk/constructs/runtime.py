@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aws_cdk import Duration, RemovalPolicy
@@ -81,15 +81,22 @@ class DataAccess:
     # secret whose password it provisions); None where both are the same (local stage).
     migration_environment: Mapping[str, str] | None = None
     admin_secret: secretsmanager.ISecret | None = None
+    # IAM auth (lean, serverless): grant rds-db:connect / elasticache:Connect.
+    database_connect: Callable[[iam.IGrantable], None] | None = None
+    redis_connect: Callable[[iam.IGrantable], None] | None = None
 
     def grant_database(self, grantee: iam.IGrantable) -> None:
-        """Let ``grantee`` read the database credentials (if they are a secret)."""
+        """Let ``grantee`` read the database credentials (if they are a secret) or sign
+        IAM auth tokens for the runtime role."""
         if self.database_secret is not None:
             self.database_secret.grant_read(grantee)
+        if self.database_connect is not None:
+            self.database_connect(grantee)
 
     def grant_migration(self, grantee: iam.IGrantable) -> None:
         """Let the migration step read the owner's and the runtime role's credentials."""
-        self.grant_database(grantee)
+        if self.database_secret is not None:
+            self.database_secret.grant_read(grantee)
         if self.admin_secret is not None:
             self.admin_secret.grant_read(grantee)
 
@@ -97,6 +104,8 @@ class DataAccess:
         """Let ``grantee`` read the Redis AUTH token (if there is one)."""
         if self.redis_auth_secret is not None:
             self.redis_auth_secret.grant_read(grantee)
+        if self.redis_connect is not None:
+            self.redis_connect(grantee)
 
 
 @dataclass(frozen=True)
