@@ -32,6 +32,8 @@ from asyncz_cdk.constructs.schedules import Schedules
 
 _ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
 
+SERVERLESS_REDIS_PREFIX = "{asyncz}"  # one hash slot for every key (cluster mode)
+
 
 _RETENTION = {
     1: logs.RetentionDays.ONE_DAY,
@@ -200,6 +202,10 @@ class DataStack(Stack):
                 "ASYNCZ_REDIS_IAM_USER": cache.user_name,
                 "ASYNCZ_REDIS_CACHE_NAME": cache.cache_name,
                 "ASYNCZ_REDIS_SERVERLESS": "true" if cache.serverless else "false",
+                # ElastiCache Serverless is a cluster: a command over several keys (the
+                # workers' BZPOPMIN across queues) needs them in one hash slot. A hash tag
+                # in the prefix puts every key of ours there.
+                **({"ASYNCZ_REDIS_PREFIX": SERVERLESS_REDIS_PREFIX} if cache.serverless else {}),
             },
             extra={
                 "ASYNCZ_GAUGES_AS_EMF": "true",

@@ -146,10 +146,12 @@ def test_serverless_pauses_at_zero_acu_and_uses_elasticache_serverless(serverles
     assert recovery["ASYNCZ_DB_POOL_MIN"] == "0"
     assert float(recovery["ASYNCZ_DB_POOL_MAX_IDLE_SECONDS"]) < 300
     assert 15 < float(recovery["ASYNCZ_DB_CONNECT_TIMEOUT_SECONDS"]) < 29
-    assert (
-        environment(asyncz_functions(serverless.service)["api"][1])["ASYNCZ_REDIS_SERVERLESS"]
-        == "true"
-    )
+    for name, (_, function) in asyncz_functions(serverless.service).items():
+        env = environment(function)
+        if "ASYNCZ_REDIS_URL" in env:
+            assert env["ASYNCZ_REDIS_SERVERLESS"] == "true", name
+            # cluster mode: every key in one hash slot, or BZPOPMIN over queues is CROSSSLOT
+            assert env["ASYNCZ_REDIS_PREFIX"] == "{asyncz}", name
 
 
 def test_the_connection_budget_holds_and_fails_synth_when_it_would_not() -> None:
