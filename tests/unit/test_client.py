@@ -275,3 +275,23 @@ def test_the_async_client_has_the_same_behaviour() -> None:
 
     asyncio.run(go())
     assert sizes == [500, 200]
+
+
+def test_the_base_install_is_the_client_alone() -> None:
+    """``pip install asyncz-serverless`` (or ``[client]``) brings httpx and nothing of the
+    server; the server's stack is the ``server`` extra, which ``local`` and ``infra`` pull."""
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
+        "project"
+    ]
+    names = [dep.split("[")[0].split(">")[0].split("=")[0] for dep in project["dependencies"]]
+    assert names == ["httpx"]
+    extras = project["optional-dependencies"]
+    assert extras["client"] == []
+    server = " ".join(extras["server"])
+    for package in ("psycopg", "redis", "fastapi", "mangum", "boto3", "aws-lambda-powertools"):
+        assert package in server
+    for extra in ("local", "infra"):
+        assert "asyncz-serverless[server]" in extras[extra], extra
