@@ -90,6 +90,7 @@ def test_layer_fits_lambda_and_has_no_runtime_duplicates(layer: tuple[str, Path]
         "aws_xray_sdk",
         "fastapi",
         "mangum",
+        "fastapi_swagger",
     ):
         assert (site / module).is_dir(), f"{module} missing from the layer"
 
