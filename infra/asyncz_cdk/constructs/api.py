@@ -89,10 +89,15 @@ class Api(Construct):
         # opens before it can send a header: the dashboard, the docs and their static files
         # (the app checks the key again on every data call). Everything else goes through
         # the key-protected proxy.
-        root = self.rest_api.root
+        made: dict[str, apigw.IResource] = {}
         for path in PUBLIC_GET_PATHS:
-            resource = root.resource_for_path(path)
-            resource.add_method("GET", apigw.LambdaIntegration(handler), api_key_required=False)
+            parent: apigw.IResource = self.rest_api.root
+            for depth, part in enumerate(path.split("/"), start=1):
+                key = "/".join(path.split("/")[:depth])
+                if key not in made:  # (resource_for_path is refused on a proxying root)
+                    made[key] = parent.add_resource(part)
+                parent = made[key]
+            parent.add_method("GET", apigw.LambdaIntegration(handler), api_key_required=False)
         self.api_key = apigw.ApiKey(
             self,
             "Key",
