@@ -6,6 +6,7 @@
 
 const KEY = "asyncz.api-key";
 const REFRESH_MS = 5000;
+const SERIES_REFRESH_MS = 30000;
 const STATUSES = ["queued", "processing", "completed", "dead", "cancelled"];
 let timer = null;
 let generation = 0; // a page rendered for an older route ignores its late answers
@@ -163,9 +164,14 @@ function overviewPage() {
       el("thead", {}, el("tr", {}, ["queue", ...STATUSES, "ready", "delayed", "oldest queued"]
         .map((h, i) => el("th", { class: i ? "num" : null }, h)))),
       queues));
+  // The chart's points are minutes: it is fetched every 30 s, the counts every refresh.
+  let series = null;
+  let seriesAt = 0;
   async function refresh(live) {
-    const [stats, series] = await Promise.all([api("stats"), api("stats/series")]);
+    const again = Date.now() - seriesAt >= SERIES_REFRESH_MS;
+    const [stats, fresh] = await Promise.all([api("stats"), again ? api("stats/series") : null]);
     if (!live()) return;
+    if (fresh) [series, seriesAt] = [fresh, Date.now()];
     const sum = (k) => series.minutes.reduce((n, m) => n + m[k], 0);
     const total = (s) => Object.values(stats.queues).reduce((n, q) => n + q.counts[s], 0);
     cards.replaceChildren(
