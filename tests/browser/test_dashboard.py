@@ -95,7 +95,9 @@ def test_a_dead_job_is_replayed_from_the_dlq_and_runs_again(
 ) -> None:
     pg, watch = page
     job_id = dev.submit({"task": "flaky", "payload": {"failures": 1}, "max_retries": 0})
+    doomed = dev.submit({"task": "fail", "payload": {}, "max_retries": 0})
     dev.wait_status(job_id, {"dead"})
+    dev.wait_status(doomed, {"dead"})
     sign_in(pg, dev)
     pg.click("#nav a[data-page=dlq]")
     row = pg.locator(f"tr[data-job='{job_id}']")
@@ -104,6 +106,10 @@ def test_a_dead_job_is_replayed_from_the_dlq_and_runs_again(
     row.get_by_role("button", name="Replay").click()
     assert dev.wait_status(job_id, {"completed"})["result"] == {"succeeded_on_attempt": 2}
     row.wait_for(state="detached")  # the list refreshed: no longer dead
+    purged = pg.locator(f"tr[data-job='{doomed}']")
+    purged.get_by_role("button", name="Purge").click()
+    purged.wait_for(state="detached")
+    assert dev.call("GET", f"/jobs/{doomed}")[0] == 404
 
     pg.goto(f"{dev.url}/ui#/jobs/{job_id}")
     pg.wait_for_selector("#attempts li.outcome-completed")
