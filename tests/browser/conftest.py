@@ -50,6 +50,9 @@ def browser() -> Iterator[Any]:
         from playwright.sync_api import sync_playwright
     except ImportError:  # pragma: no cover - the dev extra installs it
         pytest.fail("playwright is not installed: run scripts/setup", pytrace=False)
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=45_000)
     with sync_playwright() as p:
         try:
             chromium = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
@@ -94,6 +97,8 @@ class PageWatch:
 def page(browser: Any) -> Iterator[tuple[Any, PageWatch]]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     pg = context.new_page()
-    pg.set_default_timeout(20_000)
+    # generous: a loaded CI box (2 cores, asyncz dev, chromium) is slow, and nothing here
+    # asserts a time; the waits only bound how long a broken page takes to fail
+    pg.set_default_timeout(45_000)
     yield pg, PageWatch(pg)
     context.close()

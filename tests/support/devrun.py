@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +101,17 @@ class DevRun:
         return str(reply["job_id"])
 
     def wait_status(self, job_id: str, statuses: set[str], timeout: float = 60) -> dict[str, Any]:
+        return self.wait_job(job_id, lambda job: job["status"] in statuses, timeout)
+
+    def wait_job(
+        self, job_id: str, until: Callable[[dict[str, Any]], bool], timeout: float = 60
+    ) -> dict[str, Any]:
+        """The job as ``GET /jobs/{id}`` shows it, once ``until(job)`` holds."""
         deadline = time.monotonic() + timeout
         while True:
             status, job = self.call("GET", f"/jobs/{job_id}")
             assert status == 200, job
-            if job["status"] in statuses:
+            if until(job):
                 return dict(job)
-            assert time.monotonic() < deadline, f"{job_id} still {job['status']}: {job}"
+            assert time.monotonic() < deadline, f"{job_id} after {timeout} s: {job}"
             time.sleep(0.2)
