@@ -70,7 +70,8 @@ def test_the_dashboard_is_served_without_a_key_with_a_strict_policy(api: Any) ->
 
 
 @pytest.mark.parametrize("path", ["/ui/assets/nope.js", "/ui/assets/..%2F..%2Fsettings.py",
-                                  "/docs/assets/index.html", "/ui/assets/"])  # fmt: skip
+                                  "/docs/assets/index.html", "/ui/assets/",
+                                  "/ui/assets/../../jobs", "/docs/assets/../stats"])  # fmt: skip
 def test_only_the_shipped_files_are_served(api: Any, path: str) -> None:
     reply = api("GET", path)
     assert reply.status in (401, 404), reply.body
