@@ -31,6 +31,8 @@ def sign_in(pg: Any, dev: DevRun, key: str = API_KEY) -> None:
     pg.goto(dev.url + "/ui")
     pg.fill("#key", key)
     pg.click("#signin-form button[type=submit]")
+    if key == API_KEY:  # signed in (the key checked): only now may the test navigate
+        pg.wait_for_selector("#nav a[data-page=jobs]", state="visible")
 
 
 def test_a_wrong_key_is_refused_and_nothing_is_stored(
@@ -102,6 +104,7 @@ def test_a_dead_job_is_replayed_from_the_dlq_and_runs_again(
     pg.click("#nav a[data-page=dlq]")
     row = pg.locator(f"tr[data-job='{job_id}']")
     row.wait_for()
+    assert pg.inner_text(".pager").strip() == ""  # one page: no paging buttons (nor "null")
     pg.screenshot(path=str(output_dir / "dlq.png"), full_page=True)
     row.get_by_role("button", name="Replay").click()
     assert dev.wait_status(job_id, {"completed"})["result"] == {"succeeded_on_attempt": 2}

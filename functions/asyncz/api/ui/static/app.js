@@ -272,11 +272,12 @@ function listPage(title, path, fields, withActions, extra) {
       if (!page.items.length) body.append(el("tr", {}, el("td", { colspan: 8, class: "muted" },
         "nothing here")));
       const keep = Object.fromEntries(fields.map(([n]) => [n, params.get(n)]));
-      pager.replaceChildren(
+      pager.replaceChildren(...[
         cursor ? el("button", { type: "button", onclick: () => go(path, keep) }, "First page")
                : null,
         page.next_cursor ? el("button", { type: "button", onclick: () =>
-          go(path, { ...keep, cursor: page.next_cursor }) }, "Next page") : null);
+          go(path, { ...keep, cursor: page.next_cursor }) }, "Next page") : null,
+      ].filter(Boolean));
     }
     return { frame, refresh };
   };
@@ -296,11 +297,11 @@ async function act(label, call) {
 }
 
 const dlqPage = listPage("Dead letters", "dlq", [["queue"], ["task"]],
-  (j) => el("td", { class: "actions" },
+  (j) => el("td", {}, el("div", { class: "actions" },
     el("button", { type: "button", onclick: () => act("replay", () =>
       api("dlq/" + j.job_id + "/replay", { method: "POST" })) }, "Replay"),
     el("button", { type: "button", class: "danger", onclick: () => act("purge", () =>
-      api("dlq/" + j.job_id, { method: "DELETE" })) }, "Purge")),
+      api("dlq/" + j.job_id, { method: "DELETE" })) }, "Purge"))),
   (params) => {
     const box = el("div", { class: "actions" });
     const filter = { queue: params.get("queue") || undefined, task: params.get("task") || undefined };
