@@ -71,6 +71,7 @@ _TIER_OF_FOLDER = {
     "integration": "integration",
     "infra": "infra",
     "localstack": "localstack",
+    "browser": "browser",
     "chaos": "chaos",
 }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asyncz.broker.dispatch import Dispatch, epoch_ms
@@ -17,6 +18,7 @@ from asyncz.ports import JobBroker, JobStore, MetricsSink, Row
 from asyncz.settings import Settings
 
 log = logging.getLogger("asyncz.service")
+SERIES_MINUTES = 60
 
 
 def dispatch_of(row: Row) -> Dispatch:
@@ -59,6 +61,23 @@ class Sweeps:
             for q in queues:
                 stats[q]["ready"] = stats[q]["delayed"] = None
         return {"queues": stats, "live_workers": live}
+
+    async def series(self, minutes: int = SERIES_MINUTES) -> list[dict[str, Any]]:
+        """Completed and failed attempts and dead jobs per minute, oldest first, one entry
+        for every minute of the window (zeros where nothing finished)."""
+        rows = {r["minute"]: r for r in await self.store.finished_per_minute(minutes)}
+        # the window ends at the store's current minute (Postgres' now(), not this clock)
+        last = max(rows, default=None) or datetime.now(UTC).replace(second=0, microsecond=0)
+        last = max(last, datetime.now(UTC).replace(second=0, microsecond=0)).astimezone(UTC)
+        out = []
+        for back in range(minutes - 1, -1, -1):
+            minute = last - timedelta(minutes=back)
+            r = rows.get(minute, {})
+            out.append(
+                {"minute": minute.isoformat().replace("+00:00", "Z")}
+                | {k: int(r.get(k, 0)) for k in ("completed", "failed", "dead")}
+            )
+        return out
 
     async def health(self) -> dict[str, Any]:
         """A ping of each dependency: no query that costs the database anything, and no

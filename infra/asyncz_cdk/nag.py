@@ -146,10 +146,12 @@ def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:
     acknowledge(
         api,
         "AwsSolutions-APIG4",
-        "No IAM/Cognito authorizer: every method but GET /health requires an API key "
-        "(usage plan), and the app checks the same key. /health needs none so load "
-        "balancers and uptime checks can call it: it answers only ok/down per dependency "
-        "(no data, no error text) from a ping cached 2 s per sandbox.",
+        "No IAM/Cognito authorizer: every method but the GETs of health, the docs and the "
+        "dashboard's pages requires an API key (usage plan), and the app checks the same "
+        "key. /health needs none so load balancers and uptime checks can call it: it "
+        "answers only ok/down per dependency (no data, no error text) from a ping cached "
+        "2 s per sandbox. /ui, /docs, /openapi.json and their assets/ are static files a "
+        "browser loads before it can send a key; every data call they make sends one.",
     )
     acknowledge(
         api,

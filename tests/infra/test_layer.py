@@ -91,6 +91,7 @@ def test_layer_fits_lambda_and_has_no_runtime_duplicates(layer: tuple[str, Path]
         "fastapi",
         "mangum",
         "croniter",
+        "fastapi_swagger",
     ):
         assert (site / module).is_dir(), f"{module} missing from the layer"
 

@@ -101,9 +101,33 @@ def test_api_requires_a_key_with_a_usage_plan(stage: Synth) -> None:
             open_methods.append(
                 (paths.get(props["ResourceId"].get("Ref", "")), props["HttpMethod"])
             )
-    # Only the health check is reachable without a key; {proxy+} and / (ANY) need one.
-    assert open_methods == [("health", "GET")]
-    assert sorted(paths.values()) == ["health", "{proxy+}"]
+    # Only the health check and the pages a browser opens (dashboard, docs, their static
+    # files) are reachable without a key; {proxy+} and / (ANY), every data path, need one.
+    assert sorted(open_methods) == [
+        ("docs", "GET"),
+        ("health", "GET"),
+        ("openapi.json", "GET"),
+        ("ui", "GET"),
+        ("{name}", "GET"),
+        ("{name}", "GET"),
+    ]
+    assert sorted(paths.values()) == sorted(
+        ["health", "openapi.json", "docs", "assets", "{name}", "ui", "assets", "{name}", "{proxy+}"]
+    )
+    parent = {
+        k: r["Properties"]["ParentId"]
+        for k, r in resources(template, "AWS::ApiGateway::Resource").items()
+    }
+
+    def full_path(resource_id: str) -> str:
+        up = parent[resource_id].get("Ref")
+        return (full_path(up) + "/" if up in paths else "") + paths[resource_id]
+
+    assert sorted(
+        full_path(m["Properties"]["ResourceId"]["Ref"])
+        for m in methods.values()
+        if m["Properties"]["ApiKeyRequired"] is not True
+    ) == ["docs", "docs/assets/{name}", "health", "openapi.json", "ui", "ui/assets/{name}"]
     ((plan_id, plan),) = resources(template, "AWS::ApiGateway::UsagePlan").items()
     props = plan["Properties"]
     assert props["Throttle"] == {

@@ -328,3 +328,30 @@ def test_broker_idle_mark_and_activity(ports: Ports) -> None:
         assert await broker.idle_mark() is None
 
     scenario(ports, body)
+
+
+def test_finished_attempts_and_dead_jobs_are_counted_per_minute(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        before = await store.finished_per_minute(60)
+        ok, retried, dead, lost = [await insert(store, max_retries=0) for _ in range(4)]
+        await insert(store)  # still queued: counted nowhere
+        leases = {lease.job_id: lease for lease in await store.claim(
+            [ok, retried, dead, lost], "w1", 600)}  # fmt: skip
+        assert await store.complete(leases[ok], None)
+        await store.finish_failed(leases[retried], status=JobStatus.QUEUED,
+                                  outcome=AttemptOutcome.TIMED_OUT, error="slow")  # fmt: skip
+        await store.finish_failed(leases[dead], status=JobStatus.DEAD,
+                                  outcome=AttemptOutcome.FAILED, error="boom")  # fmt: skip
+        await asyncio.sleep(0.05)
+        await store.recover_stale_leases(0.01, 10)  # `lost` is out of retries: lost + dead
+
+        def totals(rows: list[Any]) -> tuple[int, int, int]:
+            return tuple(sum(int(r[k]) for r in rows) for k in ("completed", "failed", "dead"))
+
+        after = await store.finished_per_minute(60)
+        got = tuple(a - b for a, b in zip(totals(after), totals(before), strict=True))
+        assert got == (1, 3, 2)
+        assert [r["minute"] for r in after] == sorted(r["minute"] for r in after)
+        assert all(r["minute"].second == 0 and r["minute"].microsecond == 0 for r in after)
+
+    scenario(ports, body)

@@ -144,3 +144,23 @@ def test_paging_follows_the_cursor_and_refuses_a_forged_one() -> None:
         return seen
 
     assert len(run(scenario())) == 5
+
+
+def test_the_series_has_every_minute_of_the_window_oldest_first() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    svc = service()
+    assert isinstance(svc.store, MemoryStore)
+    now = datetime.now(UTC)
+    job_id = run(svc.submit(NewJob(task="echo", payload={}))).job_id
+    svc.store.jobs[job_id].update(status=JobStatus.DEAD, finished_at=now - timedelta(minutes=3))
+    old = run(svc.submit(NewJob(task="echo", payload={}))).job_id
+    svc.store.jobs[old].update(status=JobStatus.DEAD, finished_at=now - timedelta(minutes=90))
+    series = run(svc.series(60))
+    assert len(series) == 60 and series[-1]["minute"] >= now.strftime("%Y-%m-%dT%H:%M:00Z")
+    assert [m["minute"] for m in series] == sorted(m["minute"] for m in series)
+    assert sum(m["dead"] for m in series) == 1  # the one 90 minutes ago is outside
+    that = {m["minute"]: m for m in series}[
+        (now - timedelta(minutes=3)).strftime("%Y-%m-%dT%H:%M:00Z")
+    ]
+    assert that["dead"] == 1 and that["completed"] == that["failed"] == 0

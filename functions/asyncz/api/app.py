@@ -40,6 +40,7 @@ from asyncz.api.schemas import (
     StatusName,
 )
 from asyncz.api.submit import accepted, accepted_batch, parse_batch, parse_submit
+from asyncz.api.ui import mount_ui
 from asyncz.connections import api_key_hashes
 from asyncz.errors import AsyncZError
 from asyncz.observability import logger
@@ -99,6 +100,8 @@ def create_app(
         description="Durable background jobs on AWS Lambda. Send `x-api-key` on every call "
         "but `/health`.",
         responses=ERRORS,
+        docs_url=None,  # /docs and /ui come from asyncz.api.ui, with their assets bundled
+        redoc_url=None,
     )
     app.add_middleware(
         InputGuard,
@@ -232,6 +235,7 @@ def create_app(
         report = await state.health()
         return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
 
+    mount_ui(app, state.service)
     return app
 
 

@@ -23,7 +23,14 @@ MAX_JSON_DEPTH = 64
 # How long a sandbox trusts the keys it loaded. The secret read itself is cached for
 # connections.SECRET_MAX_AGE_SECONDS, so a revoked key works at most the sum of both.
 KEY_CACHE_SECONDS = 60.0
-PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/ui", "/ui/"})
+# the dashboard's and the docs' static files: a browser loads them without a key
+PUBLIC_PREFIXES = ("/ui/assets/", "/docs/assets/")
+
+
+def is_public(path: str) -> bool:
+    """Paths that need no key: health, the docs, the dashboard's pages (not its data)."""
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[{]}")
@@ -131,7 +138,7 @@ class InputGuard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if scope["path"] not in PUBLIC_PATHS:
+        if not is_public(scope["path"]):
             key = headers.get("x-api-key")
             if not key or not self.key_ok(key):
                 await _reply(send, UNAUTHORIZED)

@@ -240,6 +240,9 @@ class PostgresStore(MaintenanceQueries):
         assert row is not None
         return row
 
+    async def finished_per_minute(self, minutes: int) -> list[Row]:
+        return await self._rows("finished_per_minute", {"minutes": minutes})
+
     async def count_dead(self) -> int:
         row = await self._one("count_dead")
         return int(row["n"]) if row else 0

@@ -130,6 +130,27 @@ class MemoryStore(MemoryMaintenance):
             oldest[j["queue"]] = min(oldest.get(j["queue"], j["run_at"]), j["run_at"])
         return {q: (_now() - t).total_seconds() for q, t in oldest.items()}
 
+    async def finished_per_minute(self, minutes: int) -> list[Row]:
+        since = _now().replace(second=0, microsecond=0) - timedelta(minutes=minutes - 1)
+        per: dict[datetime, dict[str, Any]] = {}
+
+        def bump(at: datetime | None, kind: str) -> None:
+            if at is not None and at >= since:
+                minute = at.replace(second=0, microsecond=0)
+                row = per.setdefault(minute, {"minute": minute, "completed": 0, "failed": 0,
+                                              "dead": 0})  # fmt: skip
+                row[kind] += 1
+
+        for attempts in self.attempts.values():
+            for a in attempts:
+                failed = a["outcome"] in ("failed", "timed_out", "lost")
+                if a["outcome"] == "completed" or failed:
+                    bump(a["finished_at"], "failed" if failed else "completed")
+        for j in self.jobs.values():
+            if j["status"] == "dead":
+                bump(j["finished_at"], "dead")
+        return [per[m] for m in sorted(per)]
+
     async def gauges(self) -> Row:
         due = self._due_queued()
         oldest = min((j["run_at"] for j in due), default=None)

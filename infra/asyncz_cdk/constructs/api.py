@@ -9,9 +9,20 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+# Paths (below the stage) whose GET needs no API key.
+PUBLIC_GET_PATHS = (
+    "health",
+    "openapi.json",
+    "docs",
+    "docs/assets/{name}",
+    "ui",
+    "ui/assets/{name}",
+)
+
 
 class Api(Construct):
-    """REST (v1) API in front of the api function; every method but GET /health needs a key.
+    """REST (v1) API in front of the api function; every method but the GETs of
+    :data:`PUBLIC_GET_PATHS` (health, the docs, the dashboard's pages) needs a key.
 
     The key's value is the ``api_key`` field of ``api_key_secret`` (a CloudFormation
     dynamic reference), so the gateway and the application accept the same key.
@@ -74,11 +85,19 @@ class Api(Construct):
                 ),
             ),
         )
-        # The app serves GET /health without a key (load balancers, uptime checks); every
-        # other path and method goes through the key-protected proxy.
-        self.rest_api.root.add_resource("health").add_method(
-            "GET", apigw.LambdaIntegration(handler), api_key_required=False
-        )
+        # Without a key: GET /health (load balancers, uptime checks) and the pages a browser
+        # opens before it can send a header: the dashboard, the docs and their static files
+        # (the app checks the key again on every data call). Everything else goes through
+        # the key-protected proxy.
+        made: dict[str, apigw.IResource] = {}
+        for path in PUBLIC_GET_PATHS:
+            parent: apigw.IResource = self.rest_api.root
+            for depth, part in enumerate(path.split("/"), start=1):
+                key = "/".join(path.split("/")[:depth])
+                if key not in made:  # (resource_for_path is refused on a proxying root)
+                    made[key] = parent.add_resource(part)
+                parent = made[key]
+            parent.add_method("GET", apigw.LambdaIntegration(handler), api_key_required=False)
         self.api_key = apigw.ApiKey(
             self,
             "Key",

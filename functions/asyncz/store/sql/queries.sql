@@ -334,3 +334,28 @@ RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, true AS
 
 -- name: ping
 SELECT 1 AS ok;
+
+-- name: finished_per_minute
+-- The overview's chart: per minute of the last %(minutes)s (this one included), attempts
+-- that completed, attempts that failed (failed, timed out or lost) and jobs that went dead.
+-- Index range scans only: job_attempts_finished_idx (0004) and jobs_dead_finished_idx.
+-- date_bin from the (UTC, minute-aligned) start: half the CPU of date_trunc on timestamptz.
+WITH since AS (
+    SELECT date_trunc('minute', now()) - make_interval(mins => %(minutes)s - 1) AS t
+)
+SELECT minute, sum(completed)::bigint AS completed, sum(failed)::bigint AS failed,
+       sum(dead)::bigint AS dead
+  FROM (SELECT date_bin('1 minute', a.finished_at, since.t) AS minute,
+               count(*) FILTER (WHERE a.outcome = 'completed') AS completed,
+               count(*) FILTER (WHERE a.outcome IN ('failed', 'timed_out', 'lost')) AS failed,
+               0 AS dead
+          FROM job_attempts a, since
+         WHERE a.finished_at >= since.t
+         GROUP BY 1
+        UNION ALL
+        SELECT date_bin('1 minute', j.finished_at, since.t), 0, 0, count(*)
+          FROM jobs j, since
+         WHERE j.status = 'dead' AND j.finished_at >= since.t
+         GROUP BY 1) per
+ GROUP BY minute
+ ORDER BY minute;

@@ -1,0 +1,390 @@
+// AsyncZ dashboard: no framework, no build step. Every value from the API reaches the page as
+// a text node or an attribute set through the DOM (never innerHTML), so a job's payload or
+// error is shown as text and can run nothing. URLs are relative: the page works at /ui and
+// under API Gateway's /<stage>/ui alike. The key lives in sessionStorage (this tab only).
+"use strict";
+
+const KEY = "asyncz.api-key";
+const REFRESH_MS = 5000;
+const SERIES_REFRESH_MS = 30000;
+const STATUSES = ["queued", "processing", "completed", "dead", "cancelled"];
+let timer = null;
+let generation = 0; // a page rendered for an older route ignores its late answers
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.message) || "HTTP " + status);
+    this.status = status;
+  }
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k === "class") node.className = v;
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+async function api(path, options) {
+  const opts = options || {};
+  const headers = { "x-api-key": sessionStorage.getItem(KEY) || "" };
+  if (opts.body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(path, {
+    method: opts.method || "GET",
+    headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+    cache: "no-store",
+    credentials: "omit",
+  });
+  const text = await res.text();
+  const body = text ? JSON.parse(text) : null;
+  if (!res.ok) throw new ApiError(res.status, body);
+  return body;
+}
+
+function route() {
+  const hash = location.hash.replace(/^#\/?/, "") || "overview";
+  const [path, query] = hash.split("?");
+  return { parts: path.split("/"), params: new URLSearchParams(query || "") };
+}
+
+function go(path, params) {
+  const q = params ? new URLSearchParams(
+    Object.entries(params).filter(([, v]) => v)).toString() : "";
+  location.hash = "#/" + path + (q ? "?" + q : "");
+}
+
+function when(iso) {
+  return iso ? new Date(iso).toLocaleString() : "—";
+}
+
+function age(seconds) {
+  if (seconds === null || seconds === undefined) return "—";
+  if (seconds < 90) return Math.round(seconds) + " s";
+  if (seconds < 5400) return Math.round(seconds / 60) + " min";
+  return (seconds / 3600).toFixed(1) + " h";
+}
+
+function statusBadge(status) {
+  return el("span", { class: "status status-" + status }, status);
+}
+
+function flash(message) {
+  const box = document.getElementById("flash");
+  box.textContent = message || "";
+  box.hidden = !message;
+}
+
+// ---- sign-in ----------------------------------------------------------------------------
+
+function showSignIn(message) {
+  sessionStorage.removeItem(KEY);
+  clearInterval(timer);
+  document.getElementById("page").replaceChildren();
+  document.getElementById("signin").hidden = false;
+  document.getElementById("nav").hidden = true;
+  document.getElementById("signout").hidden = true;
+  document.getElementById("signin-error").textContent = message || "";
+  flash("");
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const input = document.getElementById("key");
+  sessionStorage.setItem(KEY, input.value.trim());
+  try {
+    await api("stats");
+  } catch (err) {
+    showSignIn(err.status === 401 ? "That API key was refused: check it and try again."
+                                  : "Could not reach the API: " + err.message);
+    return;
+  }
+  input.value = "";
+  start();
+}
+
+function start() {
+  document.getElementById("signin").hidden = true;
+  document.getElementById("nav").hidden = false;
+  document.getElementById("signout").hidden = false;
+  render(true);
+  clearInterval(timer);
+  timer = setInterval(() => render(false), REFRESH_MS);
+}
+
+// ---- pages ------------------------------------------------------------------------------
+
+// A page is a frame (built once per route: headings, filter forms) and a refresh that only
+// replaces its data, so the auto refresh never resets what the user is typing.
+let current = null;
+
+async function render(routeChanged) {
+  if (!sessionStorage.getItem(KEY)) return showSignIn();
+  const r = route();
+  const name = r.parts[0] === "jobs" && r.parts[1] ? "job" : r.parts[0];
+  for (const a of document.querySelectorAll("#nav a[data-page]")) {
+    a.classList.toggle("active", a.dataset.page === (name === "job" ? "jobs" : name));
+  }
+  if (routeChanged || !current) {
+    generation += 1;
+    const pages = { overview: overviewPage, jobs: jobsPage, dlq: dlqPage, job: jobPage };
+    const make = pages[name] || overviewPage;
+    current = make(r);
+    document.getElementById("page").replaceChildren(current.frame);
+    flash("");
+  }
+  const mine = generation;
+  try {
+    await current.refresh(() => mine === generation);
+    document.getElementById("updated").textContent =
+      "updated " + new Date().toLocaleTimeString();
+  } catch (err) {
+    if (err.status === 401) return showSignIn("Your API key is no longer accepted.");
+    flash(err.message);
+  }
+}
+
+function overviewPage() {
+  const cards = el("div", { class: "cards" });
+  const chart = el("div", { class: "card" });
+  const queues = el("tbody");
+  const frame = el("div", {},
+    el("h1", {}, "Overview"), cards,
+    el("h2", {}, "Last hour, per minute"), chart,
+    el("h2", {}, "Queues"),
+    el("table", { id: "queues" },
+      el("thead", {}, el("tr", {}, ["queue", ...STATUSES, "ready", "delayed", "oldest queued"]
+        .map((h, i) => el("th", { class: i ? "num" : null }, h)))),
+      queues));
+  // The chart's points are minutes: it is fetched every 30 s, the counts every refresh.
+  let series = null;
+  let seriesAt = 0;
+  async function refresh(live) {
+    const again = Date.now() - seriesAt >= SERIES_REFRESH_MS;
+    const [stats, fresh] = await Promise.all([api("stats"), again ? api("stats/series") : null]);
+    if (!live()) return;
+    if (fresh) [series, seriesAt] = [fresh, Date.now()];
+    const sum = (k) => series.minutes.reduce((n, m) => n + m[k], 0);
+    const total = (s) => Object.values(stats.queues).reduce((n, q) => n + q.counts[s], 0);
+    cards.replaceChildren(
+      ...[["live workers", stats.live_workers ?? "—"], ["queued", total("queued")],
+          ["processing", total("processing")], ["dead", total("dead")],
+          ["completed (1 h)", sum("completed")], ["failed (1 h)", sum("failed")]]
+        .map(([label, value]) => el("div", { class: "card", "data-stat": label },
+          el("div", { class: "muted" }, label), el("div", { class: "big" }, value))));
+    chart.replaceChildren(drawChart(series.minutes));
+    queues.replaceChildren(...Object.entries(stats.queues).map(([name, q]) =>
+      el("tr", {}, el("td", {}, name),
+        ...STATUSES.map((s) => el("td", { class: "num" }, q.counts[s] ?? 0)),
+        el("td", { class: "num" }, q.ready ?? "—"), el("td", { class: "num" }, q.delayed ?? "—"),
+        el("td", { class: "num" }, age(q.oldest_queued_age_seconds)))));
+  }
+  return { frame, refresh };
+}
+
+function drawChart(minutes) {
+  const NS = "http://www.w3.org/2000/svg";
+  const W = 900, H = 200, L = 40, B = 22, T = 10;
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("role", "img");
+  const max = Math.max(1, ...minutes.flatMap((m) => [m.completed, m.failed, m.dead]));
+  const x = (i) => L + (i * (W - L - 10)) / Math.max(1, minutes.length - 1);
+  const y = (v) => H - B - ((H - B - T) * v) / max;
+  const add = (tag, attrs, text) => {
+    const node = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+    if (text !== undefined) node.textContent = String(text);
+    svg.append(node);
+  };
+  add("line", { class: "axis", x1: L, y1: H - B, x2: W - 10, y2: H - B });
+  add("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B });
+  add("text", { x: 4, y: T + 10 }, max);
+  add("text", { x: 4, y: H - B }, 0);
+  for (const i of [0, 15, 30, 45, minutes.length - 1]) {
+    if (!minutes[i]) continue;
+    const t = new Date(minutes[i].minute);
+    add("text", { x: x(i) - 16, y: H - 6 }, t.toLocaleTimeString([], { hour: "2-digit",
+                                                                          minute: "2-digit" }));
+  }
+  for (const kind of ["completed", "failed", "dead"]) {
+    add("polyline", { class: kind, "data-series": kind,
+                      points: minutes.map((m, i) => `${x(i)},${y(m[kind])}`).join(" ") });
+  }
+  const legend = el("div", { class: "legend" },
+    ...["completed", "failed", "dead"].map((k) => el("span", { class: k }, "— " + k)));
+  return el("div", {}, svg, legend);
+}
+
+function filterForm(fields, params, onApply) {
+  const inputs = {};
+  const controls = fields.map(([name, options]) => {
+    inputs[name] = options
+      ? el("select", { name }, el("option", { value: "" }, "any"),
+        ...options.map((o) => el("option", { value: o, selected: params.get(name) === o }, o)))
+      : el("input", { name, value: params.get(name) || "", size: 14 });
+    return el("label", {}, name, inputs[name]);
+  });
+  const values = () => Object.fromEntries(fields.map(([n]) => [n, inputs[n].value.trim()]));
+  const form = el("form", { class: "filters", onsubmit: (e) => { e.preventDefault();
+    onApply(values()); } }, ...controls, el("button", { type: "submit" }, "Apply"));
+  return { form, values };
+}
+
+function jobRows(items, withActions) {
+  return items.map((j) => el("tr", { "data-job": j.job_id },
+    el("td", { class: "mono" }, el("a", { href: "#/jobs/" + j.job_id }, j.job_id.slice(0, 8))),
+    el("td", {}, j.task), el("td", {}, j.queue), el("td", {}, statusBadge(j.status)),
+    el("td", { class: "num" }, j.attempts), el("td", {}, when(j.created_at)),
+    el("td", {}, j.last_error ? j.last_error.slice(0, 80) : ""),
+    withActions ? withActions(j) : null));
+}
+
+function listPage(title, path, fields, withActions, extra) {
+  return (r) => {
+    const params = r.params;
+    const cursor = params.get("cursor");
+    const body = el("tbody");
+    const pager = el("div", { class: "pager" });
+    const tail = extra ? extra(params) : null;
+    const { form } = filterForm(fields, params, (v) => go(path, v));
+    const heads = ["job", "task", "queue", "status", "attempts", "created", "last error"];
+    if (withActions) heads.push("");
+    const frame = el("div", {}, el("h1", {}, title), form, tail ? tail.node : null,
+      el("table", { id: "list" }, el("thead", {}, el("tr", {}, heads.map((h) =>
+        el("th", {}, h)))), body), pager);
+    async function refresh(live) {
+      const q = new URLSearchParams({ limit: "25" });
+      for (const [n] of fields) if (params.get(n)) q.set(n, params.get(n));
+      if (cursor) q.set("cursor", cursor);
+      const page = await api(path + "?" + q.toString());
+      if (!live()) return;
+      body.replaceChildren(...jobRows(page.items, withActions));
+      if (!page.items.length) body.append(el("tr", {}, el("td", { colspan: 8, class: "muted" },
+        "nothing here")));
+      const keep = Object.fromEntries(fields.map(([n]) => [n, params.get(n)]));
+      pager.replaceChildren(...[
+        cursor ? el("button", { type: "button", onclick: () => go(path, keep) }, "First page")
+               : null,
+        page.next_cursor ? el("button", { type: "button", onclick: () =>
+          go(path, { ...keep, cursor: page.next_cursor }) }, "Next page") : null,
+      ].filter(Boolean));
+    }
+    return { frame, refresh };
+  };
+}
+
+const jobsPage = listPage("Jobs", "jobs",
+  [["status", STATUSES], ["queue"], ["task"]], null, null);
+
+async function act(label, call) {
+  try {
+    await call();
+    flash("");
+  } catch (err) {
+    flash(label + ": " + err.message);
+  }
+  render(false);
+}
+
+const dlqPage = listPage("Dead letters", "dlq", [["queue"], ["task"]],
+  (j) => el("td", {}, el("div", { class: "actions" },
+    el("button", { type: "button", onclick: () => act("replay", () =>
+      api("dlq/" + j.job_id + "/replay", { method: "POST" })) }, "Replay"),
+    el("button", { type: "button", class: "danger", onclick: () => act("purge", () =>
+      api("dlq/" + j.job_id, { method: "DELETE" })) }, "Purge"))),
+  (params) => {
+    const box = el("div", { class: "actions" });
+    const filter = { queue: params.get("queue") || undefined, task: params.get("task") || undefined };
+    const ask = async () => {
+      let n = 0, cursor = null;
+      do { // count what the filter matches (a bulk replay takes at most 1,000)
+        const q = new URLSearchParams({ limit: "500" });
+        if (filter.queue) q.set("queue", filter.queue);
+        if (filter.task) q.set("task", filter.task);
+        if (cursor) q.set("cursor", cursor);
+        const page = await api("dlq?" + q.toString());
+        n += page.items.length;
+        cursor = page.next_cursor;
+      } while (cursor && n < 1000);
+      const count = Math.min(n, 1000);
+      const what = count === 0 ? "No dead job matches this filter."
+        : `Replay ${count}${cursor ? " (the first 1,000 of more)" : ""} dead job${
+          count === 1 ? "" : "s"} matching this filter?`;
+      box.replaceChildren(el("div", { class: "card confirm", id: "confirm" }, what, " ",
+        count ? el("button", { type: "button", class: "primary", onclick: () => act(
+          "replay all", async () => {
+            await api("dlq/replay", { method: "POST", body: { ...filter, limit: count } });
+            box.replaceChildren(replayAll);
+          }) }, `Replay ${count}`) : null,
+        el("button", { type: "button", onclick: () => box.replaceChildren(replayAll) },
+          "Cancel")));
+    };
+    const replayAll = el("button", { type: "button", onclick: () => act("count", ask) },
+      "Replay all matching…");
+    box.append(replayAll);
+    return { node: box };
+  });
+
+function jobPage(r) {
+  const id = r.parts[1];
+  const head = el("div");
+  const fields = el("dl", { class: "fields" });
+  const data = el("div");
+  const timeline = el("ol", { class: "timeline", id: "attempts" });
+  const frame = el("div", {}, el("p", {}, el("a", { href: "#/jobs" }, "← jobs")), head,
+    el("div", { class: "card" }, fields), data, el("h2", {}, "Attempts"), timeline);
+  async function refresh(live) {
+    const [job, attempts] = await Promise.all([api("jobs/" + id), api("jobs/" + id + "/attempts")]);
+    if (!live()) return;
+    const buttons = [];
+    if (job.status === "queued" || job.status === "processing") {
+      buttons.push(el("button", { type: "button", class: "danger", onclick: () => act("cancel",
+        () => api("jobs/" + id + "/cancel", { method: "POST" })) }, "Cancel"));
+    }
+    if (job.status === "dead") {
+      buttons.push(el("button", { type: "button", class: "primary", onclick: () => act("replay",
+        () => api("dlq/" + id + "/replay", { method: "POST" })) }, "Replay"));
+      buttons.push(el("button", { type: "button", class: "danger", onclick: () => act("purge",
+        async () => { await api("dlq/" + id, { method: "DELETE" }); go("dlq"); }) }, "Purge"));
+    }
+    head.replaceChildren(el("h1", {}, "Job ", el("span", { class: "mono" }, job.job_id), " ",
+      statusBadge(job.status)), el("div", { class: "actions" }, buttons));
+    const rows = [["task", job.task], ["queue", job.queue], ["priority", job.priority],
+      ["attempts", `${job.attempts} (max retries ${job.max_retries})`],
+      ["worker", job.worker_id || "—"], ["created", when(job.created_at)],
+      ["started", when(job.started_at)], ["finished", when(job.finished_at)],
+      ["run at", when(job.run_at)], ["cancel requested", job.cancel_requested ? "yes" : "no"]];
+    fields.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+    data.replaceChildren(
+      el("h2", {}, "Payload"), el("pre", { id: "payload" }, JSON.stringify(job.payload, null, 2)),
+      el("h2", {}, "Result"), el("pre", { id: "result" },
+        job.result === null || job.result === undefined ? "—" : JSON.stringify(job.result, null, 2)),
+      el("h2", {}, "Last error"), el("pre", { id: "last-error" }, job.last_error || "—"));
+    timeline.replaceChildren(...attempts.items.slice().reverse().map((a) =>
+      el("li", { class: "outcome-" + (a.outcome || "open") },
+        el("strong", {}, `#${a.attempt} ${a.outcome || "running"}`),
+        el("span", { class: "muted" }, ` · ${a.worker_id || "?"} · ${
+          a.duration_ms === null || a.duration_ms === undefined ? "…" : a.duration_ms + " ms"} · ${
+          when(a.started_at)}`),
+        a.error ? el("pre", {}, a.error) : null)));
+    if (!attempts.items.length) timeline.append(el("li", { class: "muted" }, "no attempt yet"));
+  }
+  return { frame, refresh };
+}
+
+window.addEventListener("hashchange", () => render(true));
+window.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("signin-form").addEventListener("submit", signIn);
+  document.getElementById("signout").addEventListener("click", () => showSignIn("Signed out."));
+  if (sessionStorage.getItem(KEY)) start(); else showSignIn();
+});

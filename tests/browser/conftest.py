@@ -1,0 +1,104 @@
+"""The browser tier: the dashboard in Debian's chromium, driven by Playwright for Python.
+
+Playwright's own browser download cannot be used on these machines, so the tier launches
+the system ``chromium`` through ``executable_path`` (``scripts/setup`` installs it with apt
+when it can). Without it the tier fails, saying how to install it: it never skips.
+Screenshots go to ``.asyncz/browser-output/`` (test output, kept after the run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.support.databases import fresh_database, sibling_redis_url, sibling_url
+from tests.support.devrun import DevRun, dev_env
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUT = ROOT / ".asyncz" / "browser-output"
+API_KEY = "browser-test-key"
+HOW_TO = (
+    "the browser tier needs Debian's chromium: `apt-get install -y chromium` "
+    "(scripts/setup does it when run as root with apt), or set ASYNCZ_CHROMIUM to a "
+    "Chromium binary"
+)
+
+
+def chromium_path() -> str:
+    path = os.environ.get("ASYNCZ_CHROMIUM") or shutil.which("chromium")
+    if not path:
+        pytest.fail(f"no chromium found: {HOW_TO}", pytrace=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def output_dir() -> Path:
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    return OUTPUT
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    executable = chromium_path()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - the dev extra installs it
+        pytest.fail("playwright is not installed: run scripts/setup", pytrace=False)
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=45_000)
+    with sync_playwright() as p:
+        try:
+            chromium = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        except Exception as exc:  # noqa: BLE001 - any launch failure: say how to fix it
+            pytest.fail(f"chromium at {executable} did not start ({exc}): {HOW_TO}")
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
+    """The whole system as ``asyncz dev`` runs it, on a database of this tier's own."""
+    database_url = fresh_database(sibling_url("browser"))
+    redis_url = sibling_redis_url(9)
+    redis.Redis.from_url(redis_url).flushdb()
+    data = tmp_path_factory.mktemp("browser") / "data"
+    run = DevRun(data, dev_env(database_url, redis_url, API_KEY), API_KEY)
+    try:
+        run.wait_healthy()
+        yield run
+    finally:
+        run.stop()
+
+
+class PageWatch:
+    """What a page did that it must not: dialogs (an XSS alert), console errors (a CSP
+    violation is reported there), failed requests."""
+
+    def __init__(self, page: Any) -> None:
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+        page.on("dialog", self._dialog)
+        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[tuple[Any, PageWatch]]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    # generous: a loaded CI box (2 cores, asyncz dev, chromium) is slow, and nothing here
+    # asserts a time; the waits only bound how long a broken page takes to fail
+    pg.set_default_timeout(45_000)
+    yield pg, PageWatch(pg)
+    context.close()

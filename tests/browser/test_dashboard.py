@@ -1,0 +1,200 @@
+"""The dashboard in a real browser against ``asyncz dev``: sign-in, the pages with real data,
+replaying a dead job, the XSS payload, a wrong key, the docs. Screenshots of each page are
+saved to ``.asyncz/browser-output/``."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import API_KEY, PageWatch
+from tests.support.devrun import DevRun
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+XSS = "<img src=x onerror=alert(1)>"  # the issue's payload: a dialog would open
+XSS_FLAG = "<svg onload=window.__xss=1><script>window.__xss=2</script>"  # or a flag be set
+Page = tuple[Any, PageWatch]
+
+
+def csp_violations(watch: PageWatch) -> list[str]:
+    return [e for e in watch.errors if "Content Security Policy" in e]
+
+
+def sign_in(pg: Any, dev: DevRun, key: str = API_KEY) -> None:
+    pg.goto(dev.url + "/ui")
+    pg.fill("#key", key)
+    pg.click("#signin-form button[type=submit]")
+    if key == API_KEY:  # signed in (the key checked): only now may the test navigate
+        pg.wait_for_selector("#nav a[data-page=jobs]", state="visible")
+
+
+def test_a_wrong_key_is_refused_and_nothing_is_stored(
+    dev: DevRun, page: Page, output_dir: Path
+) -> None:
+    pg, watch = page
+    sign_in(pg, dev, "not-the-key")
+    pg.wait_for_selector("#signin-error:has-text('refused')")
+    assert pg.is_visible("#signin") and not pg.is_visible("#nav")
+    assert pg.evaluate("sessionStorage.length") == 0
+    pg.screenshot(path=str(output_dir / "signin-refused.png"))
+    assert csp_violations(watch) == []
+
+
+def test_operator_sees_jobs_opens_one_and_the_payload_stays_text(
+    dev: DevRun, page: Page, output_dir: Path
+) -> None:
+    pg, watch = page
+    for i in range(12):
+        dev.submit({"task": "echo", "payload": {"n": i}})
+    dev.submit({"task": "flaky", "payload": {"failures": 1}, "max_retries": 2})
+    xss_id = dev.submit({"task": "echo", "payload": {"note": XSS, "also": XSS_FLAG}})
+    failing = dev.submit({"task": "fail", "payload": {"message": XSS}, "max_retries": 0})
+    dev.wait_status(xss_id, {"completed"})
+    dev.wait_status(failing, {"dead"})
+
+    sign_in(pg, dev)
+    pg.wait_for_selector("#queues tbody tr")
+    # the key is in this tab's session storage, nowhere in the URL or a cookie
+    assert pg.evaluate("sessionStorage.getItem('asyncz.api-key')") == API_KEY
+    assert API_KEY not in pg.url and pg.context.cookies() == []
+    # (expect() polls without eval, which the page's CSP forbids)
+    expect(pg.locator("[data-stat='completed (1 h)'] .big")).not_to_have_text("0")
+    assert pg.locator("svg.chart polyline[data-series=completed]").count() == 1
+    assert "default" in pg.inner_text("#queues")
+    pg.screenshot(path=str(output_dir / "overview.png"), full_page=True)
+
+    pg.click("#nav a[data-page=jobs]")
+    row = pg.locator(f"tr[data-job='{xss_id}']")
+    row.wait_for()
+    pg.screenshot(path=str(output_dir / "jobs.png"), full_page=True)
+    row.locator("a").click()
+    pg.wait_for_selector("#payload")
+    assert XSS in pg.inner_text("#payload") and XSS_FLAG in pg.inner_text("#payload")
+    assert XSS in pg.inner_text("#result")  # echo's result is the payload
+    assert (
+        pg.locator("main img, main script, #payload svg").count() == 0
+    )  # shown as text: no element was made
+    assert pg.evaluate("window.__xss") is None and watch.dialogs == []
+    pg.screenshot(path=str(output_dir / "job-detail.png"), full_page=True)
+
+    pg.goto(f"{dev.url}/ui#/jobs/{failing}")
+    pg.wait_for_selector("#attempts li.outcome-failed")
+    assert XSS in pg.inner_text("#last-error") and XSS in pg.inner_text("#attempts")
+    assert pg.locator("main img").count() == 0
+    assert pg.evaluate("window.__xss") is None and watch.dialogs == []
+    assert csp_violations(watch) == []
+
+
+def test_a_dead_job_is_replayed_from_the_dlq_and_runs_again(
+    dev: DevRun, page: Page, output_dir: Path
+) -> None:
+    pg, watch = page
+    job_id = dev.submit({"task": "flaky", "payload": {"failures": 1}, "max_retries": 0})
+    doomed = dev.submit({"task": "fail", "payload": {}, "max_retries": 0})
+    dev.wait_status(job_id, {"dead"})
+    dev.wait_status(doomed, {"dead"})
+    sign_in(pg, dev)
+    pg.click("#nav a[data-page=dlq]")
+    row = pg.locator(f"tr[data-job='{job_id}']")
+    row.wait_for()
+    assert pg.inner_text(".pager").strip() == ""  # one page: no paging buttons (nor "null")
+    pg.screenshot(path=str(output_dir / "dlq.png"), full_page=True)
+    row.get_by_role("button", name="Replay").click()
+    assert dev.wait_status(job_id, {"completed"})["result"] == {"succeeded_on_attempt": 2}
+    row.wait_for(state="detached")  # the list refreshed: no longer dead
+    purged = pg.locator(f"tr[data-job='{doomed}']")
+    purged.get_by_role("button", name="Purge").click()
+    purged.wait_for(state="detached")
+    assert dev.call("GET", f"/jobs/{doomed}")[0] == 404
+
+    pg.goto(f"{dev.url}/ui#/jobs/{job_id}")
+    pg.wait_for_selector("#attempts li.outcome-completed")
+    assert pg.locator("#attempts li").count() == 2  # the dead attempt, then the replayed one
+    assert "completed" in pg.inner_text("#page h1")
+    assert "succeeded_on_attempt" in pg.inner_text("#result")
+    assert csp_violations(watch) == []
+
+
+def test_replay_all_matching_asks_first_and_says_how_many(dev: DevRun, page: Page) -> None:
+    pg, _ = page
+    ids = [dev.submit({"task": "fail", "queue": "default", "max_retries": 0,
+                       "payload": {"batch": "b"}}) for _ in range(3)]  # fmt: skip
+    for job_id in ids:
+        dev.wait_status(job_id, {"dead"})
+    sign_in(pg, dev)
+    pg.goto(f"{dev.url}/ui#/dlq?task=fail")
+    pg.wait_for_selector(f"tr[data-job='{ids[0]}']")
+    dead = dev.call("GET", "/dlq?task=fail&limit=500")[1]["items"]
+    pg.get_by_role("button", name="Replay all matching…").click()
+    confirm = pg.locator("#confirm")
+    confirm.wait_for()
+    assert f"Replay {len(dead)} dead jobs matching this filter?" in confirm.inner_text()
+    confirm.get_by_role("button", name=f"Replay {len(dead)}").click()
+    for job_id in ids:  # `fail` fails again: each ran once more and is dead again
+        job = dev.wait_job(job_id, lambda j: j["status"] == "dead" and j["attempts"] >= 2)
+        assert job["attempts"] == 2
+
+
+def test_auto_refresh_keeps_the_filters_and_what_is_being_typed(dev: DevRun, page: Page) -> None:
+    pg, _ = page
+    dev.submit({"task": "echo", "payload": {}})
+    sign_in(pg, dev)
+    pg.click("#nav a[data-page=jobs]")
+    pg.select_option("form.filters select[name=status]", "completed")
+    pg.click("form.filters button[type=submit]")
+    pg.wait_for_url(re.compile(r"status=completed"))
+    pg.wait_for_selector("#list tbody tr[data-job]")
+    pg.fill("form.filters input[name=task]", "half-typ")
+    for _ in range(2):  # two refreshes later
+        expect(pg.locator("#updated")).not_to_have_text(pg.inner_text("#updated"))
+    assert pg.input_value("form.filters input[name=task]") == "half-typ"
+    assert pg.input_value("form.filters select[name=status]") == "completed"
+    statuses = pg.locator("#list tbody tr[data-job] .status").all_inner_texts()
+    assert statuses and set(statuses) == {"completed"}
+
+
+def test_sign_out_forgets_the_key(dev: DevRun, page: Page) -> None:
+    pg, _ = page
+    sign_in(pg, dev)
+    pg.wait_for_selector("#queues tbody tr")
+    pg.click("#signout")
+    pg.wait_for_selector("#signin-form")
+    assert pg.evaluate("sessionStorage.length") == 0
+    pg.reload()
+    assert pg.is_visible("#signin") and not pg.is_visible("#nav")
+
+
+def test_docs_load_with_bundled_assets_and_no_key(
+    dev: DevRun, page: Page, output_dir: Path
+) -> None:
+    pg, watch = page
+    requested: list[str] = []
+    pg.on("request", lambda r: requested.append(r.url))
+    pg.goto(dev.url + "/docs")
+    pg.wait_for_selector(".swagger-ui .info .title:has-text('AsyncZ')")
+    pg.wait_for_selector("text=/jobs")
+    assert all(u.startswith(dev.url) for u in requested), requested  # nothing from a CDN
+    pg.screenshot(path=str(output_dir / "docs.png"))
+    assert csp_violations(watch) == [] and watch.dialogs == []
+
+
+def test_pages_need_no_key_but_data_does(dev: DevRun) -> None:
+    def get(path: str) -> tuple[int, dict[str, str]]:
+        try:
+            with urllib.request.urlopen(dev.url + path, timeout=30) as resp:
+                return resp.status, dict(resp.headers)
+        except urllib.error.HTTPError as err:
+            return err.code, dict(err.headers)
+
+    status, headers = get("/ui")
+    assert status == 200 and "frame-ancestors 'none'" in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff"
+    assert get("/ui/assets/app.js")[0] == 200 and get("/docs")[0] == 200
+    assert get("/jobs")[0] == 401 and get("/stats/series")[0] == 401

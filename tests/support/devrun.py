@@ -1,0 +1,117 @@
+"""``asyncz dev`` as a user runs it, for tests that drive the whole system over HTTP: a
+subprocess on a free port in its own process group, with the test servers' databases."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TERMINAL = {"completed", "dead", "cancelled"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def dev_env(database_url: str, redis_url: str, api_key: str) -> dict[str, str]:
+    """The environment of a quick-cycling run: short leases, fast schedules."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCZ_")}
+    env.update(
+        {
+            "ASYNCZ_DATABASE_URL": database_url,
+            "ASYNCZ_REDIS_URL": redis_url,
+            "ASYNCZ_DEV_API_KEY": api_key,
+            "ASYNCZ_LEASE_TIMEOUT_SECONDS": "3",
+            "ASYNCZ_HEARTBEAT_SECONDS": "0.5",
+            "ASYNCZ_RECOVERY_INTERVAL_SECONDS": "1",
+            "ASYNCZ_FLEET_INTERVAL_SECONDS": "2",
+            "ASYNCZ_WORKER_POLL_SECONDS": "0.5",
+            "ASYNCZ_DEV_SHUTDOWN_GRACE_SECONDS": "5",
+            "ASYNCZ_BACKOFF_BASE_SECONDS": "0.2",
+            "ASYNCZ_BACKOFF_MAX_SECONDS": "0.5",
+        }
+    )
+    return env
+
+
+class DevRun:
+    """One ``python -m asyncz dev`` run; :meth:`stop` kills its whole process group."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str], api_key: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.api_key = api_key
+        self.log_path = data_dir.parent / f"dev-{time.monotonic_ns()}.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "asyncz", "dev", "--port", str(self.port),
+                 "--data-dir", str(data_dir), "--quiet"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_healthy(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"asyncz dev exited:\n{self.log()[-4000:]}"
+            try:
+                if self.call("GET", "/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"asyncz dev not healthy in {timeout}s:\n{self.log()[-4000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("x-api-key", self.api_key)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                raw = resp.read()
+                return resp.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            return err.code, json.loads(raw) if raw else None
+
+    def submit(self, body: dict[str, Any]) -> str:
+        status, reply = self.call("POST", "/jobs", body)
+        assert status == 202, reply
+        return str(reply["job_id"])
+
+    def wait_status(self, job_id: str, statuses: set[str], timeout: float = 60) -> dict[str, Any]:
+        return self.wait_job(job_id, lambda job: job["status"] in statuses, timeout)
+
+    def wait_job(
+        self, job_id: str, until: Callable[[dict[str, Any]], bool], timeout: float = 60
+    ) -> dict[str, Any]:
+        """The job as ``GET /jobs/{id}`` shows it, once ``until(job)`` holds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, job = self.call("GET", f"/jobs/{job_id}")
+            assert status == 200, job
+            if until(job):
+                return dict(job)
+            assert time.monotonic() < deadline, f"{job_id} after {timeout} s: {job}"
+            time.sleep(0.2)
