@@ -1,11 +1,10 @@
 """Issue 18 against ``asyncz dev``: a burst of slow jobs gets every allowed worker within
 seconds, not at the fleet controller's next tick (a minute later).
 
-The issue's burst is 1,000 jobs of 0.2 s (that one is measured in
-``tests/perf/bench_scale_out.py``). Here the jobs sleep 2 s: the scale-out follows the
-*ready* backlog (50 per worker), and on a loaded 2-core box the clients submit 0.2 s jobs
-barely faster than the first workers drain them, so whether the backlog ever asks for a
-fourth worker would depend on the machine's load, not on the product.
+The burst is the issue's: 1,000 ``sleep`` jobs of 0.2 s, sent as ten ``POST /jobs/batch`` of
+100 (issue 17), so the ready backlog is there at once whatever the machine's load: one
+request per job from test threads on a loaded 2-core box submits barely faster than the
+first workers drain, and whether a fourth worker is ever needed would then measure the box.
 """
 
 from __future__ import annotations
@@ -23,18 +22,17 @@ from tests.integration.test_local_dev import (  # noqa: F401 - fixtures
     dev_env,
     fresh_backends,
     runs,
-    submit_many,
     wait_terminal,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
-BURST = 400
-SLEEP_S = 2.0
-# Issue 18 asks for 4 live workers within 10 s of the first submit. That holds on a quiet
-# machine (see BENCHMARKS.md, "peak reached at"), but each local worker sandbox is a fresh
-# Python process whose init alone took 10 s on this shared 2-core box under load, so the
-# test waits longer: the fleet tick is 600 s away, so only the scale-out can start them.
+BURST = 1000
+SLEEP_S = 0.2
+# Issue 18 asks for 4 live workers within 10 s of the first submit; the test prints the time
+# (BENCHMARKS.md has it). No wall-clock bound is asserted on this shared box (a worker
+# sandbox's own start took 10 s under load): the fleet tick is 600 s away, so 4 live workers
+# seen before the burst drains can only come from the scale-out.
 ALL_LIVE_WITHIN_S = 60.0
 
 
@@ -60,12 +58,11 @@ def test_a_burst_gets_every_worker_within_seconds(
 
     def submit_burst() -> None:
         try:
-            ids.extend(
-                submit_many(
-                    dev.url,
-                    [{"task": "sleep", "payload": {"seconds": SLEEP_S}} for _ in range(BURST)],
-                )
-            )
+            body = {"jobs": [{"task": "sleep", "payload": {"seconds": SLEEP_S}}] * 100}
+            for _ in range(BURST // 100):
+                status, reply = call(dev.url, "POST", "/jobs/batch", body)
+                assert status == 202, reply
+                ids.extend(item["job_id"] for item in reply["jobs"])
         except BaseException as exc:  # noqa: BLE001 - reported by the test, not the thread
             failures.append(exc)
 

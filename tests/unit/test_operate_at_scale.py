@@ -232,3 +232,52 @@ def test_progress_is_written_at_most_about_once_a_second(monkeypatch: pytest.Mon
     done = run(go())
     assert (done.progress, done.progress_message) == (1.0, "step 100")  # the last one is kept
     assert 1 <= len(writes) <= 6, writes  # not a hundred
+
+
+def test_a_busy_worker_starts_the_workers_a_backlog_submitted_at_once_still_lacks() -> None:
+    """The api decides only at submits: a burst sent in one go is seen once, early. A worker
+    that keeps finding work asks again (once a second, by the same lock)."""
+    svc = service(fleet_max_workers=4, fleet_jobs_per_worker=5, scale_out_seconds=0.2)
+    started: list[int] = []
+
+    def slow(payload: dict[str, Any], ctx: TaskContext) -> None:
+        import time
+
+        time.sleep(0.3)
+
+    svc.registry.register("slow", slow)
+
+    async def wake() -> None:
+        started.append(1)
+
+    async def go() -> None:
+        for _ in range(40):  # backlog 40 at 5 per worker: 4 wanted, none started yet
+            await svc.submit(NewJob(task="slow", payload={}))
+        stop = asyncio.Event()
+        worker = WorkerLoop(
+            svc,
+            remaining_seconds=lambda: 3600,
+            stop=stop,
+            concurrency=2,
+            scale_out=ScaleOut(svc.settings, wake),
+        )
+        running = asyncio.create_task(worker.run())
+        for _ in range(100):
+            if started:
+                break
+            await asyncio.sleep(0.05)
+        stop.set()
+        await running
+
+    run(go())
+    # this worker is live: it starts the other three (at most the maximum, never more)
+    assert 1 <= len(started) <= 3, started
+
+
+def test_workers_scale_out_only_when_the_deployment_does() -> None:
+    from asyncz.worker.handler import worker_scale_out
+
+    on = Settings(scale_out_seconds=1, wake_worker=True)
+    assert isinstance(worker_scale_out(on, "asyncz-worker"), ScaleOut)
+    assert worker_scale_out(on.model_copy(update={"scale_out_seconds": 0}), "w") is None
+    assert worker_scale_out(on.model_copy(update={"wake_worker": False}), "w") is None

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asyncz.errors import (
@@ -25,6 +25,7 @@ from asyncz.errors import (
     describe,
 )
 from asyncz.jobs import AttemptOutcome, Lease
+from asyncz.ports import JobBroker
 from asyncz.service import JobService
 from asyncz.tasks.registry import TaskContext, TaskSpec
 from asyncz.worker.batching import CompletionBatcher
@@ -48,8 +49,12 @@ class WorkerLoop:
         concurrency: int | None = None,
         idle_exit_seconds: float | None = None,
         stop: asyncio.Event | None = None,
+        scale_out: Callable[[JobBroker], Awaitable[int]] | None = None,
     ) -> None:
         s = service.settings
+        # Workers that keep finding work ask, once a second, whether the backlog wants more
+        # workers (asyncz.scaleout): a burst submitted in one go is seen again after it.
+        self.scale_out = scale_out
         self.service = service
         self.settings = s
         self.remaining_seconds = remaining_seconds
@@ -108,6 +113,8 @@ class WorkerLoop:
                 if now - last_promote >= 1.0:
                     last_promote = now
                     await self._quietly(self.service.promote(self.queues))
+                    if self.scale_out is not None and self.running:
+                        await self._quietly(self.scale_out(self.service.broker))
                 wait = min(self.settings.worker_poll_seconds, self.budget() - self.longest_timeout)
                 if self.idle_exit_seconds and not self.running:
                     wait = min(wait, max(0.05, self.idle_exit_seconds - (now - idle_since)))

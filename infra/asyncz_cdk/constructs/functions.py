@@ -158,6 +158,20 @@ class Functions(Construct):
             self.api_keys_secret.grant_read(self.api)
         self.worker.grant_invoke(self.fleet)
         self.worker.grant_invoke(self.api)  # wake-up when no worker is alive
+        # Workers start workers too when they see a backlog (asyncz.scaleout). A policy of
+        # its own: in the role's default policy (which the function waits for) the
+        # function's own ARN would be a dependency cycle.
+        assert self.worker.role is not None
+        iam.Policy(
+            self,
+            "WorkerScaleOut",
+            roles=[self.worker.role],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=[self.worker.function_arn]
+                )
+            ],
+        )
         if run_time_secrets:
             self.recovery.add_to_role_policy(
                 iam.PolicyStatement(
