@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 import redis
 
 from tests.support.databases import fresh_database, sibling_redis_url, sibling_url
+from tests.support.devrun import DevRun, free_port, request
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -32,10 +32,7 @@ API_KEY = "dev-test-key"
 TERMINAL = {"completed", "dead", "cancelled"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+_free_port = free_port
 
 
 @pytest.fixture
@@ -47,78 +44,16 @@ def fresh_backends() -> tuple[str, str]:
     return url, redis_url
 
 
-class DevProcess:
-    """One ``python -m asyncz dev`` run in its own process group."""
+class DevProcess(DevRun):
+    """This module's spelling of :class:`tests.support.devrun.DevRun`: (port, data dir, env,
+    extra arguments), with the module's API key."""
 
     def __init__(self, port: int, data_dir: Path, env: dict[str, str], args: list[str]) -> None:
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
-        self.log_path = data_dir.parent / f"dev-{time.monotonic_ns()}.log"
-        log = open(self.log_path, "wb")  # noqa: SIM115 - the child writes to it
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "asyncz",
-                "dev",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(data_dir),
-                "--quiet",
-                *args,
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
-        self.pgid = self.proc.pid
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_healthy(self, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"asyncz dev exited:\n{self.log()[-4000:]}"
-            try:
-                if call(self.url, "GET", "/health")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"asyncz dev not healthy in {timeout}s:\n{self.log()[-4000:]}")
-
-    def live_group_members(self) -> list[int]:
-        """Pids in the run's process group that are not zombies."""
-        members = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == self.pgid and fields[0] != "Z":
-                members.append(int(entry.name))
-        return members
+        super().__init__(data_dir, env, API_KEY, port=port, args=args)
 
 
 def call(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base + path, data=data, method=method)
-    req.add_header("x-api-key", API_KEY)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as err:
-        raw = err.read()
-        return err.code, json.loads(raw) if raw else None
+    return request(base, API_KEY, method, path, body)
 
 
 def submit_many(base: str, bodies: list[dict[str, Any]]) -> list[str]:
@@ -324,7 +259,7 @@ def test_dev_runs_the_users_own_tasks_from_the_current_folder(
     url = f"http://127.0.0.1:{port}"
     try:
         dev = DevProcess.__new__(DevProcess)  # reuse its health wait on our process
-        dev.proc, dev.url, dev.log_path = proc, url, log_path
+        dev.proc, dev.url, dev.log_path, dev.api_key = proc, url, log_path, API_KEY
         dev.wait_healthy()
         status, body = call(url, "POST", "/jobs", {"task": "shout", "payload": {"text": "hi"}})
         assert status == 202, body

@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,20 +46,45 @@ def dev_env(database_url: str, redis_url: str, api_key: str) -> dict[str, str]:
     return env
 
 
+def request(base: str, api_key: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """(status, JSON body) of one API call; an HTTP error is an answer, not an exception."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("x-api-key", api_key)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as err:
+        raw = err.read()
+        return err.code, json.loads(raw) if raw else None
+
+
 class DevRun:
     """One ``python -m asyncz dev`` run; :meth:`stop` kills its whole process group."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str], api_key: str) -> None:
-        self.port = free_port()
+    def __init__(
+        self,
+        data_dir: Path,
+        env: dict[str, str],
+        api_key: str,
+        *,
+        port: int | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
         self.log_path = data_dir.parent / f"dev-{time.monotonic_ns()}.log"
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "asyncz", "dev", "--port", str(self.port),
-                 "--data-dir", str(data_dir), "--quiet"],
+                 "--data-dir", str(data_dir), "--quiet", *args],
                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
+        self.pgid = self.proc.pid
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -82,18 +107,21 @@ class DevRun:
             self.proc.wait(10)
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("x-api-key", self.api_key)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                raw = resp.read()
-                return resp.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as err:
-            raw = err.read()
-            return err.code, json.loads(raw) if raw else None
+        return request(self.url, self.api_key, method, path, body)
+
+    def live_group_members(self) -> list[int]:
+        """Pids in the run's process group that are not zombies."""
+        members = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+        return members
 
     def submit(self, body: dict[str, Any]) -> str:
         status, reply = self.call("POST", "/jobs", body)
