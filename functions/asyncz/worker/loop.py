@@ -98,6 +98,7 @@ class WorkerLoop:
         progress = asyncio.create_task(self._progress_loop(), name="progress")
         idle_since = time.monotonic()
         last_promote = 0.0
+        worked = False  # claimed a job since the last once-a-second look
         try:
             await self._announce()
             while not (reason := self._should_stop()):
@@ -113,8 +114,9 @@ class WorkerLoop:
                 if now - last_promote >= 1.0:
                     last_promote = now
                     await self._quietly(self.service.promote(self.queues))
-                    if self.scale_out is not None and self.running:
+                    if self.scale_out is not None and (worked or self.running):
                         await self._quietly(self.scale_out(self.service.broker))
+                    worked = False
                 wait = min(self.settings.worker_poll_seconds, self.budget() - self.longest_timeout)
                 if self.idle_exit_seconds and not self.running:
                     wait = min(wait, max(0.05, self.idle_exit_seconds - (now - idle_since)))
@@ -130,6 +132,7 @@ class WorkerLoop:
                     await asyncio.sleep(0.1)
                 if leases:
                     idle_since = time.monotonic()
+                    worked = True
                     for lease in leases:
                         self._start(lease)
                 elif self.running:
