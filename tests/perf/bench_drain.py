@@ -1,0 +1,126 @@
+"""End-to-end drain (issue 20, item 4): ``asyncz dev`` in its default configuration (access
+log, metrics, wake-on-submit, scale-out and the fleet all on; system PostgreSQL and Redis by
+URL, as a user points it at them), ``--jobs`` ``echo`` jobs submitted in ``POST /jobs/batch``
+of 100 from two client threads, timed from the first submit to the last ``finished_at``
+(read from Postgres), with the time the fleet took to reach its largest size.
+
+    .venv/bin/python -m tests.perf.bench_drain --jobs 10000 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import redis
+
+from tests.perf.bench_scale_out import call
+from tests.perf.bench_submit_http import free_port, stop_dev
+from tests.perf.common import API_KEY, DB, REDIS, command, load_line, machine, prepare
+
+
+def start_dev(port: int, log_path: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCZ_", "POWERTOOLS_"))}
+    env.update(
+        ASYNCZ_DATABASE_URL=DB,
+        ASYNCZ_REDIS_URL=REDIS,
+        ASYNCZ_DEV_API_KEY=API_KEY,
+        ASYNCZ_DEV_DATA_DIR=tempfile.mkdtemp(prefix="asyncz-bench-drain-"),
+    )
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "asyncz", "dev", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"asyncz dev exited with {proc.returncode}; see {log_path}")
+        try:
+            if call(port, "GET", "/health")["status"] == "ok":
+                time.sleep(3)  # the fleet's first tick (at start) sees an empty queue
+                return proc
+        except OSError:
+            pass
+        time.sleep(0.3)
+    stop_dev(proc)
+    raise SystemExit(f"asyncz dev did not start in 120 s; see {log_path}")
+
+
+def drain(port: int, jobs: int) -> dict[str, float]:
+    live: list[tuple[float, int]] = []
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def watch() -> None:
+        while not done.is_set():
+            live.append((time.monotonic() - t0, call(port, "GET", "/stats")["live_workers"]))
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    body = {"task": "echo", "payload": {"n": 1}}
+    sizes = [min(100, jobs - i) for i in range(0, jobs, 100)]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda n: call(port, "POST", "/jobs/batch", {"jobs": [body] * n}), sizes))
+    submitted = time.monotonic() - t0
+    with psycopg.connect(DB, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE status = 'completed'),"
+                " extract(epoch FROM max(finished_at) - min(created_at))::float8 FROM jobs"
+            ).fetchone()
+            assert row is not None
+            if row[0] >= jobs:
+                break
+            time.sleep(0.5)
+    done.set()
+    watcher.join(5)
+    peak = max(n for _, n in live)
+    return {
+        "submit_s": submitted,
+        "drain_s": float(row[1]),
+        "peak": peak,
+        "peak_at": next(t for t, n in live if n == peak),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    print(f"# end-to-end drain — {machine()}")
+    print(f"# {load_line()} (shared machine: other test suites may be running)")
+    print(f"# command: {command('tests.perf.bench_drain', sys.argv[1:])}")
+    print("# asyncz dev defaults; echo jobs in POST /jobs/batch of 100 from 2 client threads")
+    print("| round | jobs | submit s | drain s | jobs/s | peak live workers | peak reached at s |")
+    print("|---|---|---|---|---|---|---|")
+    log_dir = tempfile.mkdtemp(prefix="asyncz-bench-drain-logs-")
+    for rnd in range(1, args.rounds + 1):
+        prepare()
+        redis.Redis.from_url(REDIS).flushdb()
+        port = free_port()
+        dev = start_dev(port, os.path.join(log_dir, f"{rnd}.log"))
+        try:
+            r = drain(port, args.jobs)
+        finally:
+            stop_dev(dev)
+        print(
+            f"| {rnd} | {args.jobs} | {r['submit_s']:.1f} | {r['drain_s']:.1f} | "
+            f"{args.jobs / r['drain_s']:.0f} | {r['peak']} | {r['peak_at']:.1f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
