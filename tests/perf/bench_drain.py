@@ -14,14 +14,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-import psycopg
 import redis
 
-from tests.perf.bench_scale_out import call
+from tests.perf.bench_scale_out import burst, call
 from tests.perf.bench_submit_http import free_port, stop_dev
 from tests.perf.common import API_KEY, DB, REDIS, command, load_line, machine, prepare
 
@@ -56,44 +53,6 @@ def start_dev(port: int, log_path: str) -> subprocess.Popen[bytes]:
     raise SystemExit(f"asyncz dev did not start in 120 s; see {log_path}")
 
 
-def drain(port: int, jobs: int) -> dict[str, float]:
-    live: list[tuple[float, int]] = []
-    done = threading.Event()
-    t0 = time.monotonic()
-
-    def watch() -> None:
-        while not done.is_set():
-            live.append((time.monotonic() - t0, call(port, "GET", "/stats")["live_workers"]))
-            time.sleep(0.5)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    body = {"task": "echo", "payload": {"n": 1}}
-    sizes = [min(100, jobs - i) for i in range(0, jobs, 100)]
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(lambda n: call(port, "POST", "/jobs/batch", {"jobs": [body] * n}), sizes))
-    submitted = time.monotonic() - t0
-    with psycopg.connect(DB, autocommit=True) as conn:
-        while True:
-            row = conn.execute(
-                "SELECT count(*) FILTER (WHERE status = 'completed'),"
-                " extract(epoch FROM max(finished_at) - min(created_at))::float8 FROM jobs"
-            ).fetchone()
-            assert row is not None
-            if row[0] >= jobs:
-                break
-            time.sleep(0.5)
-    done.set()
-    watcher.join(5)
-    peak = max(n for _, n in live)
-    return {
-        "submit_s": submitted,
-        "drain_s": float(row[1]),
-        "peak": peak,
-        "peak_at": next(t for t, n in live if n == peak),
-    }
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
@@ -112,7 +71,7 @@ def main() -> None:
         port = free_port()
         dev = start_dev(port, os.path.join(log_dir, f"{rnd}.log"))
         try:
-            r = drain(port, args.jobs)
+            r = burst(port, args.jobs, {"task": "echo", "payload": {"n": 1}})
         finally:
             stop_dev(dev)
         print(

@@ -82,8 +82,9 @@ def start_dev(port: int, scale_out: str, log_path: str) -> Any:
     raise SystemExit(f"asyncz dev did not start in 120 s; see {log_path}")
 
 
-def burst(port: int, jobs: int, seconds: float) -> dict[str, float]:
-    body = {"task": "sleep", "payload": {"seconds": seconds}}
+def burst(port: int, jobs: int, body: dict[str, Any]) -> dict[str, float]:
+    """Submit ``jobs`` copies of ``body`` in batches of 100; time it to the last completion
+    and watch the live workers (the peak and when it was first seen)."""
     live: list[tuple[float, int]] = []
     done = threading.Event()
     t0 = time.monotonic()
@@ -144,7 +145,7 @@ def main() -> None:
             port = free_port()
             dev = start_dev(port, MODES[mode], os.path.join(log_dir, f"{rnd}-{MODES[mode]}.log"))
             try:
-                r = burst(port, args.jobs, args.seconds)
+                r = burst(port, args.jobs, {"task": "sleep", "payload": {"seconds": args.seconds}})
             finally:
                 stop_dev(dev)
             drains[mode].append(r["drain_s"])

@@ -52,9 +52,7 @@ class WorkerLoop:
         scale_out: Callable[[JobBroker], Awaitable[int]] | None = None,
     ) -> None:
         s = service.settings
-        # Workers that keep finding work ask, once a second, whether the backlog wants more
-        # workers (asyncz.scaleout): a burst submitted in one go is seen again after it.
-        self.scale_out = scale_out
+        self.scale_out = scale_out  # busy workers ask for more workers too (asyncz.scaleout)
         self.service = service
         self.settings = s
         self.remaining_seconds = remaining_seconds
@@ -96,8 +94,7 @@ class WorkerLoop:
         """Work until the deadline, a stop request, or ``idle_exit_seconds`` with no job."""
         heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         progress = asyncio.create_task(self._progress_loop(), name="progress")
-        idle_since = time.monotonic()
-        last_promote = 0.0
+        idle_since, last_promote = time.monotonic(), 0.0
         worked = False  # claimed a job since the last once-a-second look
         try:
             await self._announce()
