@@ -203,19 +203,16 @@ class RedisBroker(_KeySpace):
         return moved
 
     async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]:
-        """Block up to ``timeout`` s for one id (queues in priority order), then take up to
-        ``max_items - 1`` more without blocking from the same queue."""
+        """Block up to ``timeout`` s for the first queue (in priority order) that has ids,
+        and take up to ``max_items`` of them: one BZMPOP, one round trip (Redis 7+/Valkey)."""
         keys = [self.ready_key(q) for q in queues]
         with _guard():
-            first = await self._r.bzpopmin(keys, timeout=max(timeout, 0.01))
-            if first is None:
-                return []
-            key, member = str(first[0]), str(first[1])
-            ids = [member]
-            if max_items > 1:
-                more = await self._r.zpopmin(key, max_items - 1)
-                ids.extend(str(pair[0]) for pair in more)
-        return ids
+            popped = await self._r.bzmpop(
+                max(timeout, 0.01), len(keys), keys, min=True, count=max(max_items, 1)
+            )
+        if not popped:
+            return []
+        return [str(pair[0]) for pair in popped[1]]
 
     async def known_queues(self) -> list[str]:
         with _guard():

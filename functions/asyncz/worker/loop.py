@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,13 +28,15 @@ from asyncz.ports import JobBroker
 from asyncz.service import JobService
 from asyncz.tasks.registry import TaskContext, TaskSpec
 from asyncz.worker.batching import CompletionBatcher
-from asyncz.worker.execution import check_storable, in_thread
+from asyncz.worker.execution import TaskThreads, check_storable
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
 
 log = logging.getLogger("asyncz.worker")
 
 _FINISH_TRIES = 3
 PROGRESS_SECONDS = 1.0  # progress reports are written at most this often per job
+COALESCE_SECONDS = 0.002  # the longest a free slot waits for others before a claim
+FILL = 1
 
 
 class WorkerLoop:
@@ -67,7 +68,8 @@ class WorkerLoop:
         self.running: dict[str, Running] = {}
         self.stats = WorkerStats()
         self._completions = CompletionBatcher(service)
-        self._hung: list[threading.Thread] = []
+        self._threads = TaskThreads(max_idle=self.concurrency)
+        self._freed = asyncio.Event()  # a running task returned (or ended)
 
     # --- budget ---------------------------------------------------------------------------
 
@@ -85,8 +87,7 @@ class WorkerLoop:
         return ""
 
     def _hung_threads(self) -> int:
-        self._hung = [t for t in self._hung if t.is_alive()]
-        return len(self._hung)
+        return self._threads.hung()
 
     # --- main loop ------------------------------------------------------------------------
 
@@ -99,13 +100,8 @@ class WorkerLoop:
         try:
             await self._announce()
             while not (reason := self._should_stop()):
-                free = self.concurrency - len(self.running)
+                free = await self._free_slots()
                 if free <= 0:
-                    await asyncio.wait(
-                        [r.task for r in self.running.values() if r.task],
-                        timeout=1.0,
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
                     continue
                 now = time.monotonic()
                 if now - last_promote >= 1.0:
@@ -130,8 +126,9 @@ class WorkerLoop:
                 if leases:
                     idle_since = time.monotonic()
                     worked = True
+                    mates: list[Running] = []
                     for lease in leases:
-                        self._start(lease)
+                        mates.append(self._start(lease, mates))
                 elif self.running:
                     idle_since = time.monotonic()
                 elif (
@@ -150,6 +147,33 @@ class WorkerLoop:
             await self._quietly(self.service.broker.unregister_worker(self.worker_id))
         self.stats.hung_threads = self._hung_threads()
         return {"worker_id": self.worker_id, **self.stats.as_dict()}
+
+    def _executing(self) -> int:
+        """Attempts whose task has not returned: a slot frees when its task returns, so the
+        next claim overlaps the finish write."""
+        return sum(not r.finishing for r in self.running.values())
+
+    async def _free_slots(self) -> int:
+        """Free slots to claim for. With most slots busy, wait up to ``COALESCE_SECONDS``
+        for half of them to free: short jobs end together, and one claim of several ids
+        costs the round trips of one."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + COALESCE_SECONDS
+        while True:
+            executing = self._executing()
+            free = self.concurrency - executing
+            if free > 0 and (not executing or FILL * free >= self.concurrency):
+                return free
+            wait = 1.0 if free <= 0 else until - loop.time()
+            if wait <= 0:
+                return free
+            self._freed.clear()
+            try:
+                async with asyncio.timeout(wait):
+                    await self._freed.wait()
+            except TimeoutError:
+                if free <= 0:
+                    return 0
 
     async def _drain(self) -> None:
         """Let running attempts finish (each is bounded by its own timeout)."""
@@ -175,7 +199,7 @@ class WorkerLoop:
 
     # --- one attempt ----------------------------------------------------------------------
 
-    def _start(self, lease: Lease) -> None:
+    def _start(self, lease: Lease, mates: list[Running]) -> Running:
         self.stats.claimed += 1
         ctx = TaskContext(
             job_id=lease.job_id,
@@ -184,9 +208,10 @@ class WorkerLoop:
             worker_id=self.worker_id,
             artifact_dir=self.settings.artifact_dir,
         )
-        running = Running(lease=lease, ctx=ctx)
+        running = Running(lease=lease, ctx=ctx, mates=mates)
         self.running[lease.job_id] = running
         running.task = asyncio.create_task(self._attempt(running), name=f"job-{lease.job_id}")
+        return running
 
     async def _attempt(self, running: Running) -> None:
         lease = running.lease
@@ -200,7 +225,7 @@ class WorkerLoop:
                 # a result Postgres cannot store, or too large to read back, fails the attempt
                 check_storable(result, self.settings.max_result_bytes)
             except TimeoutError:
-                running.finishing = True
+                self._finishing(running)
                 running.ctx.cancelled.set()
                 self.stats.timed_out += 1
                 await self._finish_failed(
@@ -224,34 +249,42 @@ class WorkerLoop:
                     self.stats.lost_leases += 1
                     log.warning("lease lost; abandoning the attempt", extra=_ids(lease))
             except Exception as exc:  # noqa: BLE001 - any task error is a failed attempt
-                running.finishing = True
+                self._finishing(running)
                 self.stats.failed += 1
                 await self._finish_failed(lease, describe(exc), AttemptOutcome.FAILED)
             else:
-                running.finishing = True
-                await self._finish_completed(lease, result)
+                self._finishing(running)
+                mates_running = any(not m.finishing for m in running.mates)
+                await self._finish_completed(lease, result, mates_running)
         finally:
             self.running.pop(lease.job_id, None)
+            self._freed.set()
             self.service.metrics.add_metric(
                 "JobDuration", "Milliseconds", (time.monotonic() - started) * 1000
             )
+
+    def _finishing(self, running: Running) -> None:
+        running.finishing = True
+        self._freed.set()
 
     async def _call(self, spec: TaskSpec, running: Running) -> Any:
         lease, ctx = running.lease, running.ctx
         if spec.is_async:
             return await spec.call(lease.payload, ctx)
-        thread_name = f"asyncz-job-{lease.job_id}"
         try:
-            return await in_thread(lambda: spec.call(lease.payload, ctx), thread_name)
+            return await self._threads.run(
+                lambda: spec.call(lease.payload, ctx), f"asyncz-job-{lease.job_id}"
+            )
         except asyncio.CancelledError:
             ctx.cancelled.set()
-            self._hung.extend(t for t in threading.enumerate() if t.name == thread_name)
             raise
 
-    async def _finish_completed(self, lease: Lease, result: Any) -> None:
+    async def _finish_completed(self, lease: Lease, result: Any, mates_running: bool) -> None:
         await self.write_progress([lease.job_id])  # the last report, while the lease holds
         try:
-            ok = await self._retrying(lambda: self._completions.complete(lease, result))
+            ok = await self._retrying(
+                lambda: self._completions.complete(lease, result, mates_running=mates_running)
+            )
         except InvalidInputError as exc:  # the database refused this result alone
             self.stats.failed += 1
             await self._finish_failed(

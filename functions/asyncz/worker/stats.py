@@ -6,7 +6,7 @@ import asyncio
 import os
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asyncz.jobs import Lease
@@ -20,6 +20,8 @@ class Running:
     task: asyncio.Task[None] | None = None
     stop_reason: str | None = None  # "lost" | "cancel"
     finishing: bool = False  # the task returned: from here the fenced finish decides
+    # the attempts claimed in the same batch, this one included (one shared list)
+    mates: list[Running] = field(default_factory=list, repr=False, compare=False)
 
 
 @dataclass(slots=True)
