@@ -9,9 +9,11 @@ scale-out check and the fleet tick still run in the default (they read Redis and
 start no worker: CPU spent draining jobs does not count against the front. *Workers on*: the
 default configuration untouched, the fleet draining jobs during the run on the same cores.
 
-Each round starts every variant afresh on an emptied database (the front serves only after
-all api sandboxes are warm), runs ``wrk -t1 -c16`` for ``--seconds``, counts the 202s (a Lua
-``response`` hook) and stops it; the order rotates from round to round.
+Each round starts every variant afresh on an emptied database (measured only after all api
+sandboxes are warm and a 2-s warm-up; with workers on, once they drained the warm-up's jobs),
+runs ``wrk -t1 -c16`` for ``--seconds``, and stops it; the order rotates from round to round.
+Every reply must be a 202 (a Lua ``response`` hook counts them; wrk counts the non-2xx) and
+the window's rows are counted in Postgres: the script exits 1 when a reply was not accepted.
 
     .venv/bin/python -m tests.perf.bench_submit_wrk --seconds 10 --rounds 3
 """
@@ -159,27 +161,37 @@ def run_wrk(wrk: str, script: str, port: int, seconds: float) -> dict[str, float
     return got
 
 
-def counts() -> tuple[int, int]:
-    """(jobs in the table, jobs completed): the 202s really were accepted."""
+def counts() -> tuple[int, int, int]:
+    """(jobs in the table, queued, completed)."""
     with psycopg.connect(DB, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(*), count(*) FILTER (WHERE status = 'completed') FROM jobs"
+            "SELECT count(*), count(*) FILTER (WHERE status = 'queued'),"
+            " count(*) FILTER (WHERE status = 'completed') FROM jobs"
         ).fetchone()
     assert row is not None
-    return int(row[0]), int(row[1])
+    return int(row[0]), int(row[1]), int(row[2])
 
 
 def measure(wrk: str, script: str, variant: Variant, seconds: float, log: str) -> dict[str, float]:
+    """One window of ``variant``: warm it up, let its workers (if any) drain the warm-up's
+    jobs, then count the rows the window added and the jobs completed in it."""
     prepare()
     port = free_port()
     dev = start(variant, port, log)
     try:
         run_wrk(wrk, script, port, 2)  # every sandbox's pools connected, code paths warm
-        prepare()
+        if "ASYNCZ_FLEET_MAX_WORKERS" not in variant.env:  # workers on: start from idle
+            end = time.monotonic() + 120
+            while counts()[1] and time.monotonic() < end:
+                time.sleep(0.5)
+        rows, _, done = counts()
         got = run_wrk(wrk, script, port, seconds)
+        rows_after, _, done_after = counts()
     finally:
         stop_dev(dev)
-    got["rows"], got["completed"] = counts()
+    got["rows"], got["completed"] = rows_after - rows, done_after - done
+    with open(log) as f:
+        got["workers"] = sum('"message": "START"' in line for line in f)
     return got
 
 
@@ -201,7 +213,8 @@ def main() -> None:
     print(
         f"# wrk -t1 -c16 -d{args.seconds:g}s POST /jobs (echo) against asyncz dev (4 api "
         "sandboxes, system Postgres/Redis by URL), started afresh per variant and round; raw: "
-        "16 client processes, psycopg INSERT + redis ZADD; order rotates per round; logs in " + logs
+        "16 client processes, psycopg INSERT + redis ZADD; workers held off: "
+        "ASYNCZ_FLEET_MAX_WORKERS=0; order rotates per round; logs in " + logs
     )
     print(
         "| round | path | req/s | p50 ms | p99 ms | 202s | non-2xx | socket errors | rows | "
@@ -211,6 +224,7 @@ def main() -> None:
     order = ["raw", *args.variants]
     rps: dict[str, list[float]] = {name: [] for name in order}
     ratios: dict[str, list[float]] = {name: [] for name in order}
+    refused: list[str] = []
     for rnd in range(args.rounds):
         shift = rnd % len(order)
         results: dict[str, dict[str, float]] = {}
@@ -223,15 +237,20 @@ def main() -> None:
                 results[name] = measure(wrk, script, VARIANTS[name], args.seconds, log)
         for name in order:
             r = results[name]
+            if name != "raw" and (
+                r["non2xx"] or r["errors"] or r["accepted"] != r["requests"]
+                or r["rows"] < r["accepted"]
+            ):  # fmt: skip
+                refused.append(f"round {rnd + 1} {name}")
             ratio = r["rps"] / results["raw"]["rps"]
             rps[name].append(r["rps"])
             ratios[name].append(ratio)
             label = "raw INSERT + ZADD (16 processes)" if name == "raw" else VARIANTS[name].label
             extra = (
-                "| — | — | — | — | —"
+                "| — | — | — | — | — | —"
                 if name == "raw"
                 else f"| {r['accepted']:.0f} | {r['non2xx']:.0f} | {r['errors']:.0f} | "
-                f"{r['rows']:.0f} | {r['completed']:.0f}"
+                f"{r['rows']:.0f} | {r['completed']:.0f} | {r['workers']:.0f}"
             )
             print(
                 f"| {rnd + 1} | {label} | {r['rps']:.0f} | {r['p50_us'] / 1000:.2f} | "
@@ -239,6 +258,8 @@ def main() -> None:
                 flush=True,
             )
     print(f"# {load_line()} at the end")
+    if refused:
+        print(f"# NOT ACCEPTED: {', '.join(refused)}")
     print()
     print("| path | req/s, median | to raw, per round | median | to tuned, per round | median |")
     print("|---|---|---|---|---|---|")
@@ -257,6 +278,8 @@ def main() -> None:
             f"{', '.join(f'{v:.2f}' for v in ratios[name])} | "
             f"**{statistics.median(ratios[name]):.2f}** | {tuned_cells} |"
         )
+    if refused:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
