@@ -73,6 +73,7 @@ class DevRun:
         *,
         port: int | None = None,
         args: Sequence[str] = (),
+        quiet: bool = True,
     ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -81,7 +82,7 @@ class DevRun:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "asyncz", "dev", "--port", str(self.port),
-                 "--data-dir", str(data_dir), "--quiet", *args],
+                 "--data-dir", str(data_dir), *(["--quiet"] if quiet else []), *args],
                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         self.pgid = self.proc.pid

@@ -108,6 +108,30 @@ def test_a_broker_outage_starts_nothing_and_raises_nothing() -> None:
     assert run(ScaleOut(settings(), _nop_waker())(Down())) == 0
 
 
+def test_between_looks_the_check_is_answered_from_the_sandboxs_memory() -> None:
+    """The api runs the check after every submit: only the first call of an interval may
+    reach Redis (issue 20: the default's wake check must cost the submit nothing)."""
+    calls: list[str] = []
+
+    class Counting(MemoryBroker):
+        async def try_lock(self, name: str, ttl_seconds: float) -> bool:
+            calls.append("try_lock")
+            return await super().try_lock(name, ttl_seconds)
+
+        async def live_workers(self) -> int:
+            calls.append("live_workers")
+            return await super().live_workers()
+
+    async def go() -> list[int]:
+        broker = Counting()
+        await backlog_of(broker, 1000)
+        check = ScaleOut(settings(scale_out_seconds=3600), _nop_waker())
+        return [await check(broker) for _ in range(1000)]
+
+    assert run(go()) == [4] + [0] * 999
+    assert calls == ["try_lock", "live_workers"]
+
+
 def test_no_waker_no_redis_call() -> None:
     class Loud(MemoryBroker):
         async def try_lock(self, name: str, ttl_seconds: float) -> bool:

@@ -10,14 +10,14 @@ from typing import Any
 
 from asyncz.local.bootstrap import LambdaContext
 
-__all__ = ["ACCOUNT_ID", "REGION", "LambdaContext", "log_line"]
+__all__ = ["ACCOUNT_ID", "REGION", "LambdaContext", "format_line", "log_line"]
 
 ACCOUNT_ID = "000000000000"
 REGION = "us-east-1"
 
 
-def log_line(component: str, message: str, level: str = "INFO", **fields: Any) -> None:
-    """One structured log line on stdout, the stream every local component shares."""
+def format_line(component: str, message: str, level: str = "INFO", **fields: Any) -> str:
+    """One structured log line (JSON, newline-terminated), as :func:`log_line` writes it."""
     record = {
         "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
         "level": level,
@@ -25,5 +25,10 @@ def log_line(component: str, message: str, level: str = "INFO", **fields: Any) -
         "message": message,
         **fields,
     }
-    sys.stdout.write(json.dumps(record, default=str) + "\n")
+    return json.dumps(record, default=str) + "\n"
+
+
+def log_line(component: str, message: str, level: str = "INFO", **fields: Any) -> None:
+    """One structured log line on stdout, the stream every local component shares."""
+    sys.stdout.write(format_line(component, message, level, **fields))
     sys.stdout.flush()

@@ -19,8 +19,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from asyncz.local.context import log_line
+from asyncz.local.context import format_line, log_line
 from asyncz.local.front import HttpServer, Request, Response
+from asyncz.local.linebuffer import LineBuffer
 from asyncz.local.proxy_events import (
     INTEGRATION_TIMEOUT_S,
     BadResponseError,
@@ -165,7 +166,9 @@ def _give_up(waiter: asyncio.Future[Any]) -> None:
 class Gateway:
     """The HTTP front: serves until :meth:`close`, on a background thread and event loop.
 
-    ``backend`` may be swapped while serving (the runner starts with a placeholder).
+    ``backend`` may be swapped while serving (the runner starts with a placeholder). The
+    access log (one line per request) goes through :class:`LineBuffer`: the loop never
+    waits on the output; :meth:`close` writes the last lines.
     """
 
     def __init__(
@@ -180,6 +183,7 @@ class Gateway:
         self.backend = backend
         self.stage = stage
         self.access_log = access_log
+        self.access_lines = LineBuffer()
         self.http = HttpServer(self._serve, host, port, on_error=self._on_error)
         self.server_address = self.http.server_address
         self._port = str(self.server_address[1])
@@ -194,6 +198,7 @@ class Gateway:
 
     def close(self) -> None:
         self.http.close()
+        self.access_lines.close()
 
     @staticmethod
     def _on_error(exc: Exception) -> None:
@@ -255,11 +260,13 @@ class Gateway:
             log_line("gateway", f"api sandbox failed: {exc}", "ERROR", request_id=request_id)
             status, headers, payload = gateway_error(502, "Internal server error")
         if self.access_log:
-            log_line(
-                "gateway",
-                f"{request.method} {request.target} {status}",
-                request_id=request_id,
-                status=status,
-                ms=round((time.monotonic() - started) * 1000, 1),
+            self.access_lines.write(
+                format_line(
+                    "gateway",
+                    f"{request.method} {request.target} {status}",
+                    request_id=request_id,
+                    status=status,
+                    ms=round((time.monotonic() - started) * 1000, 1),
+                )
             )
         return Response(status, [*headers, ("x-amzn-RequestId", request_id)], payload)

@@ -72,6 +72,8 @@ class DevRunner:
             # A repeated Ctrl-C (not the same signal sent to the pid and its group at once).
             if now - self._signalled_at > 1.0:
                 log_line("supervisor", "second signal: killing everything now", "WARNING")
+                if self._gateway is not None:
+                    self._gateway.access_lines.flush()
                 self._kill_everything()
                 os._exit(130)
             return
