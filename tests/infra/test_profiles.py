@@ -150,7 +150,7 @@ def test_serverless_pauses_at_zero_acu_and_uses_elasticache_serverless(serverles
         env = environment(function)
         if "ASYNCZ_REDIS_URL" in env:
             assert env["ASYNCZ_REDIS_SERVERLESS"] == "true", name
-            # cluster mode: every key in one hash slot, or BZPOPMIN over queues is CROSSSLOT
+            # cluster mode: every key in one hash slot, or BZMPOP over queues is CROSSSLOT
             assert env["ASYNCZ_REDIS_PREFIX"] == "{asyncz}", name
 
 

@@ -1,7 +1,7 @@
 """ElastiCache Serverless is a Redis cluster: a command over several keys must find them in one
 hash slot, or it fails with CROSSSLOT. The serverless profile gives the broker a prefix that
 is a hash tag (``{asyncz}``, see ``infra/asyncz_cdk/stacks.py``); this checks that every key
-the broker writes then lands in one slot, the multi-queue BZPOPMIN's included."""
+the broker writes then lands in one slot, the multi-queue BZMPOP included."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_a_hash_tag_prefix_puts_every_broker_key_in_one_slot(redis_server_url: s
                 register=True,
             )
             await broker.promote_due(["default", "emails", "reports"])
-            assert await broker.pop(["default", "emails", "reports"], 2, 0.1)  # BZPOPMIN over 3
+            assert await broker.pop(["default", "emails", "reports"], 2, 0.1)  # BZMPOP over 3
             await broker.register_worker("w1", 30)
             await broker.add_starting(1, 30)
             assert await broker.try_lock("wake-worker", 30)

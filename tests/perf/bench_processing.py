@@ -1,15 +1,15 @@
 """Processing benchmark: no-op (``echo``) jobs/s drained from a backlog by real worker
 processes, beside a raw claim baseline measured in the same run.
 
-- **worker**: ``python -m asyncz.worker.standalone`` (the real WorkerLoop: promote, BZPOPMIN +
-  ZPOPMIN, one claim statement per batch, a thread per sync task, one complete statement
-  per job), 1, 2 and 4 OS processes.
+- **worker**: ``python -m asyncz.worker.standalone`` (the real WorkerLoop: promote, one
+  BZMPOP and one claim statement per batch, sync tasks on reusable threads, one complete
+  statement per claim batch), 1, 2 and 4 OS processes.
 - **raw**: a bare loop in each process of the same Redis and SQL calls, nothing else:
   BZPOPMIN (+ ZPOPMIN for a batch), the ``claim_jobs`` statement (UPDATE … RETURNING + the
   attempt INSERT), then the ``complete_job`` statement for each claimed id. ``--raw-batch 1``
   pops and claims one id at a time; the default mirrors the worker's batch (its concurrency).
-- ``--variant``: the raw loop again, but completing each batch in ONE statement (a
-  the product's ``complete_jobs`` query): what batching completions would buy.
+- ``--variant``: the raw loop again, but completing each batch in ONE statement (the
+  product's ``complete_jobs`` query): the floor of what the product's batching can reach.
 
 The backlog (default 20,000 jobs) is inserted with one multi-row INSERT and pipelined ZADDs.
 The rate is read from Postgres afterwards: completed jobs / (last ``finished_at`` − first
@@ -21,6 +21,7 @@ The rate is read from Postgres afterwards: completed jobs / (last ``finished_at`
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import subprocess
@@ -80,14 +81,10 @@ def _raw_client(
             claim_sql, {"ids": ids, "worker_id": worker_id, "max_timeout": 900}
         ).fetchall()
         if complete_many and leases:
-            rows = conn.execute(
-                COMPLETE_MANY,
-                {
-                    "ids": [x["id"] for x in leases],
-                    "tokens": [x["lease_token"] for x in leases],
-                    "results": [Jsonb(x["payload"]) for x in leases],
-                },
-            ).fetchall()
+            batch = [
+                {"id": x["id"], "token": x["lease_token"], "result": x["payload"]} for x in leases
+            ]
+            rows = conn.execute(COMPLETE_MANY, {"done": json.dumps(batch)}).fetchall()
             done += len(rows)
             continue
         for lease in leases:

@@ -159,7 +159,7 @@ class RedisBroker(_KeySpace):
         client = aioredis.Redis.from_url(
             url,
             **_client_options(password, socket_timeout, credentials),
-            # A blocking BZPOPMIN (<= 25 s) must fit inside the read timeout.
+            # A blocking BZMPOP (<= 25 s) must fit inside the read timeout.
             socket_timeout=socket_timeout + 30.0,
             max_connections=64,
         )
@@ -207,12 +207,13 @@ class RedisBroker(_KeySpace):
         and take up to ``max_items`` of them: one BZMPOP, one round trip (Redis 7+/Valkey)."""
         keys = [self.ready_key(q) for q in queues]
         with _guard():
-            popped = await self._r.bzmpop(
+            popped: list[Any] | None = await self._r.bzmpop(  # type: ignore[assignment]
                 max(timeout, 0.01), len(keys), keys, min=True, count=max(max_items, 1)
             )
         if not popped:
             return []
-        return [str(pair[0]) for pair in popped[1]]
+        _key, pairs = popped  # [key, [[member, score], ...]]
+        return [str(pair[0]) for pair in pairs]
 
     async def known_queues(self) -> list[str]:
         with _guard():

@@ -8,6 +8,7 @@ where a worker is involved; zero rows means the caller lost the race.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import weakref
@@ -274,15 +275,13 @@ class PostgresStore(MaintenanceQueries):
 
     async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
         """Complete a batch of attempts in one statement; returns the ids whose lease held."""
-        rows = await self._rows(
-            "complete_jobs",
-            {
-                "ids": [lease.job_id for lease, _ in done],
-                "tokens": [lease.token for lease, _ in done],
-                "results": [Jsonb(result) for _, result in done],
-            },
-        )
-        return {str(r["id"]) for r in rows}
+        batch = [{"id": lease.job_id, "token": lease.token, "result": r} for lease, r in done]
+        try:
+            document = json.dumps(batch, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise InvalidInputError(f"a result is not storable as JSON: {exc}") from None
+        rows = await self._rows("complete_jobs", {"done": document})
+        return {r["id"] for r in rows}
 
     async def complete(self, lease: Lease, result: Any) -> bool:
         row = await self._one(

@@ -58,7 +58,7 @@ class MemoryBroker:
     async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]:
         deadline = time.monotonic() + timeout
         while True:
-            for q in queues:  # BZPOPMIN: the first non-empty key, lowest scores first
+            for q in queues:  # BZMPOP: the first non-empty key, lowest scores first
                 ready = self.ready.get(q)
                 if ready:
                     ids = sorted(ready, key=lambda i: ready[i])[:max_items]

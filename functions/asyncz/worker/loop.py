@@ -1,10 +1,12 @@
 """The worker loop: promote, pop, claim, run with heartbeats and a hard timeout, finish.
 
-One loop runs up to ``concurrency`` jobs at once on one event loop. Sync tasks run on a
-thread each (a hung one is abandoned at its timeout, never waited on); ``async`` tasks run
-on the loop. One heartbeat coroutine renews every lease the worker holds in a single
-statement; a lease it no longer holds means another worker owns the job now, so this one
-abandons the attempt and writes nothing.
+One loop runs up to ``concurrency`` jobs at once on one event loop. Sync tasks run on
+reusable daemon threads (a hung one is abandoned at its timeout, never waited on); ``async``
+tasks run on the loop. Work moves in claim batches: one pop and one claim statement for the
+free slots, and one fenced completion statement for the batch's jobs that finish together.
+One heartbeat coroutine renews every lease the worker holds in a single statement; a lease
+it no longer holds means another worker owns the job now, so this one abandons the attempt
+and writes nothing.
 """
 
 from __future__ import annotations
