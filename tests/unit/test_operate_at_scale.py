@@ -17,7 +17,7 @@ from asyncz.scaleout import ScaleOut
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskContext, TaskRegistry, task
 from asyncz.testing import MemoryBroker
-from asyncz.worker import loop as worker_loop
+from asyncz.worker import upkeep as worker_upkeep
 from asyncz.worker.loop import WorkerLoop
 from tests.unit.test_service_logic import run, service
 
@@ -222,7 +222,7 @@ def test_progress_is_a_fraction(bad: Any) -> None:
 
 
 def test_progress_is_written_at_most_about_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(worker_loop, "PROGRESS_SECONDS", 0.2)
+    monkeypatch.setattr(worker_upkeep, "PROGRESS_SECONDS", 0.2)
     svc = service()
     writes: list[Any] = []
     save = svc.store.save_progress

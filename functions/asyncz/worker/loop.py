@@ -32,16 +32,15 @@ from asyncz.tasks.registry import TaskContext, TaskSpec
 from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, check_storable
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
+from asyncz.worker.upkeep import Upkeep
 
 log = logging.getLogger("asyncz.worker")
 
 _FINISH_TRIES = 3
-PROGRESS_SECONDS = 1.0  # progress reports are written at most this often per job
 COALESCE_SECONDS = 0.002  # the longest a free slot waits for others before a claim
-FILL = 1
 
 
-class WorkerLoop:
+class WorkerLoop(Upkeep):
     def __init__(
         self,
         service: JobService,
@@ -156,15 +155,15 @@ class WorkerLoop:
         return sum(not r.finishing for r in self.running.values())
 
     async def _free_slots(self) -> int:
-        """Free slots to claim for. With most slots busy, wait up to ``COALESCE_SECONDS``
-        for half of them to free: short jobs end together, and one claim of several ids
-        costs the round trips of one."""
+        """Free slots to claim for. With some slots still busy, wait up to
+        ``COALESCE_SECONDS`` for them to free too: short jobs end together, and one claim of
+        several ids costs the round trips of one."""
         loop = asyncio.get_running_loop()
         until = loop.time() + COALESCE_SECONDS
         while True:
             executing = self._executing()
             free = self.concurrency - executing
-            if free > 0 and (not executing or FILL * free >= self.concurrency):
+            if free > 0 and not executing:
                 return free
             wait = 1.0 if free <= 0 else until - loop.time()
             if wait <= 0:
@@ -317,68 +316,6 @@ class WorkerLoop:
             except AsyncZError:
                 raise
         return None
-
-    # --- progress reports ------------------------------------------------------------------
-
-    async def _progress_loop(self) -> None:
-        while True:
-            await asyncio.sleep(PROGRESS_SECONDS)
-            await self.write_progress(list(self.running))
-
-    async def write_progress(self, job_ids: list[str]) -> None:
-        """Write the reports not written yet of these attempts, in one statement. Best
-        effort: a report lost to an outage is replaced by the task's next one."""
-        reports = [
-            (r.lease, *report)
-            for job_id in job_ids
-            if (r := self.running.get(job_id)) and (report := r.ctx.take_progress())
-        ]
-        if not reports:
-            return
-        try:
-            await self.service.save_progress(reports)
-        except Exception as exc:  # noqa: BLE001 - progress must never fail an attempt
-            log.warning("could not write progress: %s", exc)
-
-    # --- heartbeats -------------------------------------------------------------------------
-
-    async def _heartbeat_loop(self) -> None:
-        interval = min(
-            self.settings.heartbeat_seconds, self.settings.worker_presence_ttl_seconds / 3
-        )
-        while True:
-            await asyncio.sleep(interval)
-            # Leases first (Postgres): a Redis that refuses or is gone must not hold them up;
-            # and nothing may end this loop but cancellation, or leases expire while the
-            # attempts still run.
-            try:
-                await self.beat()
-            except Exception:
-                log.exception("heartbeat failed; trying again at the next interval")
-            try:
-                await self.service.broker.register_worker(
-                    self.worker_id, self.settings.worker_presence_ttl_seconds
-                )
-            except Exception as exc:  # noqa: BLE001 - presence is best-effort
-                log.warning("could not refresh worker presence: %s", exc)
-
-    async def beat(self) -> None:
-        """Renew every held lease; stop attempts whose lease is gone or whose job is cancelled."""
-        leases = [r.lease for r in self.running.values()]
-        if not leases:
-            return
-        outcome = await self._quietly(self.service.heartbeat(leases))
-        if outcome is None:
-            return
-        for job_id in outcome.lost | outcome.cancel_requested:
-            running = self.running.get(job_id)
-            if running is None or running.task is None or running.stop_reason:
-                continue
-            if running.finishing:  # cancelling now would cut the fenced write in half
-                continue
-            running.stop_reason = "lost" if job_id in outcome.lost else "cancel"
-            running.ctx.cancelled.set()
-            running.task.cancel()
 
 
 def _ids(lease: Lease) -> dict[str, Any]:
