@@ -81,10 +81,10 @@ def _raw_client(
             claim_sql, {"ids": ids, "worker_id": worker_id, "max_timeout": 900}
         ).fetchall()
         if complete_many and leases:
-            batch = [
+            document = [
                 {"id": x["id"], "token": x["lease_token"], "result": x["payload"]} for x in leases
             ]
-            rows = conn.execute(COMPLETE_MANY, {"done": json.dumps(batch)}).fetchall()
+            rows = conn.execute(COMPLETE_MANY, {"done": json.dumps(document)}).fetchall()
             done += len(rows)
             continue
         for lease in leases:
