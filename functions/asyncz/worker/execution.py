@@ -88,13 +88,14 @@ class TaskThreads:
                 # hog's buffers) alive in a cycle until the cycle collector happens to run.
                 ok, value = False, exc.with_traceback(None)
             item.running = False
+            thread.name = "asyncz-task"
+            with self._lock:  # idle before the loop hears of it: its next task reuses us
+                stay = self._idle < self.max_idle
+                self._idle += stay
             self._hand_back(item, ok, value)
             del fn, item, ok, value  # nothing of this task stays alive on an idle thread
-            thread.name = "asyncz-task"
-            with self._lock:
-                if self._idle >= self.max_idle:
-                    return
-                self._idle += 1
+            if not stay:
+                return
 
     def _hand_back(self, item: _Item, ok: bool, value: Any) -> None:
         """Queue a result for the loop; wake the loop unless a wake-up is on its way."""

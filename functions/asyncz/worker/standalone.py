@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    summary = asyncio.run(work(args.seconds, args.idle_exit, args.concurrency))
+    with asyncio.Runner(loop_factory=runtime.new_event_loop) as runner:
+        summary = runner.run(work(args.seconds, args.idle_exit, args.concurrency))
     print(json.dumps(summary), flush=True)
     return 0
 
