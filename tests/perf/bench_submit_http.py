@@ -186,6 +186,12 @@ def start_dev(port: int, sandboxes: int, log_path: str) -> subprocess.Popen[byte
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+    return wait_ready(proc, port, log_path)
+
+
+def wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: str) -> subprocess.Popen[bytes]:
+    """``proc`` (an ``asyncz dev``) once every api sandbox is warm; exits the benchmark
+    naming the log when it dies or is not ready in 120 s."""
     end = time.monotonic() + 120
     while time.monotonic() < end:
         if proc.poll() is not None:
@@ -203,7 +209,7 @@ def start_dev(port: int, sandboxes: int, log_path: str) -> subprocess.Popen[byte
             pass
         time.sleep(0.3)
     stop_dev(proc)
-    raise SystemExit(f"asyncz dev did not answer /health in 120 s; see {log_path}")
+    raise SystemExit(f"asyncz dev was not ready in 120 s; see {log_path}")
 
 
 def stop_dev(proc: subprocess.Popen[bytes]) -> None:

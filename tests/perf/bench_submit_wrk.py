@@ -29,13 +29,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 
 import psycopg
 
 from tests.perf import bench_submit
-from tests.perf.bench_submit_http import BODY, free_port, stop_dev
+from tests.perf.bench_submit_http import BODY, free_port, stop_dev, wait_ready
 from tests.perf.common import API_KEY, DB, bench_env, command, load_line, machine, prepare
 
 WRK_SCRIPT = """
@@ -130,22 +129,7 @@ def start(variant: Variant, port: int, log_path: str) -> subprocess.Popen[bytes]
     argv = [sys.executable, "-m", "asyncz", "dev", "--port", str(port), *variant.args]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(argv, env=dev_env(variant), stdout=log, stderr=subprocess.STDOUT)
-    end = time.monotonic() + 120
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise SystemExit(f"asyncz dev exited with {proc.returncode}; see {log_path}")
-        try:
-            with (
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r,
-                open(log_path) as f,
-            ):
-                if r.status == 200 and '"api sandboxes ready"' in f.read():
-                    return proc
-        except OSError:
-            pass
-        time.sleep(0.3)
-    stop_dev(proc)
-    raise SystemExit(f"asyncz dev did not get ready in 120 s; see {log_path}")
+    return wait_ready(proc, port, log_path)
 
 
 def run_wrk(wrk: str, script: str, port: int, seconds: float) -> dict[str, float]:
