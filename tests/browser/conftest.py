@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
-from tests.support.databases import fresh_database, sibling_redis_url, sibling_url
+from tests.support.databases import empty_backends
 from tests.support.devrun import DevRun, dev_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,9 +64,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
     """The whole system as ``asyncz dev`` runs it, on a database of this tier's own."""
-    database_url = fresh_database(sibling_url("browser"))
-    redis_url = sibling_redis_url(9)
-    redis.Redis.from_url(redis_url).flushdb()
+    database_url, redis_url = empty_backends("browser", 9)
     data = tmp_path_factory.mktemp("browser") / "data"
     run = DevRun(data, dev_env(database_url, redis_url, API_KEY), API_KEY)
     try:

@@ -15,11 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from asyncz.client import AsyncClient, Client, Job, JobFailed
 from tests.integration.test_local_dev import API_KEY, DevProcess, _free_port
-from tests.support.databases import fresh_database, sibling_redis_url, sibling_url
+from tests.support.databases import empty_backends
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -42,9 +41,7 @@ def dev_environment(database_url: str, redis_url: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevProcess]:
     """One ``asyncz dev`` with two workers for the module, on empty backends of its own."""
-    database_url = fresh_database(sibling_url("dev"))
-    redis_url = sibling_redis_url(8)
-    redis.Redis.from_url(redis_url).flushdb()
+    database_url, redis_url = empty_backends("dev", 8)
     data_dir = tmp_path_factory.mktemp("client-dev") / "data"
     run = DevProcess(
         _free_port(), data_dir, dev_environment(database_url, redis_url), ["--workers", "2"]

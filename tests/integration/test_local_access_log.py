@@ -10,9 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import redis
 
-from tests.support.databases import fresh_database, sibling_redis_url, sibling_url
+from tests.support.databases import empty_backends
 from tests.support.devrun import DevRun, dev_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -21,9 +20,7 @@ API_KEY = "access-log-test-key"
 
 
 def test_ctrl_c_loses_no_access_line(tmp_path: Path) -> None:
-    database_url = fresh_database(sibling_url("accesslog"))
-    redis_url = sibling_redis_url(8)
-    redis.Redis.from_url(redis_url).flushdb()
+    database_url, redis_url = empty_backends("accesslog", 8)
     env = dev_env(database_url, redis_url, API_KEY)
     env["ASYNCZ_DEV_API_SANDBOXES"] = "2"
     run = DevRun(tmp_path / "data", env, API_KEY, quiet=False)

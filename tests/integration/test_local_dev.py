@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 import redis
 
-from tests.support.databases import fresh_database, sibling_redis_url, sibling_url
+from tests.support.databases import empty_backends
 from tests.support.devrun import DevRun, free_port, request
+from tests.support.devrun import dev_env as quick_dev_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -38,10 +39,7 @@ _free_port = free_port
 @pytest.fixture
 def fresh_backends() -> tuple[str, str]:
     """An empty database and an empty Redis db of this module's own."""
-    url = fresh_database(sibling_url("dev"))
-    redis_url = sibling_redis_url(8)
-    redis.Redis.from_url(redis_url).flushdb()
-    return url, redis_url
+    return empty_backends("dev", 8)
 
 
 class DevProcess(DevRun):
@@ -86,22 +84,8 @@ def wait_terminal(base: str, ids: list[str], timeout: float) -> dict[str, dict[s
 
 @pytest.fixture
 def dev_env(fresh_backends: tuple[str, str]) -> dict[str, str]:
-    database_url, redis_url = fresh_backends
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCZ_")}
-    env.update(
-        {
-            "ASYNCZ_DATABASE_URL": database_url,
-            "ASYNCZ_REDIS_URL": redis_url,
-            "ASYNCZ_DEV_API_KEY": API_KEY,
-            "ASYNCZ_LEASE_TIMEOUT_SECONDS": "3",
-            "ASYNCZ_HEARTBEAT_SECONDS": "0.5",
-            "ASYNCZ_RECOVERY_INTERVAL_SECONDS": "1",
-            "ASYNCZ_FLEET_INTERVAL_SECONDS": "2",
-            "ASYNCZ_WORKER_POLL_SECONDS": "0.5",
-            "ASYNCZ_DEV_SHUTDOWN_GRACE_SECONDS": "5",
-            "ASYNCZ_DEV_API_SANDBOXES": "2",
-        }
-    )
+    env = quick_dev_env(*fresh_backends, API_KEY)
+    env["ASYNCZ_DEV_API_SANDBOXES"] = "2"
     return env
 
 

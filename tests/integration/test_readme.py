@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from tests.integration.test_local_dev import DevProcess, _free_port
-from tests.support.databases import fresh_database, sibling_redis_url, sibling_url
+from tests.support.databases import empty_backends
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -39,9 +38,7 @@ def quickstart_blocks() -> tuple[str, str]:
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[tuple[Path, str, dict[str, str]]]:
     """A user's folder with ``asyncz dev`` started in it (it writes .asyncz/api-key)."""
-    database_url = fresh_database(sibling_url("dev"))
-    redis_url = sibling_redis_url(8)
-    redis.Redis.from_url(redis_url).flushdb()
+    database_url, redis_url = empty_backends("dev", 8)
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / ".venv").symlink_to(sys.prefix)  # this checkout's .venv

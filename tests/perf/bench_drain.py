@@ -18,8 +18,8 @@ import time
 
 import redis
 
-from tests.perf.bench_scale_out import burst, call
-from tests.perf.bench_submit_http import free_port, stop_dev
+from tests.perf.bench_scale_out import burst
+from tests.perf.bench_submit_http import free_port, launch_dev, stop_dev
 from tests.perf.common import API_KEY, DB, REDIS, command, load_line, machine, prepare
 
 
@@ -31,26 +31,9 @@ def start_dev(port: int, log_path: str) -> subprocess.Popen[bytes]:
         ASYNCZ_DEV_API_KEY=API_KEY,
         ASYNCZ_DEV_DATA_DIR=tempfile.mkdtemp(prefix="asyncz-bench-drain-"),
     )
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "asyncz", "dev", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"asyncz dev exited with {proc.returncode}; see {log_path}")
-        try:
-            if call(port, "GET", "/health")["status"] == "ok":
-                time.sleep(3)  # the fleet's first tick (at start) sees an empty queue
-                return proc
-        except OSError:
-            pass
-        time.sleep(0.3)
-    stop_dev(proc)
-    raise SystemExit(f"asyncz dev did not start in 120 s; see {log_path}")
+    proc = launch_dev(port, [], env, log_path)
+    time.sleep(3)  # the fleet's first tick (at start) sees an empty queue
+    return proc
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from tests.perf.bench_submit_http import free_port, stop_dev
+from tests.perf.bench_submit_http import free_port, launch_dev, stop_dev
 from tests.perf.common import API_KEY, DB, bench_env, command, load_line, machine, prepare
 
 MODES = {"scale-out off (before)": "0", "scale-out on (issue 18)": "1"}
@@ -44,8 +44,6 @@ def call(port: int, method: str, path: str, body: Any = None) -> Any:
 
 
 def start_dev(port: int, scale_out: str, log_path: str) -> Any:
-    import subprocess
-
     env = bench_env(
         ASYNCZ_DEV_API_KEY=API_KEY,
         ASYNCZ_DEV_DATA_DIR=tempfile.mkdtemp(prefix="asyncz-bench-scale-"),
@@ -58,28 +56,9 @@ def start_dev(port: int, scale_out: str, log_path: str) -> Any:
         ASYNCZ_WORKER_IDLE_EXIT_SECONDS="30",
         ASYNCZ_DB_POOL_MAX="2",
     )
-    log = open(log_path, "w")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "asyncz", "dev", "--port", str(port), "--quiet"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    end = time.monotonic() + 120
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise SystemExit(f"asyncz dev exited with {proc.returncode}; see {log_path}")
-        try:
-            with open(log_path) as f:
-                text = f.read()
-            if '"api sandboxes ready"' in text and call(port, "GET", "/stats") is not None:
-                time.sleep(5)  # the fleet's first tick (at start) has run on an empty queue
-                return proc
-        except OSError:
-            pass
-        time.sleep(0.3)
-    stop_dev(proc)
-    raise SystemExit(f"asyncz dev did not start in 120 s; see {log_path}")
+    proc = launch_dev(port, ["--quiet"], env, log_path)
+    time.sleep(5)  # the fleet's first tick (at start) has run on an empty queue
+    return proc
 
 
 def burst(port: int, jobs: int, body: dict[str, Any]) -> dict[str, float]:

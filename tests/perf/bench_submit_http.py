@@ -169,23 +169,17 @@ def start_dev(port: int, sandboxes: int, log_path: str) -> subprocess.Popen[byte
         ASYNCZ_RECOVERY_INTERVAL_SECONDS="3600",
         ASYNCZ_FLEET_MAX_WORKERS="1",
     )
-    log = open(log_path, "w")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "asyncz",
-            "dev",
-            "--port",
-            str(port),
-            "--api-sandboxes",
-            str(sandboxes),
-            "--quiet",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    return launch_dev(port, ["--api-sandboxes", str(sandboxes), "--quiet"], env, log_path)
+
+
+def launch_dev(
+    port: int, args: list[str], env: dict[str, str], log_path: str
+) -> subprocess.Popen[bytes]:
+    """``asyncz dev --port PORT *args`` logging to ``log_path``, once every api sandbox is
+    warm (the one launcher of the benchmarks that start ``asyncz dev``)."""
+    argv = [sys.executable, "-m", "asyncz", "dev", "--port", str(port), *args]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     return wait_ready(proc, port, log_path)
 
 

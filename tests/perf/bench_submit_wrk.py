@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from tests.perf import bench_submit
-from tests.perf.bench_submit_http import BODY, free_port, stop_dev, wait_ready
+from tests.perf.bench_submit_http import BODY, free_port, launch_dev, stop_dev
 from tests.perf.common import API_KEY, DB, bench_env, command, load_line, machine, prepare
 
 WRK_SCRIPT = """
@@ -126,10 +126,7 @@ def dev_env(variant: Variant) -> dict[str, str]:
 
 def start(variant: Variant, port: int, log_path: str) -> subprocess.Popen[bytes]:
     """``asyncz dev`` as the variant says, once every api sandbox is warm."""
-    argv = [sys.executable, "-m", "asyncz", "dev", "--port", str(port), *variant.args]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, env=dev_env(variant), stdout=log, stderr=subprocess.STDOUT)
-    return wait_ready(proc, port, log_path)
+    return launch_dev(port, list(variant.args), dev_env(variant), log_path)
 
 
 def run_wrk(wrk: str, script: str, port: int, seconds: float) -> dict[str, float]:

@@ -82,3 +82,13 @@ def fresh_database(url: str, *, migrate: bool = False) -> str:
 
         apply_migrations(url)
     return url
+
+
+def empty_backends(suffix: str, redis_offset: int) -> tuple[str, str]:
+    """(database URL, Redis URL) of an empty database and an emptied Redis db of a test
+    module's own: :func:`sibling_url` ``suffix`` and :func:`sibling_redis_url` ``offset``."""
+    import redis
+
+    redis_url = sibling_redis_url(redis_offset)
+    redis.Redis.from_url(redis_url).flushdb()
+    return fresh_database(sibling_url(suffix)), redis_url
