@@ -11,9 +11,12 @@ processes, beside a raw claim baseline measured in the same run.
 - ``--variant``: the raw loop again, but completing each batch in ONE statement (the
   product's ``complete_jobs`` query): the floor of what the product's batching can reach.
 
-The backlog (default 20,000 jobs) is inserted with one multi-row INSERT and pipelined ZADDs.
-The rate is read from Postgres afterwards: completed jobs / (last ``finished_at`` − first
-``started_at``), so process start-up (imports) is not counted for either side.
+The backlog (default 20,000 jobs) is inserted with one multi-row INSERT; then every process
+of the side measured is started and waited for (raw: connected; worker: registered), and only
+then are the ids enqueued with pipelined ZADDs. So no process's start-up (imports, connections)
+runs during the drain, on either side: with 4 processes on 2 cores it used to compete with the
+first processes' drain for the CPU. The rate is read from Postgres afterwards: completed jobs
+/ (last ``finished_at`` − first ``started_at``).
 
     .venv/bin/python -m tests.perf.bench_processing --jobs 20000 --processes 1 2 4
 """
@@ -24,20 +27,25 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any
 
 import psycopg
+import redis
 
 from asyncz.store.queries import QUERIES
 from tests.perf.common import (
     DB,
+    PREFIX,
     REDIS,
     bench_env,
     command,
-    load_backlog,
+    enqueue_backlog,
+    insert_backlog,
     load_line,
     machine,
     prepare,
@@ -49,12 +57,10 @@ from tests.perf.common import (
 COMPLETE_MANY = QUERIES["complete_jobs"]
 
 
-def _raw_client(
-    batch: int, out: Any, stop_key: str | None = None, complete_many: bool = False
-) -> None:
+def _raw_client(batch: int, ready: Any, out: Any, stop_key: str, complete_many: bool) -> None:
     """One process: pop → claim → complete, the worker's SQL and Redis calls and no more.
 
-    Leaves when the queue stays empty for 1 s, or (with ``stop_key``) when that key exists.
+    Says it is ready once connected; leaves when ``stop_key`` exists and the queue is empty.
     """
     import redis
     from psycopg.rows import dict_row
@@ -68,10 +74,11 @@ def _raw_client(
     key = ready_key()
     worker_id = f"raw:{os.getpid()}"
     done = 0
+    ready.put(os.getpid())
     while True:
-        first = r.bzpopmin([key], timeout=1 if stop_key is None else 0.2)
+        first = r.bzpopmin([key], timeout=0.2)
         if first is None:
-            if stop_key is None or r.exists(stop_key):
+            if r.exists(stop_key):
                 break
             continue
         ids = [first[1]]
@@ -97,22 +104,32 @@ def _raw_client(
     out.put(done)
 
 
-def run_raw(processes: int, batch: int, complete_many: bool = False) -> None:
+def run_raw(ids: list[str], processes: int, batch: int, complete_many: bool = False) -> None:
+    """Start the raw processes, wait until each is connected, enqueue, drain, stop."""
     ctx = mp.get_context("spawn")
-    q = ctx.Queue()
+    ready, out = ctx.Queue(), ctx.Queue()
+    stop_key = f"{PREFIX}:bench-stop"
     procs = [
-        ctx.Process(target=_raw_client, args=(batch, q, None, complete_many))
+        ctx.Process(target=_raw_client, args=(batch, ready, out, stop_key, complete_many))
         for _ in range(processes)
     ]
     for p in procs:
         p.start()
     for _ in procs:
-        q.get(timeout=900)
+        ready.get(timeout=120)
+    enqueue_backlog(ids)
+    wait_drained(len(ids))
+    redis.Redis.from_url(REDIS).set(stop_key, 1)
+    for _ in procs:
+        out.get(timeout=120)
     for p in procs:
         p.join(30)
 
 
-def run_workers(processes: int, concurrency: int, log_dir: str, extra_env: dict[str, str]) -> None:
+def run_workers(
+    ids: list[str], processes: int, concurrency: int, log_dir: str, extra_env: dict[str, str]
+) -> None:
+    """Start the worker processes, wait until each has registered, enqueue, drain, stop."""
     env = bench_env(ASYNCZ_WORKER_CONCURRENCY=str(concurrency), **extra_env)
     procs = []
     for n in range(processes):
@@ -126,7 +143,7 @@ def run_workers(processes: int, concurrency: int, log_dir: str, extra_env: dict[
                     "--seconds",
                     "900",
                     "--idle-exit",
-                    "2",
+                    "0",
                     "--concurrency",
                     str(concurrency),
                 ],
@@ -135,9 +152,34 @@ def run_workers(processes: int, concurrency: int, log_dir: str, extra_env: dict[
                 stderr=subprocess.STDOUT,
             )
         )
+    r = redis.Redis.from_url(REDIS)
+    deadline = time.monotonic() + 120
+    while r.zcard(f"{PREFIX}:workers") < processes:
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            raise SystemExit(f"workers did not all register; see {log_dir}")
+        time.sleep(0.05)
+    enqueue_backlog(ids)
+    wait_drained(len(ids))
     for p in procs:
-        if p.wait(timeout=900) != 0:
+        p.send_signal(signal.SIGTERM)  # finish what runs, then exit
+    for p in procs:
+        if p.wait(timeout=120) != 0:
             raise SystemExit(f"worker exited with {p.returncode}; see {log_dir}")
+
+
+def wait_drained(jobs: int, limit: float = 600.0) -> None:
+    """Until every job is completed: the ready set's size first (cheap), then Postgres."""
+    r = redis.Redis.from_url(REDIS)
+    deadline = time.monotonic() + limit
+    while r.zcard(ready_key()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with psycopg.connect(DB, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            done = conn.execute("SELECT count(*) FROM jobs WHERE status = 'completed'").fetchone()
+            if done and done[0] >= jobs:
+                return
+            time.sleep(0.1)
+    raise SystemExit(f"the backlog of {jobs} jobs did not drain in {limit:.0f} s")
 
 
 def measured(jobs: int) -> dict[str, float]:
@@ -160,15 +202,15 @@ def measured(jobs: int) -> dict[str, float]:
 
 def one(kind: str, processes: int, args: argparse.Namespace, log_dir: str) -> dict[str, float]:
     prepare()
-    load_backlog(args.jobs)
+    ids = insert_backlog(args.jobs)
     if kind == "raw":
-        run_raw(processes, args.raw_batch or args.concurrency)
+        run_raw(ids, processes, args.raw_batch or args.concurrency)
     elif kind == "raw1":
-        run_raw(processes, 1)
+        run_raw(ids, processes, 1)
     elif kind == "rawmany":
-        run_raw(processes, args.raw_batch or args.concurrency, complete_many=True)
+        run_raw(ids, processes, args.raw_batch or args.concurrency, complete_many=True)
     else:
-        run_workers(processes, args.concurrency, log_dir, {})
+        run_workers(ids, processes, args.concurrency, log_dir, {})
     return measured(args.jobs)
 
 

@@ -112,11 +112,16 @@ def load_backlog(n: int, task: str = "echo", payload: str = '{"n": 1}') -> float
     """Insert ``n`` queued jobs with ONE multi-row INSERT and enqueue their ids with pipelined
     ZADDs (not through the API); returns the seconds it took."""
     import time
-    import uuid
-
-    from asyncz.broker.redis import ready_score
 
     t = time.perf_counter()
+    enqueue_backlog(insert_backlog(n, task, payload))
+    return time.perf_counter() - t
+
+
+def insert_backlog(n: int, task: str = "echo", payload: str = '{"n": 1}') -> list[str]:
+    """Insert ``n`` queued jobs with ONE multi-row INSERT; returns their ids (not enqueued)."""
+    import uuid
+
     ids = [str(uuid.uuid4()) for _ in range(n)]
     with psycopg.connect(DB, autocommit=True) as conn:
         conn.execute(
@@ -125,14 +130,22 @@ def load_backlog(n: int, task: str = "echo", payload: str = '{"n": 1}') -> float
             (task, payload, ids),
         )
         conn.execute("ANALYZE jobs")
+    return ids
+
+
+def enqueue_backlog(ids: list[str]) -> None:
+    """Put inserted jobs on the default queue's ready set with pipelined ZADDs."""
+    import time
+
+    from asyncz.broker.redis import ready_score
+
     r = redis.Redis.from_url(REDIS)
     ms = int(time.time() * 1000)
     with r.pipeline(transaction=False) as pipe:
-        for k in range(0, n, 1000):
+        for k in range(0, len(ids), 1000):
             pipe.zadd(ready_key(), {i: ready_score(0, ms + k) for i in ids[k : k + 1000]})
         pipe.sadd(f"{PREFIX}:queues", "default")
         pipe.execute()
-    return time.perf_counter() - t
 
 
 def command(module: str, argv: list[str]) -> str:
