@@ -130,6 +130,24 @@ def test_same_id_pushed_five_times_runs_once(settings: Settings) -> None:
     assert redis_ids(settings) == 0
 
 
+def test_ids_that_are_not_job_ids_in_the_ready_set_are_skipped(settings: Settings) -> None:
+    """A member that is no job id (another program's, or a UUID in a form PostgreSQL refuses)
+    must not sink the claim of the real ids popped with it."""
+    [job_id] = run(submit_many(settings, 1))
+    r = redis.Redis.from_url(settings.redis_url or "")
+    ready = f"{settings.redis_prefix}:{{default}}:ready"
+    foreign = ["not-a-job", f"urn:uuid:{job_id}", job_id.replace("-", "") + "0", ""]
+    r.zadd(ready, {member: 0 for member in foreign})  # ahead of the real id
+
+    async def claim() -> list[str]:
+        async with open_service(settings) as svc:
+            leases = await svc.claim_next("w", ["default"], 10, 0.5, 3600)
+            return [lease.job_id for lease in leases]
+
+    assert run(claim()) == [job_id]
+    assert r.zcard(ready) == 0
+
+
 def test_sigkilled_worker_job_is_recovered_and_completed(settings: Settings) -> None:
     [job_id] = run(submit_many(settings, 1, task="sleep", seconds=30))
     victim = start_worker_process(settings)
