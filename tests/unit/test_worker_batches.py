@@ -13,13 +13,33 @@ import pytest
 from asyncz.jobs import Lease, NewJob
 from asyncz.tasks.registry import TaskContext
 from asyncz.worker.batching import CompletionBatcher
-from asyncz.worker.execution import TaskThreads
+from asyncz.worker.execution import TaskThreads, UnstorableResultError, check_storable
 from asyncz.worker.loop import WorkerLoop
 from tests.unit.test_service_logic import run, service
 
 pytestmark = pytest.mark.unit
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="fresh")
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"text": "a\x00b"}, {"k\x00": 1}, [[{"deep": ["x", "\x00"]}]], {"x": float("nan")}, {1, 2}],
+)
+def test_a_result_postgres_cannot_store_is_refused(value: Any) -> None:
+    with pytest.raises(UnstorableResultError, match="not storable as JSON"):
+        check_storable(value, 1_000_000)
+
+
+def test_storable_results_pass_including_the_text_of_an_escaped_nul() -> None:
+    for value in (None, 1, "é", {"a": [1, 2.5, True]}, {"literal": "\\u0000 is fine"}, {1: "k"}):
+        check_storable(value, 1_000_000)
+    check_storable("é" * 10, len('"' + "\\u00e9" * 10 + '"'))  # the size of its JSON text
+    with pytest.raises(UnstorableResultError, match="the limit is 60"):
+        check_storable("é" * 10, 60)
 
 
 # --- task threads -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -75,6 +76,7 @@ def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
 # failover meanwhile) is checked with an empty query before it is handed out, and replaced
 # if dead; a busy one is not, so the hot path pays no extra round trip.
 IDLE_CHECK_SECONDS = 30.0
+_TUPLES_OK = pq.ExecStatus.TUPLES_OK  # a statement that returns rows (even none)
 _used_at: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
@@ -142,7 +144,9 @@ class PostgresStore(MaintenanceQueries):
                 conn.cursor() as cur,
             ):
                 await cur.execute(QUERIES[name], params)
-                rows = await cur.fetchall() if cur.description else []
+                # (not ``cur.description``: it builds a Column object per column per call)
+                result = cur.pgresult
+                rows = await cur.fetchall() if result and result.status == _TUPLES_OK else []
                 _used_at[conn] = time.monotonic()
                 return rows
 

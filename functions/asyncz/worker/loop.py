@@ -220,9 +220,8 @@ class WorkerLoop(Upkeep):
         try:
             try:
                 spec = self.service.registry.get(lease.task)
-                result = await asyncio.wait_for(
-                    self._call(spec, running), timeout=lease.timeout_seconds
-                )
+                async with asyncio.timeout(lease.timeout_seconds):
+                    result = await self._call(spec, running)
                 # a result Postgres cannot store, or too large to read back, fails the attempt
                 check_storable(result, self.settings.max_result_bytes)
             except TimeoutError:
