@@ -16,9 +16,11 @@ of the side measured is started and waited for (raw: connected; worker: register
 then are the ids enqueued with pipelined ZADDs. So no process's start-up (imports, connections)
 runs during the drain, on either side: with 4 processes on 2 cores it used to compete with the
 first processes' drain for the CPU. The rate is read from Postgres afterwards: completed jobs
-/ (last ``finished_at`` − first ``started_at``).
+/ (last ``finished_at`` − first ``started_at``). Each process count runs ``--rounds``
+alternated rounds (raw, worker, raw, worker, …); the figure is the median of the rounds'
+ratios (the box is shared: one round can be slowed by a neighbour).
 
-    .venv/bin/python -m tests.perf.bench_processing --jobs 20000 --processes 1 2 4
+    .venv/bin/python -m tests.perf.bench_processing --jobs 20000 --processes 1 2 4 --rounds 3
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -221,6 +224,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=10, help="worker jobs at once (batch)")
     ap.add_argument("--raw-batch", type=int, default=0, help="raw ids per claim (0 = concurrency)")
     ap.add_argument("--no-raw1", action="store_true", help="skip the one-id-at-a-time raw loop")
+    ap.add_argument("--rounds", type=int, default=3, help="alternated rounds per process count")
     ap.add_argument(
         "--variant",
         action="store_true",
@@ -237,32 +241,44 @@ def main() -> None:
         f"Postgres {DB.rsplit('/', 1)[-1]}, Redis {REDIS}"
     )
     batch = args.raw_batch or args.concurrency
-    print("| path | processes | jobs | seconds | jobs/s | ratio to raw |")
-    print("|---|---|---|---|---|---|")
+    print(
+        f"# {args.rounds} alternated rounds per process count; the ratio is the worker's rate "
+        "over the raw loop's of the same round"
+    )
+    print("| path | processes | round | jobs | seconds | jobs/s | ratio to raw |")
+    print("|---|---|---|---|---|---|---|")
+    medians: list[tuple[int, list[float]]] = []
     for procs in args.processes:
-        raw = one("raw", procs, args, log_dir)
-        rows = [(f"raw claim loop (batch {batch})", raw)]
-        if not args.no_raw1 and batch != 1:
-            rows.append(("raw claim loop (batch 1)", one("raw1", procs, args, log_dir)))
-        rows.append(
-            (
-                f"worker (standalone, concurrency {args.concurrency})",
-                one("worker", procs, args, log_dir),
-            )
-        )
-        if args.variant:
-            rows.append(
-                (
-                    f"variant, not product: raw batch {batch} + ONE complete statement per batch",
-                    one("rawmany", procs, args, log_dir),
+        ratios = []
+        for rnd in range(1, args.rounds + 1):
+            raw = one("raw", procs, args, log_dir)
+            rows = [(f"raw claim loop (batch {batch})", raw)]
+            if not args.no_raw1 and batch != 1:
+                rows.append(("raw claim loop (batch 1)", one("raw1", procs, args, log_dir)))
+            worker = one("worker", procs, args, log_dir)
+            rows.append((f"worker (standalone, concurrency {args.concurrency})", worker))
+            ratios.append(worker["rps"] / raw["rps"])
+            if args.variant:
+                rows.append(
+                    (
+                        f"variant, not product: raw batch {batch} + ONE complete statement per "
+                        "batch",
+                        one("rawmany", procs, args, log_dir),
+                    )
                 )
-            )
-        for name, s in rows:
-            print(
-                f"| {name} | {procs} | {s['n']} | {s['seconds']:.2f} | {s['rps']:.0f} | "
-                f"{s['rps'] / raw['rps']:.2f} |",
-                flush=True,
-            )
+            for name, s in rows:
+                print(
+                    f"| {name} | {procs} | {rnd} | {s['n']} | {s['seconds']:.2f} | "
+                    f"{s['rps']:.0f} | {s['rps'] / raw['rps']:.2f} |",
+                    flush=True,
+                )
+        medians.append((procs, ratios))
+    print()
+    print(f"| processes | worker ÷ raw (batch {batch}), median of {args.rounds} | rounds |")
+    print("|---|---|---|")
+    for procs, ratios in medians:
+        each = " / ".join(f"{r:.2f}" for r in ratios)
+        print(f"| {procs} | **{statistics.median(ratios):.2f}** | {each} |")
     print(f"# {load_line()} at the end")
 
 
