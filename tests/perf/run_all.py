@@ -25,11 +25,13 @@ BENCHMARKS = {  # module and arguments, as on the command line
         "submit_wrk": "tests.perf.bench_submit_wrk --seconds 10 --rounds 3",
         "submit_http": "tests.perf.bench_submit_http --concurrency 16 64 --seconds 10 "
         "--rounds 5 --api-sandboxes 4",
-        "processing": "tests.perf.bench_processing --jobs 20000 --processes 1 2 4 --rounds 3 --variant",
+        "processing": "tests.perf.bench_processing --jobs 20000 --processes 1 2 4 --rounds 3 "
+        "--variant",
         "latency": "tests.perf.bench_latency --jobs 500 --rate 50 --workers 2",
         "coldstart": "tests.perf.bench_coldstart --repeat 5",
         "memory": "tests.perf.bench_memory --jobs 10000",
         "scale_out": "tests.perf.bench_scale_out --jobs 1000 --seconds 0.2 --rounds 3",
+        "drain": "tests.perf.bench_drain --jobs 10000 --rounds 3",
         "batch": "tests.perf.bench_batch --clients 4 --client-procs 2 --seconds 8 --rounds 3",
     }.items()
 }
