@@ -35,7 +35,7 @@ def handler(event, context):
     if action == "exit":
         os._exit(3)
     if action == "tmp":
-        probe = os.path.join(tempfile.gettempdir(), "probe")
+        probe = os.path.join(tempfile.gettempdir(), event["name"])
         with open(probe, "a") as f:
             f.write("x")
         return {"size": os.path.getsize(probe)}
@@ -190,7 +190,8 @@ def test_sandbox_tmp_is_private(lambda_client: Any, probe: dict[str, str]) -> No
     host_mode = not mode_file.exists() or mode_file.read_text().strip() == "host"
     if host_mode and os.geteuid() != 0:
         pytest.skip("a private /tmp needs a mount namespace (root) in host mode")
-    error, body = _invoke(lambda_client, probe["ok"], {"action": "tmp"})
+    name = f"asyncz-tmp-probe-{uuid.uuid4().hex}"  # no host file can have this name already
+    error, body = _invoke(lambda_client, probe["ok"], {"action": "tmp", "name": name})
     assert error is None, body
     assert body["size"] >= 1
-    assert not Path("/tmp/probe").exists(), "the function wrote to the host's /tmp"
+    assert not (Path("/tmp") / name).exists(), "the function wrote to the host's /tmp"

@@ -13,22 +13,29 @@ from asyncz.scaleout import STARTING_TTL_SECONDS, plan_workers
 from asyncz.settings import get_settings
 
 
-async def _plan() -> tuple[int, int, int]:
+async def _plan() -> tuple[int, int, int, int]:
     settings = get_settings()
     # Redis alone: the fleet never touches the database (nor is granted its secret).
     broker = await runtime.current_broker(settings)
     plan = await plan_workers(broker, settings)
     if plan.start:
         await broker.add_starting(plan.start, STARTING_TTL_SECONDS)
-    return plan.backlog, plan.live, plan.start
+    return plan.backlog, plan.live, plan.starting, plan.start
 
 
 def scale(invoke: Callable[[], None]) -> dict[str, int]:
-    """Compute the shortfall and call ``invoke`` once per worker to start."""
-    backlog, live, start = runtime.run(_plan())
+    """Compute the shortfall and call ``invoke`` once per worker to start. The summary says
+    how many workers were already starting (invoked by an earlier tick or an api sandbox,
+    not registered yet): they count against the shortfall."""
+    backlog, live, starting, start = runtime.run(_plan())
     for _ in range(start):
         invoke()
-    return {"backlog": backlog, "live_workers": live, "started": start}
+    return {
+        "backlog": backlog,
+        "live_workers": live,
+        "starting_workers": starting,
+        "started": start,
+    }
 
 
 @lambda_entry()
