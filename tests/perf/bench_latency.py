@@ -40,6 +40,7 @@ from tests.perf.common import (
     machine,
     pct,
     prepare,
+    wait_completed,
 )
 
 BODY = json.dumps({"task": "echo", "payload": {"user_id": 42, "note": "latency"}})
@@ -72,17 +73,6 @@ def submit_steady(jobs: int, rate: float) -> float:
             sink.seek(0)
             sink.truncate()
     return time.monotonic() - start
-
-
-def wait_completed(jobs: int, timeout: float = 120.0) -> None:
-    end = time.monotonic() + timeout
-    with psycopg.connect(DB, autocommit=True) as conn:
-        while time.monotonic() < end:
-            n = conn.execute("SELECT count(*) FROM jobs WHERE status = 'completed'").fetchone()
-            if n and n[0] >= jobs:
-                return
-            time.sleep(0.2)
-    raise SystemExit(f"only {n} of {jobs} jobs completed in {timeout} s")
 
 
 def latencies() -> list[float]:
@@ -136,11 +126,14 @@ def with_workers(n: int, concurrency: int, jobs: int, rate: float) -> list[float
 
 def with_raw(n: int, batch: int, jobs: int, rate: float) -> list[float]:
     ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_raw_client, args=(batch, q, STOP_KEY)) for _ in range(n)]
+    ready, q = ctx.Queue(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_raw_client, args=(batch, ready, q, STOP_KEY, False)) for _ in range(n)
+    ]
     for p in procs:
         p.start()
-    time.sleep(2.0)  # imported and blocked in BZPOPMIN
+    for _ in procs:
+        ready.get(timeout=120)  # connected; in BZPOPMIN at once
     try:
         submit_steady(jobs, rate)
         wait_completed(jobs)

@@ -53,6 +53,7 @@ from tests.perf.common import (
     machine,
     prepare,
     ready_key,
+    wait_completed,
 )
 
 # The batched completion the worker now uses (one fenced statement per batch), run by the
@@ -176,13 +177,7 @@ def wait_drained(jobs: int, limit: float = 600.0) -> None:
     deadline = time.monotonic() + limit
     while r.zcard(ready_key()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    with psycopg.connect(DB, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            done = conn.execute("SELECT count(*) FROM jobs WHERE status = 'completed'").fetchone()
-            if done and done[0] >= jobs:
-                return
-            time.sleep(0.1)
-    raise SystemExit(f"the backlog of {jobs} jobs did not drain in {limit:.0f} s")
+    wait_completed(jobs, max(deadline - time.monotonic(), 1.0))
 
 
 def measured(jobs: int) -> dict[str, float]:

@@ -148,6 +148,22 @@ def enqueue_backlog(ids: list[str]) -> None:
         pipe.execute()
 
 
+def wait_completed(jobs: int, timeout: float = 120.0) -> None:
+    """Until ``jobs`` jobs are completed in Postgres (polled every 0.1 s)."""
+    import time
+
+    end = time.monotonic() + timeout
+    done = 0
+    with psycopg.connect(DB, autocommit=True) as conn:
+        while time.monotonic() < end:
+            row = conn.execute("SELECT count(*) FROM jobs WHERE status = 'completed'").fetchone()
+            done = row[0] if row else 0
+            if done >= jobs:
+                return
+            time.sleep(0.1)
+    raise SystemExit(f"only {done} of {jobs} jobs completed in {timeout:.0f} s")
+
+
 def command(module: str, argv: list[str]) -> str:
     """The exact command line that reproduces a run (printed beside its figures)."""
     return " ".join([".venv/bin/python", "-m", module, *argv])
