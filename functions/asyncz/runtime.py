@@ -19,6 +19,7 @@ from asyncz.connections import (
     redis_credentials,
     redis_password,
 )
+from asyncz.eventloop import new_event_loop
 from asyncz.ports import MetricsSink
 from asyncz.service import JobService
 from asyncz.settings import Settings
@@ -93,18 +94,6 @@ async def current_service(
         service = await build_service(settings, metrics=metrics, pool_max=pool_max)
         per_loop[settings] = service
     return service
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop where it is installed (the server extra and the layer ship it on
-    Linux), else asyncio's. A worker spends a third of its CPU in the event loop's own
-    machinery (per-job tasks, futures, timers, psycopg's reader callbacks): with uvloop it
-    drained 18% more no-op jobs at 4 processes on 2 cores (BENCHMARKS.md, Processing)."""
-    try:
-        import uvloop
-    except ImportError:  # Windows, or a trimmed install: the stdlib loop works the same
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def sandbox_loop() -> asyncio.AbstractEventLoop:

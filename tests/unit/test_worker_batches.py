@@ -205,23 +205,23 @@ def test_a_worker_completes_a_claimed_batch_of_short_jobs_in_one_statement() -> 
 # --- the event loop ---------------------------------------------------------------------------
 
 
-def test_sandboxes_and_standalone_workers_run_on_uvloop_where_it_is_installed(
+def test_sandboxes_workers_and_the_dev_front_run_on_uvloop_where_it_is_installed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import sys
 
     import uvloop
 
-    from asyncz import runtime
+    from asyncz.eventloop import new_event_loop
 
-    loop = runtime.new_event_loop()
+    loop = new_event_loop()
     try:
         assert isinstance(loop, uvloop.Loop)
         assert loop.run_until_complete(asyncio.sleep(0, "ran")) == "ran"
     finally:
         loop.close()
     monkeypatch.setitem(sys.modules, "uvloop", None)  # not installed (e.g. on Windows)
-    fallback = runtime.new_event_loop()
+    fallback = new_event_loop()
     try:
         assert not isinstance(fallback, uvloop.Loop)
         assert isinstance(fallback, asyncio.AbstractEventLoop)

@@ -1,5 +1,6 @@
-"""The HTTP server under the local API Gateway front: uvicorn (httptools) on a thread of its
-own, with a small ASGI adapter that hands each whole request to the gateway's app."""
+"""The HTTP server under the local API Gateway front: uvicorn (httptools) on a thread and a
+uvloop event loop of its own, with a small ASGI adapter that hands each whole request to the
+gateway's app."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+
+from asyncz.eventloop import new_event_loop
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 IDLE_TIMEOUT_S = 60.0  # a kept-alive connection with no request in progress
@@ -125,7 +128,8 @@ class HttpServer:
 
     def _run(self) -> None:
         try:
-            asyncio.run(self.server.serve(sockets=[self.sock]))
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                runner.run(self.server.serve(sockets=[self.sock]))
         except Exception as exc:  # noqa: BLE001 - reported, the runner decides
             self.on_error(exc)
 

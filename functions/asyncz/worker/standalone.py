@@ -14,6 +14,7 @@ import sys
 import time
 
 from asyncz import runtime
+from asyncz.eventloop import new_event_loop
 from asyncz.settings import get_settings
 from asyncz.worker.loop import WorkerLoop
 from asyncz.worker.stats import new_worker_id
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    with asyncio.Runner(loop_factory=runtime.new_event_loop) as runner:
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
         summary = runner.run(work(args.seconds, args.idle_exit, args.concurrency))
     print(json.dumps(summary), flush=True)
     return 0
