@@ -15,7 +15,12 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from asyncz.local.config import default_data_dir, resolve_api_key, sandbox_env
+from asyncz.local.config import (
+    DevOptions,
+    default_data_dir,
+    resolve_api_key,
+    sandbox_env,
+)
 from asyncz.local.embedded import ServerUrls
 from asyncz.local.lambda_endpoint import LambdaEndpoint, function_name_of
 from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec, SandboxTimeoutError
@@ -281,6 +286,39 @@ def test_sandbox_env_accepts_the_key_and_keeps_aws_local(monkeypatch: pytest.Mon
     assert env["ASYNCZ_WORKER_FUNCTION_NAME"] == "asyncz-local-worker"
 
 
+@pytest.mark.parametrize(("cores", "cap"), [(1, 2), (2, 4), (4, 8), (5, 10), (64, 10)])
+def test_the_local_fleet_is_capped_at_two_worker_sandboxes_per_core(
+    monkeypatch: pytest.MonkeyPatch, cores: int, cap: int
+) -> None:
+    """Every local sandbox shares this machine's cores: past two per core they add cold
+    starts, not throughput. The api's and the fleet's plans get the same cap."""
+    from asyncz.local import config
+
+    monkeypatch.delenv("ASYNCZ_FLEET_MAX_WORKERS", raising=False)
+    monkeypatch.setattr(config, "local_cores", lambda: cores)
+    assert DevOptions.from_env().max_worker_sandboxes == cap
+    assert DevOptions().max_worker_sandboxes == cap
+    urls = ServerUrls("postgresql://p@h/db", "redis://h:1/0", True, True)
+    assert sandbox_env(urls, "k", "http://127.0.0.1:9", cap)["ASYNCZ_FLEET_MAX_WORKERS"] == str(cap)
+    assert sandbox_env(urls, "k", "http://127.0.0.1:9")["ASYNCZ_FLEET_MAX_WORKERS"] == str(cap)
+
+
+def test_a_fleet_cap_the_user_sets_wins_over_the_core_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asyncz.local import config
+
+    monkeypatch.setattr(config, "local_cores", lambda: 2)
+    monkeypatch.setenv("ASYNCZ_FLEET_MAX_WORKERS", "12")
+    assert DevOptions.from_env().max_worker_sandboxes == 12
+    urls = ServerUrls("postgresql://p@h/db", "redis://h:1/0", True, True)
+    assert sandbox_env(urls, "k", "http://127.0.0.1:9", 12)["ASYNCZ_FLEET_MAX_WORKERS"] == "12"
+    # 0 holds the workers off (the plans start none); the runner keeps its own cap
+    monkeypatch.setenv("ASYNCZ_FLEET_MAX_WORKERS", "0")
+    assert DevOptions.from_env().max_worker_sandboxes == 4
+    assert sandbox_env(urls, "k", "http://127.0.0.1:9", 4)["ASYNCZ_FLEET_MAX_WORKERS"] == "0"
+
+
 def test_default_data_dir_is_in_the_project_root(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "a" / "b").mkdir(parents=True)
@@ -305,7 +343,6 @@ def test_a_worker_that_keeps_failing_backs_off_and_says_why_once(
     import threading
 
     from asyncz.local import invokers
-    from asyncz.local.config import DevOptions
 
     monkeypatch.setattr(invokers, "FAILURE_BACKOFF_S", 0.05)
     stopping = threading.Event()

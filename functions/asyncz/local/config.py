@@ -24,6 +24,29 @@ FLEET_HANDLER = "asyncz.fleet.handler.handler"
 FUNCTION_PREFIX = "asyncz-local"
 
 
+DEPLOYED_MAX_WORKERS = 10  # the fleet's default in AWS (ASYNCZ_FLEET_MAX_WORKERS)
+
+
+def local_cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def default_max_workers() -> int:
+    """Worker sandboxes ``asyncz dev`` runs at most, unless ``ASYNCZ_FLEET_MAX_WORKERS`` says:
+    the deployed default (10), or two per core when that is fewer.
+
+    In AWS each sandbox has its own CPU; here they all share this machine's cores. Past about
+    two per core (a no-op worker spends half its time waiting on Postgres and Redis) a new
+    sandbox adds no throughput, only a cold start (~0.5 s of CPU) and context switches: on 2
+    cores, 10 000 no-op jobs drained 1.5x faster with at most 4 worker sandboxes than with 10
+    (BENCHMARKS.md, End-to-end drain). Each sandbox still runs ``ASYNCZ_WORKER_CONCURRENCY``
+    jobs at once; a project of slow I/O-bound jobs can raise the cap."""
+    return min(DEPLOYED_MAX_WORKERS, 2 * local_cores())
+
+
 def env_float(name: str, default: float) -> float:
     raw = os.environ.get(name, "").strip()
     return float(raw) if raw else default
@@ -47,7 +70,7 @@ class DevOptions:
     fleet_interval_s: float = 60.0
     recovery_interval_s: float = 60.0
     shutdown_grace_s: float = 10.0
-    max_worker_sandboxes: int = 10
+    max_worker_sandboxes: int = field(default_factory=default_max_workers)
     pg_port: int | None = None
     redis_port: int | None = None
     access_log: bool = True
@@ -63,7 +86,7 @@ class DevOptions:
             fleet_interval_s=env_float("ASYNCZ_FLEET_INTERVAL_SECONDS", 60.0),
             recovery_interval_s=env_float("ASYNCZ_RECOVERY_INTERVAL_SECONDS", 60.0),
             shutdown_grace_s=env_float("ASYNCZ_DEV_SHUTDOWN_GRACE_SECONDS", 10.0),
-            max_worker_sandboxes=env_int("ASYNCZ_FLEET_MAX_WORKERS", 10) or 10,
+            max_worker_sandboxes=env_int("ASYNCZ_FLEET_MAX_WORKERS", None) or default_max_workers(),
         )
         for key, value in overrides.items():
             if value is not None:
@@ -99,8 +122,12 @@ def resolve_api_key(data_dir: Path) -> tuple[str, str]:
     return key, f"{path} (generated)"
 
 
-def sandbox_env(urls: ServerUrls, api_key: str, lambda_url: str) -> dict[str, str]:
-    """What every local sandbox sees: ``ASYNCZ_*`` settings plus a Lambda-ish AWS environment."""
+def sandbox_env(
+    urls: ServerUrls, api_key: str, lambda_url: str, max_workers: int | None = None
+) -> dict[str, str]:
+    """What every local sandbox sees: ``ASYNCZ_*`` settings plus a Lambda-ish AWS environment.
+    The fleet's plan (api scale-out, fleet tick) is capped at ``max_workers``, the sandboxes
+    the runner will start, unless ``ASYNCZ_FLEET_MAX_WORKERS`` is set."""
     env = {
         "ASYNCZ_DATABASE_URL": urls.database_url,
         "ASYNCZ_REDIS_URL": urls.redis_url,
@@ -120,6 +147,7 @@ def sandbox_env(urls: ServerUrls, api_key: str, lambda_url: str) -> dict[str, st
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_DEV": "false",
+        "ASYNCZ_FLEET_MAX_WORKERS": str(max_workers or default_max_workers()),
     }
     for key, value in defaults.items():
         env[key] = os.environ.get(key, value)

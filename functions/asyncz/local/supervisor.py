@@ -142,7 +142,7 @@ class DevRunner:
         endpoint = LambdaEndpoint({f"{FUNCTION_PREFIX}-worker": fleet.invoke})
         endpoint.start()
         self._cleanups.append(endpoint.close)
-        env = sandbox_env(urls, api_key, endpoint.url)
+        env = sandbox_env(urls, api_key, endpoint.url, opts.max_worker_sandboxes)
         fleet.env = env
 
         backend = self._api_backend(env)
@@ -247,7 +247,10 @@ class DevRunner:
         workers = (
             f"{opts.workers} fixed"
             if opts.workers
-            else (f"fleet controller every {opts.fleet_interval_s:g}s")
+            else (
+                f"fleet of up to {opts.max_worker_sandboxes} (ASYNCZ_FLEET_MAX_WORKERS), "
+                f"controller every {opts.fleet_interval_s:g}s"
+            )
         )
         lines = [
             "",
