@@ -96,11 +96,18 @@ async def current_service(
     return service
 
 
-def sandbox_loop() -> asyncio.AbstractEventLoop:
-    """The sandbox's long-lived event loop, made current for this thread."""
+def sandbox_loop(*, plain: bool = False) -> asyncio.AbstractEventLoop:
+    """The sandbox's long-lived event loop, made current for this thread; the first call of
+    the sandbox makes it, uvloop's unless ``plain`` asks for asyncio's own.
+
+    The api handler asks for asyncio's: it runs one request's few awaits per invocation, on
+    the main thread, where uvloop opens and closes a signal self-pipe at every run (about a
+    dozen system calls) and re-registers psycopg's socket with epoll at every wait. A submit
+    cost ~11% less CPU on asyncio's loop (BENCHMARKS.md); a worker's many tasks run faster
+    on uvloop's."""
     global _loop
     if _loop is None or _loop.is_closed():
-        _loop = new_event_loop()
+        _loop = asyncio.new_event_loop() if plain else new_event_loop()
     asyncio.set_event_loop(_loop)
     return _loop
 

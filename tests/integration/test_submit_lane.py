@@ -182,6 +182,33 @@ def test_invocations_carry_the_api_gateway_request_id(settings: Settings) -> Non
         api_handler.reset()
 
 
+def test_the_api_sandbox_runs_on_asyncios_own_loop(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An api sandbox's first invocation makes its loop asyncio's (uvloop's per-run signal
+    set-up costs more than it saves on one request's few awaits); both fronts share it."""
+    import uvloop
+
+    from asyncz import runtime
+
+    monkeypatch.setattr(runtime, "_loop", None)  # a fresh sandbox
+    api_handler._sandbox = both_fronts(settings)["lane"]
+    try:
+        event = rest_event("POST", "/jobs", body={"task": "echo"}, api_key=KEY)
+        assert api_handler.handler(event, FakeContext())["statusCode"] == 202
+        loop = runtime._loop
+        assert loop is not None and not isinstance(loop, uvloop.Loop)
+        event = rest_event("GET", "/stats", api_key=KEY)
+        assert api_handler.handler(event, FakeContext())["statusCode"] == 200
+        assert runtime._loop is loop
+    finally:
+        api_handler.reset()
+        if runtime._loop is not None:
+            for service in list(runtime._services.get(runtime._loop, {}).values()):
+                runtime.run(runtime.close_service(service))
+            runtime._loop.close()
+
+
 # --- the store under the lane ---------------------------------------------------------------------
 
 

@@ -227,3 +227,25 @@ def test_sandboxes_workers_and_the_dev_front_run_on_uvloop_where_it_is_installed
         assert isinstance(fallback, asyncio.AbstractEventLoop)
     finally:
         fallback.close()
+
+
+def test_an_api_sandbox_runs_on_asyncios_loop_and_a_worker_sandbox_on_uvloop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first call of a sandbox picks its loop: asyncio's for the api (one request's few
+    awaits: uvloop's per-run signal set-up costs more there), uvloop's for the others."""
+    import uvloop
+
+    from asyncz import runtime
+
+    kinds = []
+    for plain in (True, False):
+        monkeypatch.setattr(runtime, "_loop", None)
+        loop = runtime.sandbox_loop(plain=plain)
+        try:
+            assert runtime.sandbox_loop() is loop  # later calls (the lane's run) reuse it
+            assert runtime.run(asyncio.sleep(0, "ran")) == "ran"
+            kinds.append(isinstance(loop, uvloop.Loop))
+        finally:
+            loop.close()
+    assert kinds == [False, True]

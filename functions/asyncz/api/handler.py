@@ -44,7 +44,7 @@ class Sandbox:
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         # Both run on the sandbox's one event loop, so the pools bound to it at the first
         # request serve every warm invocation, whichever path took it.
-        runtime.sandbox_loop()
+        runtime.sandbox_loop(plain=True)
         if self.lane is not None and lane.accepts(event):
             return self.lane(event, context)
         try:
