@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import stat
 import time
@@ -218,6 +219,32 @@ def test_handler_errors_come_back_as_the_aws_runtime_shapes_them_and_the_sandbox
     finally:
         raising.stop(grace_s=2)
         unmarshallable.stop(grace_s=2)
+
+
+def test_the_runtime_answers_json_text_with_json_text_and_an_object_with_an_object() -> None:
+    """The LocalStack executor passes Lambda's bytes through (``payload``, JSON text); the
+    local runner sends the event as an object and reads the result as one. Errors, including
+    an unserialisable result, come back as the AWS runtime's error object in either form."""
+    from asyncz.local.bootstrap import LambdaContext, _answer
+
+    ctx = LambdaContext(request_id="r1", deadline_ms=int(time.time() * 1000) + 30_000)
+
+    def echo(event: Any, context: Any) -> Any:
+        return {"got": event, "id": context.aws_request_id}
+
+    text = json.loads(_answer(echo, {"request_id": "r1", "payload": '{"a": [1, "x"]}'}, ctx))
+    assert text == {"type": "result", "ok": True, "payload": '{"got": {"a": [1, "x"]}, "id": "r1"}'}
+    assert json.loads(_answer(echo, {"request_id": "r1", "payload": ""}, ctx))["payload"] == (
+        '{"got": {}, "id": "r1"}'
+    )
+    inline = json.loads(_answer(echo, {"request_id": "r1", "event": {"a": [1, "x"]}}, ctx))
+    assert inline == {"type": "result", "ok": True, "result": {"got": {"a": [1, "x"]}, "id": "r1"}}
+    for form in ({"payload": "{}"}, {"event": {}}):
+        bad = json.loads(_answer(lambda e, c: {1, 2}, {"request_id": "r1", **form}, ctx))
+        assert bad["ok"] is False
+        assert json.loads(bad["payload"])["errorType"] == "Runtime.MarshalError"
+        failed = json.loads(_answer(lambda e, c: {}["k"], {"request_id": "r1", **form}, ctx))
+        assert json.loads(failed["payload"])["errorType"] == "KeyError"
 
 
 @pytest.mark.parametrize(

@@ -7,14 +7,16 @@ Stdlib only, so it runs on the function's interpreter before anything else is im
 talks to its parent over two pipes (file descriptors in argv) with one JSON object per line;
 stdout and stderr belong to the function (they are its logs).
 
-    parent -> runtime: {"type": "invoke", "request_id", "invoked_function_arn", "payload",
-                        "deadline_ms", "trace_id", "client_context"}
+    parent -> runtime: {"type": "invoke", "request_id", "invoked_function_arn",
+                        "payload" | "event", "deadline_ms", "trace_id", "client_context"}
     runtime -> parent: {"type": "ready", "init_ms"} | {"type": "init_error", "error": {...}}
-                       {"type": "result", "ok": bool, "payload": str}
+                       {"type": "result", "ok": bool, "payload": str} | {..., "result": ...}
 
 ``payload`` is the JSON text of the event, of the result, or of the error object the AWS
-runtime returns. SIGTERM brings the running invocation's deadline forward (the handler winds
-down) and ends the process once it returns; the process also ends when its parent does.
+runtime returns (the LocalStack executor passes Lambda's bytes through). The local runner
+sends the event as an object (``event``) and gets a successful result as one (``result``).
+SIGTERM brings the running invocation's deadline forward (the handler winds down) and ends
+the process once it returns; the process also ends when its parent does.
 """
 
 from __future__ import annotations
@@ -154,33 +156,46 @@ def _exit_now(code: int = 0) -> NoReturn:
     os._exit(code)
 
 
-def _answer(handler: Any, invoke: dict[str, Any], ctx: LambdaContext) -> dict[str, Any]:
+def _answer(handler: Any, invoke: dict[str, Any], ctx: LambdaContext) -> str:
+    """The result message's line. An invoke with ``event`` (an object: the local runner) is
+    answered with ``result`` (an object); one with ``payload`` (JSON text: the LocalStack
+    executor, which passes Lambda's bytes through) with ``payload``. The object form saves
+    a JSON encoding and a decoding on each side per invocation."""
+    inline = "event" in invoke
     try:
-        event = json.loads(invoke["payload"]) if invoke.get("payload") else {}
+        if inline:
+            event = invoke["event"]
+        else:
+            event = json.loads(invoke["payload"]) if invoke.get("payload") else {}
         result = handler(event, ctx)
     except Exception as exc:  # noqa: BLE001 - any handler error is the invoke's result
         error = error_object(exc)
         error["requestId"] = invoke["request_id"]
         print(f"[ERROR] {error['errorType']}: {error['errorMessage']}", file=sys.stderr)
         traceback.print_exc()
-        return {"type": "result", "ok": False, "payload": json.dumps(error)}
+        return json.dumps({"type": "result", "ok": False, "payload": json.dumps(error)})
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
     try:
-        return {"type": "result", "ok": True, "payload": json.dumps(result)}
+        if inline:
+            return json.dumps({"type": "result", "ok": True, "result": result})
+        return json.dumps({"type": "result", "ok": True, "payload": json.dumps(result)})
     except (TypeError, ValueError) as exc:
         error = error_object(exc, "Runtime.MarshalError", f"Unable to marshal response: {exc}")
-        return {"type": "result", "ok": False, "payload": json.dumps(error)}
+        return json.dumps({"type": "result", "ok": False, "payload": json.dumps(error)})
 
 
 def main() -> int:
     commands = os.fdopen(int(sys.argv[1]), "r", encoding="utf-8")
     results = os.fdopen(int(sys.argv[2]), "w", encoding="utf-8")
 
-    def send(message: dict[str, Any]) -> None:
-        results.write(json.dumps(message) + "\n")  # one write: the parent reads whole lines
+    def send_line(line: str) -> None:
+        results.write(line + "\n")  # one write: the parent reads whole lines
         results.flush()
+
+    def send(message: dict[str, Any]) -> None:
+        send_line(json.dumps(message))
 
     # Ctrl-C reaches the whole process group; the parent decides the shutdown order.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -232,7 +247,7 @@ def main() -> int:
         finally:
             current.remove(ctx)
         try:
-            send(reply)
+            send_line(reply)
         except OSError:
             _exit_now()
         if stopping.is_set():

@@ -58,6 +58,8 @@ def _reply(message: dict[str, Any]) -> dict[str, Any]:
         return {"type": kind, **_error_fields(message["error"])}
     if kind != "result":
         return message
+    if "result" in message:  # an event sent as an object is answered with one
+        return {"type": kind, "ok": True, "result": message["result"]}
     body = json.loads(message["payload"])
     if message.get("ok"):
         return {"type": kind, "ok": True, "result": body}
@@ -172,7 +174,7 @@ class SandboxProcess:
         msg = {
             "type": "invoke",
             "request_id": request_id or str(uuid.uuid4()),
-            "payload": json.dumps(event),
+            "event": event,  # one encoding (and one decoding) of the event, not two
             "deadline_ms": int((time.time() + timeout_s) * 1000),
         }
         os.write(self._cmd, json.dumps(msg).encode() + b"\n")
