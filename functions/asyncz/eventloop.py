@@ -1,6 +1,8 @@
-"""The event loop every long-lived loop of ours runs on: uvloop's where it is installed (the
-``server`` extra and the layer ship it on Linux), else asyncio's. A module of its own, so the
-``asyncz dev`` front gets it without importing the drivers (:mod:`asyncz.runtime` does)."""
+"""The event loop of the workers, the fleet and recovery sandboxes and the ``asyncz dev`` front:
+uvloop's where it is installed (the ``server`` extra and the layer ship it on Linux), else
+asyncio's. (An api sandbox runs on asyncio's own: :func:`asyncz.runtime.sandbox_loop`.) A
+module of its own, so the front gets it without importing the drivers (:mod:`asyncz.runtime`
+does)."""
 
 from __future__ import annotations
 
