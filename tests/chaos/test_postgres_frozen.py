@@ -3,9 +3,9 @@ network as during a failover): the api must still answer ``503`` within a bound.
 
 Before 660d2eb nothing bounded a query on a pooled connection, so the call hung (see
 PRODUCT_FIXES.md here, section 3); the bound is ASYNCZ_DB_QUERY_TIMEOUT_SECONDS (3 s here)
-plus psycopg's own cancel wait. ``POST /jobs`` runs on the submit lane's blocking
-connection, which no event-loop timeout can cut: there the deadline watchdog shuts the
-socket down.
+plus psycopg's own cancel wait. ``POST /jobs`` (the submit lane) and ``GET /jobs/{id}``
+(the FastAPI app) run on the same async pool under the same ``asyncio.timeout``: both are
+checked, so neither path can lose the bound.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_frozen_postgres_api_answers_503_within_a_bound(
     try:
         replies = {}
         for method, target, body in (
-            ("GET", f"/jobs/{job_id}", None),  # the async pool, under asyncio.timeout
+            ("GET", f"/jobs/{job_id}", None),  # the FastAPI app
             ("POST", "/jobs", {"task": "echo", "payload": {}}),  # the submit lane
         ):
             started = time.monotonic()
@@ -87,6 +87,6 @@ def test_frozen_postgres_api_answers_503_within_a_bound(
         )
         assert reply["status"] == 503, (method, reply)
         assert reply["body"]["error"] == "database_unavailable", (method, reply)
-    # thawed: the lane's connection was shut by its watchdog; the next submit reconnects
+    # thawed: the same sandbox recovers by itself; the next submit is accepted
     reply = api.request("POST", "/jobs", {"task": "echo", "payload": {}}, timeout=30)
     assert reply is not None and reply["status"] == 202, reply
