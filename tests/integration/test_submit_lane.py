@@ -209,6 +209,25 @@ def test_the_api_sandbox_runs_on_asyncios_own_loop(
             runtime._loop.close()
 
 
+def test_building_a_sandbox_leaves_its_own_loop_current(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mangum looks for a current loop when it is built; it must find the sandbox's, not make
+    one of its own that no invocation runs on (and that is never closed)."""
+    from asyncz import runtime
+
+    monkeypatch.setattr(runtime, "_loop", None)  # a fresh sandbox
+    asyncio.set_event_loop(None)  # nothing current: Mangum would make a loop
+    try:
+        api_handler.build_sandbox(settings)
+        assert runtime._loop is not None
+        assert asyncio.get_event_loop() is runtime._loop
+    finally:
+        if runtime._loop is not None:
+            runtime._loop.close()
+        asyncio.set_event_loop(None)
+
+
 # --- the store under the lane ---------------------------------------------------------------------
 
 

@@ -65,6 +65,9 @@ def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
         from asyncz.fleet.invoke import warm_in_background
 
         warm_in_background()
+    # The sandbox's one loop, current before Mangum looks for one: else Mangum makes (and
+    # leaves open) a loop of its own that no invocation runs on.
+    runtime.sandbox_loop(plain=True)
     app = create_app(
         settings,
         metrics=metrics,
