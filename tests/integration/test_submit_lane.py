@@ -216,6 +216,7 @@ def test_building_a_sandbox_leaves_its_own_loop_current(
     one of its own that no invocation runs on (and that is never closed)."""
     from asyncz import runtime
 
+    before = runtime._loop  # the loop earlier tests left current (restored afterwards)
     monkeypatch.setattr(runtime, "_loop", None)  # a fresh sandbox
     asyncio.set_event_loop(None)  # nothing current: Mangum would make a loop
     try:
@@ -225,7 +226,7 @@ def test_building_a_sandbox_leaves_its_own_loop_current(
     finally:
         if runtime._loop is not None:
             runtime._loop.close()
-        asyncio.set_event_loop(None)
+        asyncio.set_event_loop(before if before is not None and not before.is_closed() else None)
 
 
 # --- the store under the lane ---------------------------------------------------------------------
