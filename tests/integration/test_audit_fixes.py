@@ -231,6 +231,7 @@ def test_a_task_returning_nan_or_nul_fails_with_a_clear_error_others_complete(
 
 
 def test_health_is_a_cached_ping_without_error_text(settings: Settings) -> None:
+    from asyncz import runtime
     from asyncz.api.app import HEALTH_CACHE_SECONDS, ApiState
 
     broken = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})
@@ -246,12 +247,18 @@ def test_health_is_a_cached_ping_without_error_text(settings: Settings) -> None:
             await real_ping()
 
         svc.store.ping = counted_ping  # type: ignore[method-assign]
-        reports = [await state.health() for _ in range(5)]
-        assert len(pings) == 1, "each /health call reached the database"
-        state._health = (state._health[0] - HEALTH_CACHE_SECONDS, state._health[1])  # type: ignore[index]
-        reports.append(await state.health())
-        assert len(pings) == 2
-        return reports
+        try:
+            reports = [await state.health() for _ in range(5)]
+            assert len(pings) == 1, "each /health call reached the database"
+            state._health = (state._health[0] - HEALTH_CACHE_SECONDS, state._health[1])  # type: ignore[index]
+            reports.append(await state.health())
+            assert len(pings) == 2
+            return reports
+        finally:
+            # Closed here, not left to asyncio.run's teardown: psycopg_pool swallows the
+            # CancelledError of a connection attempt still under way (its pool workers catch
+            # it to keep their count), and that worker then waits on its queue for ever.
+            await runtime.close_service(svc)
 
     reports = run(asyncio.wait_for(scenario(), 60))
     assert reports[-1] == {
