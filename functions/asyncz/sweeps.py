@@ -16,6 +16,7 @@ from asyncz.jobs import JobStatus, RecoveryReport
 from asyncz.pagination import decode_cursor, encode_cursor
 from asyncz.ports import JobBroker, JobStore, MetricsSink, Row
 from asyncz.settings import Settings
+from asyncz.tasks.registry import TaskRegistry
 
 log = logging.getLogger("asyncz.service")
 SERIES_MINUTES = 60
@@ -36,6 +37,7 @@ class Sweeps:
     store: JobStore
     broker: JobBroker
     settings: Settings
+    registry: TaskRegistry
     metrics: MetricsSink
 
     async def stats(self) -> dict[str, Any]:
@@ -162,9 +164,10 @@ class Sweeps:
             "OldestQueuedAgeSeconds": float(row["oldest_age"]),
         }
 
-    async def idle_gauges(self) -> dict[str, float] | None:
+    async def idle_gauges(self, now: datetime | None = None) -> dict[str, float] | None:
         """The gauges noted when recovery last found Postgres idle, if nothing has been
-        enqueued since (Redis only); None when recovery must look at Postgres."""
+        enqueued since and no periodic slot has come due (Redis and the registry only);
+        None when recovery must look at Postgres."""
         if not self.settings.recovery_idle_check_seconds:
             return None
         mark = await self.broker.idle_mark()
@@ -173,12 +176,26 @@ class Sweeps:
         note = json.loads(mark)
         if note.get("activity") != await self.broker.activity():
             return None
+        if self._slot_due(note.get("periodic"), now or datetime.now(UTC)):
+            return None
         return {str(k): float(v) for k, v in note["gauges"].items()}
+
+    def _slot_due(self, noted: Any, now: datetime) -> bool:
+        """Whether a scheduled task has a slot due after the one the note saw (or was not
+        in the note at all: a schedule deployed since)."""
+        seen = noted if isinstance(noted, dict) else {}
+        for spec in self.registry.scheduled():
+            assert spec.schedule is not None
+            last = seen.get(spec.name)
+            if last is None or spec.schedule.due_slots(datetime.fromisoformat(last), now):
+                return True
+        return False
 
     async def note_if_idle(self, activity: int, gauges: dict[str, float]) -> bool:
         """After a clean run: note Postgres as idle (no queued or processing job) as of
-        ``activity``, read before the run looked at Postgres. A job enqueued since then
-        changes the count, so the note never hides one; it expires after the check period,
+        ``activity``, read before the run looked at Postgres, with each schedule's latest
+        slot. A job enqueued since then changes the count and a slot coming due is seen
+        from the note, so the note never hides either; it expires after the check period,
         which bounds how long a job whose Redis write failed at submit waits."""
         if not self.settings.recovery_idle_check_seconds:
             return False
@@ -187,7 +204,10 @@ class Sweeps:
         )
         if processing or await self.store.scan_queued(None, 1):
             return False
-        note = json.dumps({"activity": activity, "gauges": gauges})
+        scheduled = [spec.name for spec in self.registry.scheduled()]
+        last = await self.store.last_periodic_runs(scheduled) if scheduled else {}
+        periodic = {task: row["slot"].isoformat() for task, row in last.items()}
+        note = json.dumps({"activity": activity, "gauges": gauges, "periodic": periodic})
         await self.broker.set_idle_mark(note, self.settings.recovery_idle_check_seconds)
         return True
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,7 +15,9 @@ import redis
 
 from asyncz.jobs import NewJob
 from asyncz.recovery import handler as recovery_handler
+from asyncz.periodic import Schedule
 from asyncz.settings import Settings, get_settings
+from asyncz.tasks.registry import REGISTRY
 from tests.conftest import open_service, run, settings_env
 from tests.integration.helpers import rows
 from tests.support.apigw import FakeContext
@@ -179,3 +182,56 @@ def test_a_tracking_broker_counts_every_enqueue(redis_server_url: str, clean: No
         return seen
 
     assert run(go()) == [2, 0]
+
+
+@pytest.fixture
+def minutely() -> Iterator[str]:
+    """A task scheduled every minute, registered for this test only."""
+    REGISTRY.register("idle_minutely", lambda payload: payload, schedule=Schedule.parse("* * * * *"))
+    yield "idle_minutely"
+    REGISTRY._tasks.pop("idle_minutely", None)
+
+
+def test_the_idle_skip_still_enqueues_every_periodic_slot(
+    serverless: Settings, minutely: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle between slots (each slot's job done before the next run), a schedule every
+    minute: five minutes of runs make five jobs, one per slot, and a run between two slots
+    still skips Postgres."""
+    t0 = datetime(2026, 12, 4, 10, 0, 20, tzinfo=UTC)
+    outs = []
+    for minute in range(6):
+        monkeypatch.setattr(recovery_handler, "clock", lambda m=minute: t0 + timedelta(minutes=m))
+        outs.append(recover())
+        # a worker runs the slot's job before the next run
+        rows(serverless.database_url, "UPDATE jobs SET status='completed', finished_at=now()")
+    assert outs[0]["noted_idle"] is True and outs[0]["periodic"] == 0  # first sight
+    assert [o.get("periodic") for o in outs[1:]] == [1, 1, 1, 1, 1]
+    slots = rows(
+        serverless.database_url,
+        "SELECT r.slot FROM periodic_runs r JOIN jobs j ON j.id = r.job_id ORDER BY r.slot",
+    )
+    assert [s["slot"] for s in slots] == [
+        datetime(2026, 12, 4, 10, m, tzinfo=UTC) for m in range(1, 6)
+    ]
+    # the last slot's job is done and nothing else is due: the next run notes idle, and a
+    # run later in the same minute skips Postgres
+    monkeypatch.setattr(recovery_handler, "clock", lambda: t0 + timedelta(minutes=5, seconds=10))
+    assert recover()["noted_idle"] is True
+    monkeypatch.setattr(recovery_handler, "clock", lambda: t0 + timedelta(minutes=5, seconds=30))
+    assert recover().get("skipped")
+    monkeypatch.setattr(recovery_handler, "clock", lambda: t0 + timedelta(minutes=6, seconds=1))
+    assert recover().get("periodic") == 1
+
+
+def test_a_schedule_deployed_since_the_note_makes_recovery_look(
+    serverless: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert recover()["noted_idle"] is True
+    REGISTRY.register("idle_new", lambda payload: payload, schedule=Schedule.parse("0 * * * *"))
+    try:
+        out = recover()
+        assert "skipped" not in out and out["noted_idle"] is True  # first sight of it
+        assert recover().get("skipped")
+    finally:
+        REGISTRY._tasks.pop("idle_new", None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from asyncz import runtime
@@ -55,11 +56,17 @@ def publish_gauges(settings: Settings, gauges: dict[str, float]) -> None:
     )
 
 
-async def _skip_if_idle(service: JobService) -> dict[str, float] | None:
-    """The noted gauges when Redis shows that Postgres is still idle (serverless: a paused
-    database stays paused); None when this run must look at Postgres."""
+def clock() -> datetime:
+    """This run's time for periodic slots (a seam for tests)."""
+    return datetime.now(UTC)
+
+
+async def _skip_if_idle(service: JobService, now: datetime) -> dict[str, float] | None:
+    """The noted gauges when Redis shows that Postgres is still idle and no periodic slot
+    has come due (serverless: a paused database stays paused); None when this run must
+    look at Postgres."""
     try:
-        return await service.idle_gauges()
+        return await service.idle_gauges(now)
     except BrokerUnavailableError:
         return None  # Redis cannot vouch for anything: look at Postgres
 
@@ -67,7 +74,8 @@ async def _skip_if_idle(service: JobService) -> dict[str, float] | None:
 async def _recover() -> dict[str, Any]:
     settings = get_settings().require_for("recovery")
     service = await runtime.current_service(settings, metrics=PowertoolsMetricsSink())
-    idle = await _skip_if_idle(service)
+    now = clock()
+    idle = await _skip_if_idle(service, now)
     if idle is not None:
         noted = {**idle, "Degraded": 0.0}
         if settings.publish_gauges:
@@ -83,7 +91,7 @@ async def _recover() -> dict[str, Any]:
     failure: Exception | None = None
     try:
         report = await service.recover()
-        periodic = await service.run_periodic()
+        periodic = await service.run_periodic(now)
         pruned = await service.prune()
         summary = {
             "requeued": len(report.requeued),
