@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -291,3 +293,23 @@ def test_replay_all_follows_until_the_dead_letter_queue_is_empty(
     assert cli.main(["replay", "--all", "--task", "fail"]) == 0
     assert capsys.readouterr().out.strip() == "replayed 1500 dead jobs"
     assert [r["body"] for r in api.requests] == [{"task": "fail", "limit": 1000}] * 2
+
+
+@pytest.mark.parametrize(("command", "extra"), [("dev", "local"), ("migrate", "server")])
+def test_a_server_command_on_a_client_only_install_names_the_extra(
+    command: str, extra: str
+) -> None:
+    """The base install is the client alone: without psycopg (and the rest of the server
+    side), ``asyncz dev`` says which extra to install instead of a traceback."""
+    code = (
+        "import sys\n"
+        "for name in ('psycopg', 'psycopg_pool', 'redis', 'fastapi', 'uvicorn'):\n"
+        "    sys.modules[name] = None  # an import of it fails as if not installed\n"
+        "from asyncz.cli import main\n"
+        f"sys.exit(main([{command!r}, '--database-url', 'postgresql://x/y']"
+        f" if {command!r} == 'migrate' else [{command!r}]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 1, out.stderr
+    assert f"pip install 'asyncz-serverless[{extra}]'" in out.stderr
+    assert "Traceback" not in out.stderr

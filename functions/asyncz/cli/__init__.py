@@ -196,9 +196,25 @@ def main(argv: list[str] | None = None) -> int:
     except AsyncZClientError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as exc:
+        extra = _SERVER_SIDE.get(getattr(args.func, "__name__", ""))
+        if extra is None or (exc.name or "").split(".")[0] == "asyncz":
+            raise
+        command, wanted = extra
+        print(
+            f"error: `asyncz {command}` needs the server side, which this install lacks "
+            f"(no module named {exc.name!r}): pip install 'asyncz-serverless[{wanted}]'",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
         return 130
     return code
+
+
+# The commands that run the server side, and the extra that brings it (the base install is
+# the client alone).
+_SERVER_SIDE = {"cmd_dev": ("dev", "local"), "cmd_migrate": ("migrate", "server")}
 
 
 if __name__ == "__main__":
