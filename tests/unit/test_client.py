@@ -23,6 +23,7 @@ from asyncz.client import (
     JobFailed,
     NotFound,
     RateLimited,
+    SubmitManyError,
     Unauthorized,
     Unavailable,
     WaitTimeout,
@@ -159,16 +160,80 @@ def test_a_callers_duplicate_key_raises_and_no_retries_means_no_key() -> None:
     assert "idempotency_key" not in seen[-1]
 
 
-def test_a_non_idempotent_action_is_not_resent_after_a_read_timeout() -> None:
+def test_a_callers_own_key_is_retried_and_its_own_stored_try_is_returned() -> None:
+    answers = iter([
+        httpx.ReadTimeout("stored, but the answer was lost"),
+        reply(503, {"error": "outcome_unknown", "message": "may have been stored"}),
+        reply(409, {"error": "duplicate_idempotency_key", "message": "x", "job_id": "first",
+                    "status": "queued"}),
+    ])  # fmt: skip
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content)["idempotency_key"])
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    with client(handler) as c:
+        job = c.submit("echo", idempotency_key="mine")
+    assert job.id == "first" and job.idempotency_key == "mine"
+    assert seen == ["mine"] * 3
+
+
+def test_an_unknown_outcome_without_a_key_is_not_resent() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(json.loads(request.content))
+        return reply(503, {"error": "outcome_unknown", "message": "job j may have been stored",
+                           "job_id": "j"})  # fmt: skip
+
+    with client(handler, retries=0) as c, pytest.raises(Unavailable) as info:
+        c.submit("echo")
+    assert len(calls) == 1 and info.value.code == "outcome_unknown"
+    assert info.value.body["job_id"] == "j"
+
+
+def test_a_query_the_database_gave_up_on_is_not_resent() -> None:
     calls = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         calls.append(request.url.path)
-        raise httpx.ReadTimeout("maybe ran")
+        return reply(504, {"error": "query_timeout", "message": "narrow the filter"})
 
-    with client(handler, retries=3) as c, pytest.raises(ConnectionFailed):
-        c.cancel("j")
-    assert calls == ["/jobs/j/cancel"]
+    with client(handler) as c, pytest.raises(Unavailable) as info:
+        list(c.jobs(task="echo"))
+    assert calls == ["/jobs"] and info.value.code == "query_timeout"
+
+
+@pytest.mark.parametrize(
+    ("action", "path", "second"),
+    [
+        ("cancel", "/jobs/j/cancel", reply(409, {"error": "invalid_state", "message": "x",
+                                                 "status": "cancelled"})),
+        ("replay", "/dlq/j/replay", reply(409, {"error": "invalid_state", "message": "x",
+                                                "status": "queued"})),
+        ("purge", "/dlq/j", reply(404, {"error": "job_not_found", "message": "x"})),
+    ],
+)  # fmt: skip
+def test_an_operator_action_retried_after_a_lost_answer_finds_it_done(
+    action: str, path: str, second: httpx.Response
+) -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if len(calls) == 1:
+            raise httpx.ReadTimeout("done, but the answer was lost")
+        return second
+
+    with client(handler) as c:
+        getattr(c, action)("j")  # no exception: the first try did it
+    assert calls == [path, path]
+    with client(lambda r: second) as c, pytest.raises((InvalidState, NotFound)):
+        getattr(c, action)("j")  # refused at the first try: someone else's state
 
 
 def batch_handler(sizes: list[int]) -> Handler:
@@ -253,6 +318,74 @@ def test_health_reports_degraded_instead_of_raising() -> None:
     assert not health.ok and health.dependencies == {"redis": "down"}
 
 
+def test_submit_many_derives_each_key_from_one_call_key() -> None:
+    keys: list[list[str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        jobs = json.loads(request.content)["jobs"]
+        keys.append([j["idempotency_key"] for j in jobs])
+        return reply(202, {"jobs": [{"job_id": j["idempotency_key"], "status": "queued",
+                                     "duplicate": len(keys) > 2} for j in jobs],
+                           "accepted": len(jobs), "duplicates": 0})  # fmt: skip
+
+    items = [{"task": "echo", "payload": {"i": i}} for i in range(700)]
+    with client(handler) as c:
+        first = c.submit_many(items, call_key="nightly-2026-12-04")
+        again = c.submit_many(items, call_key="nightly-2026-12-04")
+        other = c.submit_many(items[:2])
+    assert keys[0] + keys[1] == [f"nightly-2026-12-04:{i}" for i in range(700)]
+    assert keys[2] + keys[3] == keys[0] + keys[1]  # the same call: the same keys
+    assert [j.id for j in again] == [j.id for j in first]
+    assert all(j.duplicate for j in again)  # the caller resumed: it sees what existed
+    assert keys[4][0].startswith("asyncz-call-") and keys[4][0].endswith(":0")
+    assert not any(j.duplicate for j in other)
+
+
+def test_a_submit_many_failure_carries_the_jobs_accepted_so_far() -> None:
+    batches = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        jobs = json.loads(request.content)["jobs"]
+        batches.append(len(jobs))
+        if len(batches) == 2:
+            return reply(422, {"error": "invalid_payload", "message": "jobs[3]: bad",
+                               "index": 3})  # fmt: skip
+        return reply(202, {"jobs": [{"job_id": f"id-{j['payload']['i']}", "status": "queued",
+                                     "duplicate": False} for j in jobs],
+                           "accepted": len(jobs), "duplicates": 0})  # fmt: skip
+
+    items = [{"task": "echo", "payload": {"i": i}} for i in range(1200)]
+    with client(handler) as c, pytest.raises(SubmitManyError) as info:
+        c.submit_many(items, call_key="k")
+    err = info.value
+    assert [j.id for j in err.jobs] == [f"id-{i}" for i in range(500)]
+    assert err.call_key == "k" and err.index == 503 and isinstance(err.error, InvalidInput)
+    assert "call_key='k'" in str(err) and batches == [500, 500]
+
+
+def test_submit_many_learns_the_servers_body_limit_from_a_413() -> None:
+    sizes: list[int] = []
+    limit = 20_000
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if len(request.content) > limit:
+            return reply(413, {"error": "payload_too_large", "message": "x", "max_bytes": limit})
+        return batch_handler(sizes)(request)
+
+    items = [{"task": "echo", "payload": {"i": i, "pad": "x" * 900}} for i in range(60)]
+    with client(handler) as c:
+        jobs = c.submit_many(items)
+        assert [j.id for j in jobs] == [f"id-{i}" for i in range(60)]
+        assert c._batch_bytes <= limit
+        sizes.clear()
+        c.submit_many(items)  # the next call starts with what the first learned
+    assert sizes and max(sizes) * 950 < limit and len(sizes) == 4
+    alone = [{"task": "echo", "payload": {"pad": "x" * 30_000}}]
+    with client(handler) as c, pytest.raises(SubmitManyError) as info:
+        c.submit_many(alone)
+    assert info.value.jobs == [] and info.value.error.status == 413  # type: ignore[attr-defined]
+
+
 def test_the_async_client_has_the_same_behaviour() -> None:
     sizes: list[int] = []
 
@@ -295,3 +428,51 @@ def test_the_base_install_is_the_client_alone() -> None:
         assert package in server
     for extra in ("local", "infra"):
         assert "asyncz-serverless[server]" in extras[extra], extra
+
+
+def test_the_async_client_resolves_lost_answers_and_partial_batches_alike() -> None:
+    async def go() -> None:
+        answers = iter(
+            [
+                httpx.ReadTimeout("lost"),
+                reply(
+                    409, {"error": "duplicate_idempotency_key", "message": "x", "job_id": "first"}
+                ),
+            ]
+        )
+
+        def submit(request: httpx.Request) -> httpx.Response:
+            answer = next(answers)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        async with AsyncClient("http://api.test", "k", transport=httpx.MockTransport(submit)) as c:
+            assert (await c.submit("echo", idempotency_key="mine")).id == "first"
+        calls = []
+
+        def purge(request: httpx.Request) -> httpx.Response:
+            calls.append(request.url.path)
+            if len(calls) == 1:
+                raise httpx.ReadTimeout("lost")
+            return reply(404, {"error": "job_not_found", "message": "x"})
+
+        async with AsyncClient("http://api.test", "k", transport=httpx.MockTransport(purge)) as c:
+            await c.purge("j")
+        assert calls == ["/dlq/j", "/dlq/j"]
+        sizes: list[int] = []
+
+        def failing(request: httpx.Request) -> httpx.Response:
+            if sizes:
+                raise httpx.ConnectError("down")
+            return batch_handler(sizes)(request)
+
+        async with AsyncClient(
+            "http://api.test", "k", retries=0, transport=httpx.MockTransport(failing)
+        ) as c:
+            with pytest.raises(SubmitManyError) as info:
+                await c.submit_many([{"task": "echo", "payload": {"i": i}} for i in range(600)])
+        assert len(info.value.jobs) == 500 and isinstance(info.value.error, ConnectionFailed)
+        assert info.value.call_key.startswith("asyncz-call-")  # fmt: skip
+
+    asyncio.run(go())

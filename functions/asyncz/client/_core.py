@@ -14,15 +14,28 @@ from typing import Any
 
 import httpx
 
-from asyncz.client.errors import DuplicateJob, JobFailed, error_for
+from asyncz.client.errors import (
+    ApiError,
+    AsyncZClientError,
+    DuplicateJob,
+    InvalidInput,
+    InvalidState,
+    JobFailed,
+    NotFound,
+    SubmitManyError,
+    error_for,
+)
 from asyncz.client.models import Job
 
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 MAX_BATCH_JOBS = 500  # the API's limit per POST /jobs/batch
-# Under the API's default body limit (256 KiB) with room for the envelope.
+# Under the API's default body limit (256 KiB) with room for the envelope; a smaller limit
+# is learned from the first 413 (its max_bytes).
 MAX_BATCH_BYTES = 240 * 1024
+BATCH_ENVELOPE = 1024  # room kept for {"jobs": [...]} around the items
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 REPLAY_PAGE = 1000  # POST /dlq/replay's largest limit
+REPLAYED = ("queued", "processing", "completed")  # what a replayed job may be by a 2nd try
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +81,41 @@ def headers(api_key: str | None) -> dict[str, str]:
     return out
 
 
+def never_left(exc: httpx.TransportError) -> bool:
+    """The request never reached the server (nothing can have run)."""
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+
+
 def retry_transport(call: Call, exc: httpx.TransportError) -> bool:
     """A request that never left is always safe to send again; one that may have run only
     when ``call.safe``."""
-    return call.safe or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+    return call.safe or never_left(exc)
 
 
-def retry_status(call: Call, status: int) -> bool:
-    # 429 (API Gateway's throttle) and 503 (a dependency down before anything was stored)
-    # mean the request did not run; 502/504 may hide one that did.
-    return status in RETRY_STATUSES and (call.safe or status in (429, 503))
+def error_code(response: httpx.Response) -> str | None:
+    """The ``error`` of a JSON error reply, if any."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return str(body.get("error")) if isinstance(body, dict) and body.get("error") else None
+
+
+def uncertain(response: httpx.Response) -> bool:
+    """An answer that leaves open whether the request was carried out: a gateway's 502/504,
+    or the API's ``503 outcome_unknown``."""
+    status = response.status_code
+    return status in (502, 504) or (status == 503 and error_code(response) == "outcome_unknown")
+
+
+def retry_status(call: Call, response: httpx.Response) -> bool:
+    # 429 (a throttle) and a plain 503 (a dependency down before anything was stored) mean
+    # the request did not run; 502/504 and 503 outcome_unknown may hide one that did. A
+    # query the database gave up on (504 query_timeout) would only give up again.
+    status = response.status_code
+    if status not in RETRY_STATUSES or error_code(response) == "query_timeout":
+        return False
+    return call.safe or (not uncertain(response) and status in (429, 503))
 
 
 def retry_after(response: httpx.Response) -> float | None:
@@ -88,14 +126,17 @@ def retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def decode(response: httpx.Response) -> Any:
-    """The reply's JSON, or the exception for its error."""
+def decode(response: httpx.Response, after_uncertain: bool = False) -> Any:
+    """The reply's JSON, or the exception for its error. ``after_uncertain``: an earlier
+    try of this request may have been carried out (the error may be about our own change)."""
     try:
         body = response.json() if response.content else None
     except ValueError:
         body = None
     if response.status_code >= 400:
-        raise error_for(response.status_code, body, retry_after(response))
+        exc = error_for(response.status_code, body, retry_after(response))
+        exc.after_uncertain_try = after_uncertain
+        raise exc
     return body
 
 
@@ -125,6 +166,16 @@ def submit_body(
     return body
 
 
+def already_done(exc: ApiError, done: tuple[str, ...]) -> bool:
+    """An operator action refused on a second try because the first one did it: 409 with a
+    status in ``done`` (or 404 for a purge, ``done`` = ``("purged",)``)."""
+    if not exc.after_uncertain_try:
+        return False
+    if isinstance(exc, NotFound):
+        return "purged" in done
+    return isinstance(exc, InvalidState) and exc.job_status in done
+
+
 def with_key(body: Mapping[str, Any], retries: int) -> tuple[dict[str, Any], bool]:
     """The body with an idempotency key (one is generated when the caller gave none and the
     request may be retried), and whether it was generated."""
@@ -136,8 +187,9 @@ def with_key(body: Mapping[str, Any], retries: int) -> tuple[dict[str, Any], boo
 
 
 def submitted(body: Mapping[str, Any], reply: Mapping[str, Any], duplicate: bool = False) -> Job:
+    # a null id: the job holding the key was purged twice while the API looked (resubmit)
     return Job(
-        id=str(reply["job_id"]),
+        id=str(reply["job_id"]) if reply.get("job_id") is not None else "unknown",
         status=str(reply["status"]),
         task=body.get("task") or (body.get("payload") or {}).get("task"),
         queue=body.get("queue", "default"),
@@ -154,36 +206,103 @@ def duplicate_of_ours(exc: DuplicateJob, body: Mapping[str, Any]) -> Job:
     return submitted(body, {"job_id": exc.job_id, "status": exc.body.get("status", "queued")})
 
 
-Keyed = tuple[dict[str, Any], bool]  # a body, and whether its idempotency key was generated
+Keyed = tuple[dict[str, Any], bool]  # a body, and whether its idempotency key is derived
+MAX_CALL_KEY = 180  # an item's key is "<call key>:<n>", at most 200 characters
 
 
-def batches(items: Iterable[Keyed], size: int) -> Iterator[list[Keyed]]:
-    """Split into batch requests of at most ``size`` jobs and the body limit."""
-    size = max(1, min(size, MAX_BATCH_JOBS))
-    chunk: list[Keyed] = []
-    used = 0
-    for body, generated in items:
-        n = len(json.dumps(body, separators=(",", ":")).encode()) + 1
-        if chunk and (len(chunk) >= size or used + n > MAX_BATCH_BYTES):
+def call_key(given: str | None) -> str:
+    if given is None:
+        return f"asyncz-call-{uuid.uuid4()}"
+    if not 1 <= len(given) <= MAX_CALL_KEY or "\x00" in given:
+        raise ValueError(f"call_key is 1 to {MAX_CALL_KEY} characters, no NUL")
+    return given
+
+
+class BatchPlan:
+    """How ``submit_many`` sends its items: each item gets an idempotency key derived from
+    the call key unless it has its own (so a second call with the same call key submits
+    nothing twice), items go out in batches under the count and byte limits, and a ``413``
+    that names the server's limit (``max_bytes``) shrinks the byte budget and splits the
+    batch again. No I/O: the sync and async clients drive it."""
+
+    def __init__(
+        self,
+        items: Iterable[Mapping[str, Any]],
+        key: str,
+        size: int,
+        max_bytes: int,
+        *,
+        caller_key: bool,
+    ) -> None:
+        self.call_key = key
+        self.size = max(1, min(size, MAX_BATCH_JOBS))
+        self.max_bytes = max_bytes
+        self.jobs: list[Job] = []
+        self._caller_key = caller_key
+        self._items = iter(enumerate(items))
+        self._pending: list[Keyed] = []
+
+    def _keyed(self, n: int, item: Mapping[str, Any]) -> Keyed:
+        body = dict(item)
+        if body.get("idempotency_key"):
+            return body, False
+        body["idempotency_key"] = f"{self.call_key}:{n}"
+        return body, True
+
+    def _next(self) -> Keyed | None:
+        if self._pending:
+            return self._pending.pop(0)
+        for n, item in self._items:
+            return self._keyed(n, item)
+        return None
+
+    def __iter__(self) -> Iterator[list[Keyed]]:
+        while True:
+            chunk: list[Keyed] = []
+            used = 0
+            while len(chunk) < self.size and (keyed := self._next()) is not None:
+                n = len(json.dumps(keyed[0], separators=(",", ":")).encode()) + 1
+                if chunk and used + n > self.max_bytes:
+                    self._pending.insert(0, keyed)
+                    break
+                chunk.append(keyed)
+                used += n
+            if not chunk:
+                return
             yield chunk
-            chunk, used = [], 0
-        chunk.append((body, generated))
-        used += n
-    if chunk:
-        yield chunk
+
+    def accept(self, chunk: list[Keyed], reply: Mapping[str, Any]) -> list[Job]:
+        """Record a batch's jobs, in order. An item with a derived key is a duplicate only
+        of our own earlier try, or of an earlier call with the caller's call key."""
+        jobs = [
+            submitted(body, item, duplicate=bool(item.get("duplicate"))
+                      and (not derived or self._caller_key))
+            for (body, derived), item in zip(chunk, reply["jobs"], strict=True)
+        ]  # fmt: skip
+        self.jobs += jobs
+        return jobs
+
+    def shrink(self, chunk: list[Keyed], exc: ApiError) -> bool:
+        """After a ``413``: learn the server's limit and send the batch's items again in
+        smaller batches (True), or give up when one item alone is over it (False)."""
+        limit = exc.body.get("max_bytes")
+        if len(chunk) == 1 or not isinstance(limit, int) or limit <= BATCH_ENVELOPE:
+            return False
+        learned = min(self.max_bytes, limit - BATCH_ENVELOPE)
+        self.max_bytes = learned if learned < self.max_bytes else self.max_bytes // 2
+        self._pending[:0] = chunk
+        return True
+
+    def incomplete(self, exc: AsyncZClientError, chunk: list[Keyed]) -> SubmitManyError:
+        """The error that stops the call, carrying the jobs accepted so far."""
+        index = None
+        if isinstance(exc, InvalidInput) and exc.index is not None:
+            index = len(self.jobs) + exc.index
+        return SubmitManyError(self.jobs, self.call_key, exc, index=index, unsent=len(chunk))
 
 
 def batch_request(chunk: list[Keyed]) -> Call:
     return Call("POST", "/jobs/batch", {"jobs": [body for body, _ in chunk]}, safe=True)
-
-
-def batch_jobs(chunk: list[Keyed], reply: Mapping[str, Any]) -> list[Job]:
-    """One Job per item, in order; an item with a generated key is never a duplicate of
-    someone else's job (only of our own retried request)."""
-    return [
-        submitted(body, item, duplicate=bool(item.get("duplicate")) and not generated)
-        for (body, generated), item in zip(chunk, reply["jobs"], strict=True)
-    ]
 
 
 def replay_page(queue: str | None, task: str | None) -> Call:

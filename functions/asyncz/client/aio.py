@@ -13,7 +13,16 @@ import httpx
 
 from asyncz.client import _core
 from asyncz.client._core import Call, RetryPolicy
-from asyncz.client.errors import ConnectionFailed, DuplicateJob, Unavailable, WaitTimeout
+from asyncz.client.errors import (
+    AsyncZClientError,
+    ConnectionFailed,
+    DuplicateJob,
+    InvalidState,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+    WaitTimeout,
+)
 from asyncz.client.models import Attempt, Health, Job, Stats
 
 
@@ -32,6 +41,7 @@ class AsyncClient:
     ) -> None:
         self.base_url, self.api_key = _core.resolve(base_url, api_key)
         self.retry = RetryPolicy(retries=retries)
+        self._batch_bytes = _core.MAX_BATCH_BYTES  # lowered by a 413 that names the limit
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             headers=_core.headers(self.api_key),
@@ -48,8 +58,12 @@ class AsyncClient:
     async def close(self) -> None:
         await self._http.aclose()
 
-    async def _send(self, call: Call) -> httpx.Response:
+    async def _send(self, call: Call) -> tuple[httpx.Response, bool]:
+        """The response, after retries, and whether an earlier try may have been carried
+        out (its answer was lost: a connection error after sending, a 502/504, a 503
+        ``outcome_unknown``)."""
         attempt = 0
+        uncertain = False
         while True:
             try:
                 response = await self._http.request(
@@ -57,18 +71,21 @@ class AsyncClient:
                 )
             except httpx.TransportError as exc:
                 if attempt < self.retry.retries and _core.retry_transport(call, exc):
+                    uncertain = uncertain or not _core.never_left(exc)
                     await asyncio.sleep(self.retry.delay(attempt))
                     attempt += 1
                     continue
                 raise ConnectionFailed(f"cannot reach the API at {self.base_url}: {exc}") from exc
-            if attempt < self.retry.retries and _core.retry_status(call, response.status_code):
+            if attempt < self.retry.retries and _core.retry_status(call, response):
+                uncertain = uncertain or _core.uncertain(response)
                 await asyncio.sleep(self.retry.delay(attempt, _core.retry_after(response)))
                 attempt += 1
                 continue
-            return response
+            return response, uncertain
 
     async def _json(self, call: Call) -> Any:
-        return _core.decode(await self._send(call))
+        response, uncertain = await self._send(call)
+        return _core.decode(response, uncertain)
 
     # --- submit --------------------------------------------------------------------------
 
@@ -85,7 +102,9 @@ class AsyncClient:
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists."""
+        """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists
+        (not when it is our own earlier try of this call that stored it: that job is
+        returned)."""
         body, generated = _core.with_key(
             _core.submit_body(task, payload, queue=queue, priority=priority,
                               max_retries=max_retries, timeout_seconds=timeout_seconds,
@@ -93,12 +112,11 @@ class AsyncClient:
                               idempotency_key=idempotency_key),
             self.retry.retries,
         )  # fmt: skip
+        keyed = bool(body.get("idempotency_key"))  # a key makes a second try safe
         try:
-            return _core.submitted(
-                body, await self._json(Call("POST", "/jobs", body, safe=generated))
-            )
+            return _core.submitted(body, await self._json(Call("POST", "/jobs", body, safe=keyed)))
         except DuplicateJob as exc:
-            if generated:  # our own earlier try was stored
+            if generated or exc.after_uncertain_try:  # our own earlier try was stored
                 return _core.duplicate_of_ours(exc, body)
             raise
 
@@ -108,16 +126,33 @@ class AsyncClient:
         *,
         batch_size: int = _core.MAX_BATCH_JOBS,
         progress: Callable[[int], None] | None = None,
+        call_key: str | None = None,
     ) -> list[Job]:
         """Submit ``POST /jobs`` bodies through ``POST /jobs/batch`` (split by count and size);
-        one Job per item, in order. ``progress(n)`` is called after each batch."""
-        jobs: list[Job] = []
-        keyed = (_core.with_key(item, self.retry.retries) for item in items)
-        for chunk in _core.batches(keyed, batch_size):
-            jobs += _core.batch_jobs(chunk, await self._json(_core.batch_request(chunk)))
+        one Job per item, in order. ``progress(n)`` is called after each batch.
+
+        Each item without an idempotency key gets one derived from ``call_key`` (generated
+        when not given): calling again with the same items and ``call_key`` submits nothing
+        twice. A failure raises :class:`SubmitManyError` with the jobs accepted so far and
+        the call key."""
+        plan = _core.BatchPlan(
+            items, _core.call_key(call_key), batch_size, self._batch_bytes,
+            caller_key=call_key is not None,
+        )  # fmt: skip
+        for chunk in plan:
+            try:
+                reply = await self._json(_core.batch_request(chunk))
+            except PayloadTooLarge as exc:
+                if plan.shrink(chunk, exc):
+                    self._batch_bytes = plan.max_bytes  # learned: later calls start there
+                    continue
+                raise plan.incomplete(exc, chunk) from exc
+            except AsyncZClientError as exc:
+                raise plan.incomplete(exc, chunk) from exc
+            plan.accept(chunk, reply)
             if progress is not None:
                 progress(len(chunk))
-        return jobs
+        return plan.jobs
 
     # --- read ----------------------------------------------------------------------------
 
@@ -189,7 +224,7 @@ class AsyncClient:
 
     async def health(self) -> Health:
         """The API's health; a degraded one (503) is returned, not raised."""
-        response = await self._send(Call("GET", "/health", safe=True))
+        response, _ = await self._send(Call("GET", "/health", safe=True))
         if response.status_code == 503 and response.content:
             try:
                 data = response.json()
@@ -202,18 +237,34 @@ class AsyncClient:
     # --- operator actions ----------------------------------------------------------------
 
     async def cancel(self, job_id: str) -> Job:
-        reply = await self._json(Call("POST", f"/jobs/{quote(job_id)}/cancel", safe=False))
+        """Cancel the job (retried like a read: a second try that finds it cancelled by the
+        first is a success)."""
+        try:
+            reply = await self._json(Call("POST", f"/jobs/{quote(job_id)}/cancel"))
+        except InvalidState as exc:
+            if _core.already_done(exc, ("cancelled",)):
+                return Job(id=job_id, status="cancelled", cancel_requested=True)
+            raise
         return Job(id=reply["job_id"], status=reply["status"], cancel_requested=True)
 
     async def replay(self, job_id: str) -> Job:
-        reply = await self._json(Call("POST", f"/dlq/{quote(job_id)}/replay", safe=False))
+        """Replay a dead job (a second try that finds it replayed by the first is a
+        success)."""
+        try:
+            reply = await self._json(Call("POST", f"/dlq/{quote(job_id)}/replay"))
+        except InvalidState as exc:
+            if _core.already_done(exc, _core.REPLAYED):
+                return Job(id=job_id, status=str(exc.job_status))
+            raise
         return Job(id=reply["job_id"], status=reply["status"])
 
     async def purge(self, job_id: str) -> None:
-        await self._send_ok(Call("DELETE", f"/dlq/{quote(job_id)}", safe=False))
-
-    async def _send_ok(self, call: Call) -> None:
-        _core.decode(await self._send(call))
+        """Delete a dead job for good (a second try that finds it gone is a success)."""
+        try:
+            await self._json(Call("DELETE", f"/dlq/{quote(job_id)}"))
+        except NotFound as exc:
+            if not _core.already_done(exc, ("purged",)):
+                raise
 
     async def replay_all(
         self,

@@ -22,6 +22,9 @@ class ApiError(AsyncZClientError):
         self.code = code
         self.message = message
         self.body = body
+        # an earlier try of this request may have been carried out (a lost answer): a
+        # conflict may be with our own change
+        self.after_uncertain_try = False
 
 
 class Unauthorized(ApiError):
@@ -82,6 +85,32 @@ class ServerError(ApiError):
     """500 (or any other 5xx): an unexpected error, logged by the server."""
 
 
+class SubmitManyError(AsyncZClientError):
+    """``submit_many`` stopped: ``jobs`` were accepted (in order, the first ``len(jobs)``
+    items), ``error`` stopped the rest. Calling ``submit_many`` again with the same items
+    and ``call_key`` submits nothing twice. ``index``: the item at fault, for a ``422``."""
+
+    def __init__(
+        self,
+        jobs: list[Job],
+        call_key: str,
+        error: AsyncZClientError,
+        *,
+        index: int | None = None,
+        unsent: int = 0,
+    ) -> None:
+        where = f" (item {index})" if index is not None else ""
+        super().__init__(
+            f"submit_many stopped after {len(jobs)} accepted jobs{where}: {error}; call it "
+            f"again with call_key={call_key!r} to submit the rest without duplicates"
+        )
+        self.jobs = jobs
+        self.call_key = call_key
+        self.error = error
+        self.index = index
+        self.unsent = unsent
+
+
 class ConnectionFailed(AsyncZClientError):
     """The API could not be reached (after the retries)."""
 
@@ -110,6 +139,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "not_found": NotFound,
     "invalid_state": InvalidState,
     "duplicate_idempotency_key": DuplicateJob,
+    "query_timeout": Unavailable,
     "payload_too_large": PayloadTooLarge,
 }
 _BY_STATUS: dict[int, type[ApiError]] = {

@@ -12,7 +12,16 @@ import httpx
 
 from asyncz.client import _core
 from asyncz.client._core import Call, RetryPolicy
-from asyncz.client.errors import ConnectionFailed, DuplicateJob, Unavailable, WaitTimeout
+from asyncz.client.errors import (
+    AsyncZClientError,
+    ConnectionFailed,
+    DuplicateJob,
+    InvalidState,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+    WaitTimeout,
+)
 from asyncz.client.models import Attempt, Health, Job, Stats
 
 
@@ -31,6 +40,7 @@ class Client:
     ) -> None:
         self.base_url, self.api_key = _core.resolve(base_url, api_key)
         self.retry = RetryPolicy(retries=retries)
+        self._batch_bytes = _core.MAX_BATCH_BYTES  # lowered by a 413 that names the limit
         self._http = httpx.Client(
             base_url=self.base_url,
             headers=_core.headers(self.api_key),
@@ -47,8 +57,12 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def _send(self, call: Call) -> httpx.Response:
+    def _send(self, call: Call) -> tuple[httpx.Response, bool]:
+        """The response, after retries, and whether an earlier try may have been carried
+        out (its answer was lost: a connection error after sending, a 502/504, a 503
+        ``outcome_unknown``)."""
         attempt = 0
+        uncertain = False
         while True:
             try:
                 response = self._http.request(
@@ -56,18 +70,21 @@ class Client:
                 )
             except httpx.TransportError as exc:
                 if attempt < self.retry.retries and _core.retry_transport(call, exc):
+                    uncertain = uncertain or not _core.never_left(exc)
                     time.sleep(self.retry.delay(attempt))
                     attempt += 1
                     continue
                 raise ConnectionFailed(f"cannot reach the API at {self.base_url}: {exc}") from exc
-            if attempt < self.retry.retries and _core.retry_status(call, response.status_code):
+            if attempt < self.retry.retries and _core.retry_status(call, response):
+                uncertain = uncertain or _core.uncertain(response)
                 time.sleep(self.retry.delay(attempt, _core.retry_after(response)))
                 attempt += 1
                 continue
-            return response
+            return response, uncertain
 
     def _json(self, call: Call) -> Any:
-        return _core.decode(self._send(call))
+        response, uncertain = self._send(call)
+        return _core.decode(response, uncertain)
 
     # --- submit --------------------------------------------------------------------------
 
@@ -84,7 +101,9 @@ class Client:
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
-        """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists."""
+        """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists
+        (not when it is our own earlier try of this call that stored it: that job is
+        returned)."""
         body, generated = _core.with_key(
             _core.submit_body(task, payload, queue=queue, priority=priority,
                               max_retries=max_retries, timeout_seconds=timeout_seconds,
@@ -92,11 +111,12 @@ class Client:
                               idempotency_key=idempotency_key),
             self.retry.retries,
         )  # fmt: skip
+        keyed = bool(body.get("idempotency_key"))  # a key makes a second try safe
         try:
-            reply = self._json(Call("POST", "/jobs", body, safe=generated))
+            reply = self._json(Call("POST", "/jobs", body, safe=keyed))
             return _core.submitted(body, reply)
         except DuplicateJob as exc:
-            if generated:  # our own earlier try was stored
+            if generated or exc.after_uncertain_try:  # our own earlier try was stored
                 return _core.duplicate_of_ours(exc, body)
             raise
 
@@ -106,16 +126,33 @@ class Client:
         *,
         batch_size: int = _core.MAX_BATCH_JOBS,
         progress: Callable[[int], None] | None = None,
+        call_key: str | None = None,
     ) -> list[Job]:
         """Submit ``POST /jobs`` bodies through ``POST /jobs/batch`` (split by count and size);
-        one Job per item, in order. ``progress(n)`` is called after each batch."""
-        jobs: list[Job] = []
-        keyed = (_core.with_key(item, self.retry.retries) for item in items)
-        for chunk in _core.batches(keyed, batch_size):
-            jobs += _core.batch_jobs(chunk, self._json(_core.batch_request(chunk)))
+        one Job per item, in order. ``progress(n)`` is called after each batch.
+
+        Each item without an idempotency key gets one derived from ``call_key`` (generated
+        when not given): calling again with the same items and ``call_key`` submits nothing
+        twice. A failure raises :class:`SubmitManyError` with the jobs accepted so far and
+        the call key."""
+        plan = _core.BatchPlan(
+            items, _core.call_key(call_key), batch_size, self._batch_bytes,
+            caller_key=call_key is not None,
+        )  # fmt: skip
+        for chunk in plan:
+            try:
+                reply = self._json(_core.batch_request(chunk))
+            except PayloadTooLarge as exc:
+                if plan.shrink(chunk, exc):
+                    self._batch_bytes = plan.max_bytes  # learned: later calls start there
+                    continue
+                raise plan.incomplete(exc, chunk) from exc
+            except AsyncZClientError as exc:
+                raise plan.incomplete(exc, chunk) from exc
+            plan.accept(chunk, reply)
             if progress is not None:
                 progress(len(chunk))
-        return jobs
+        return plan.jobs
 
     # --- read ----------------------------------------------------------------------------
 
@@ -186,7 +223,7 @@ class Client:
 
     def health(self) -> Health:
         """The API's health; a degraded one (503) is returned, not raised."""
-        response = self._send(Call("GET", "/health", safe=True))
+        response, _ = self._send(Call("GET", "/health", safe=True))
         if response.status_code == 503 and response.content:
             try:
                 data = response.json()
@@ -199,18 +236,34 @@ class Client:
     # --- operator actions ----------------------------------------------------------------
 
     def cancel(self, job_id: str) -> Job:
-        reply = self._json(Call("POST", f"/jobs/{quote(job_id)}/cancel", safe=False))
+        """Cancel the job (retried like a read: a second try that finds it cancelled by the
+        first is a success)."""
+        try:
+            reply = self._json(Call("POST", f"/jobs/{quote(job_id)}/cancel"))
+        except InvalidState as exc:
+            if _core.already_done(exc, ("cancelled",)):
+                return Job(id=job_id, status="cancelled", cancel_requested=True)
+            raise
         return Job(id=reply["job_id"], status=reply["status"], cancel_requested=True)
 
     def replay(self, job_id: str) -> Job:
-        reply = self._json(Call("POST", f"/dlq/{quote(job_id)}/replay", safe=False))
+        """Replay a dead job (a second try that finds it replayed by the first is a
+        success)."""
+        try:
+            reply = self._json(Call("POST", f"/dlq/{quote(job_id)}/replay"))
+        except InvalidState as exc:
+            if _core.already_done(exc, _core.REPLAYED):
+                return Job(id=job_id, status=str(exc.job_status))
+            raise
         return Job(id=reply["job_id"], status=reply["status"])
 
     def purge(self, job_id: str) -> None:
-        self._send_ok(Call("DELETE", f"/dlq/{quote(job_id)}", safe=False))
-
-    def _send_ok(self, call: Call) -> None:
-        _core.decode(self._send(call))
+        """Delete a dead job for good (a second try that finds it gone is a success)."""
+        try:
+            self._json(Call("DELETE", f"/dlq/{quote(job_id)}"))
+        except NotFound as exc:
+            if not _core.already_done(exc, ("purged",)):
+                raise
 
     def replay_all(
         self,
