@@ -53,6 +53,28 @@ class StoreUnavailableError(AsyncZError):
     code = "database_unavailable"
 
 
+class StoreOutcomeUnknownError(StoreUnavailableError):
+    """A statement was sent but no answer came (timeout, connection lost): it may have
+    committed. Raised by the store; the service resolves it or says so."""
+
+
+class QueryTimeoutError(AsyncZError):
+    """PostgreSQL cancelled a statement at its ``statement_timeout``: nothing was changed."""
+
+    code = "query_timeout"
+
+
+class OutcomeUnknownError(AsyncZError):
+    """A change was sent to the database and no answer came back: it may have been made.
+    ``job_id`` names the job it concerns (for a submit: the id it would have)."""
+
+    code = "outcome_unknown"
+
+    def __init__(self, message: str, *, job_id: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
 class BrokerUnavailableError(AsyncZError):
     """Redis cannot be reached or timed out."""
 

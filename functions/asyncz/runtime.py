@@ -46,6 +46,7 @@ async def build_service(
         timeout=settings.db_connect_timeout_seconds,
         prepare=settings.db_prepared_statements,
         query_timeout=settings.db_query_timeout_seconds,
+        statement_timeout=settings.statement_timeout_seconds,
         password=database_password(settings),
         max_idle=settings.db_pool_max_idle_seconds,
     )

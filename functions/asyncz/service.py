@@ -9,12 +9,15 @@ from __future__ import annotations
 import logging
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from asyncz.errors import (
     InvalidTransitionError,
     JobNotFoundError,
+    OutcomeUnknownError,
+    StoreOutcomeUnknownError,
 )
 from asyncz.jobs import (
     Attempt,
@@ -113,7 +116,8 @@ class JobService(Submits, Sweeps, Scheduler):
 
     async def cancel(self, job_id: str) -> JobStatus:
         """Cancel a queued job now, or flag a running one (it stops at its next heartbeat)."""
-        row = await self.store.cancel(job_id)
+        with _outcome_of("cancel", job_id):
+            row = await self.store.cancel(job_id)
         if row is None:
             job = await self.get(job_id)
             raise InvalidTransitionError(
@@ -122,7 +126,8 @@ class JobService(Submits, Sweeps, Scheduler):
         return JobStatus(row["status"])
 
     async def replay(self, job_id: str) -> Job:
-        row = await self.store.replay(job_id)
+        with _outcome_of("replay", job_id):
+            row = await self.store.replay(job_id)
         if row is None:
             job = await self.get(job_id)
             raise InvalidTransitionError(
@@ -135,12 +140,15 @@ class JobService(Submits, Sweeps, Scheduler):
     async def replay_dead(
         self, *, queue: str | None = None, task: str | None = None, limit: int = 100
     ) -> list[str]:
-        rows = await self.store.replay_dead(queue=queue, task=task, limit=limit)
+        with _outcome_of("bulk replay", None):
+            rows = await self.store.replay_dead(queue=queue, task=task, limit=limit)
         await self.enqueue_quietly(rows)
         return [str(r["id"]) for r in rows]
 
     async def purge(self, job_id: str) -> None:
-        if not await self.store.purge_dead(job_id):
+        with _outcome_of("purge", job_id):
+            purged = await self.store.purge_dead(job_id)
+        if not purged:
             job = await self.get(job_id)
             raise InvalidTransitionError(
                 f"job {job_id} is {job.status.value}; only dead jobs can be purged",
@@ -235,6 +243,21 @@ class JobService(Submits, Sweeps, Scheduler):
         elif status is JobStatus.DEAD:
             self.metrics.add_metric("JobsDeadLettered", "Count", 1)
         return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)
+
+
+@contextmanager
+def _outcome_of(action: str, job_id: str | None) -> Iterator[None]:
+    """An operator action whose answer from the database was lost may have been done:
+    say so (retrying it is safe: a done action answers 409/404 the second time)."""
+    try:
+        yield
+    except StoreOutcomeUnknownError as exc:
+        about = f" on job {job_id}" if job_id else ""
+        raise OutcomeUnknownError(
+            f"the database did not answer in time: the {action}{about} may have been done; "
+            "check the job's status, or try again (a second try is safe)",
+            job_id=job_id,
+        ) from exc
 
 
 def _is_uuid(value: str) -> bool:

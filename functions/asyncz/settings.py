@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     db_connect_timeout_seconds: float = Field(default=5.0, gt=0)
     # Bound on one store call (pool wait + statement): a frozen server must not hang callers.
     db_query_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Server-side bound on each statement: PostgreSQL cancels it and rolls it back, so the
+    # caller knows nothing changed (a 504 query_timeout for a read). Sent at connect as a
+    # startup parameter, kept under db_query_timeout_seconds so the server speaks first;
+    # 0 = none. Behind RDS Proxy the stack sends none and the migration step makes it the
+    # runtime role's default instead.
+    db_statement_timeout_seconds: float = Field(default=5.0, ge=0)
     # RDS Proxy pins a session that uses server-side prepared statements: off behind it.
     db_prepared_statements: bool = True
 
@@ -138,6 +144,13 @@ class Settings(BaseSettings):
         if self.default_timeout_seconds > self.max_timeout_seconds:
             raise ValueError("ASYNCZ_DEFAULT_TIMEOUT_SECONDS must be <= ASYNCZ_MAX_TIMEOUT_SECONDS")
         return self
+
+    @property
+    def statement_timeout_seconds(self) -> float:
+        """The server-side statement bound in effect: at most 80% of the client-side one."""
+        if not self.db_statement_timeout_seconds:
+            return 0.0
+        return min(self.db_statement_timeout_seconds, 0.8 * self.db_query_timeout_seconds)
 
     @property
     def queue_list(self) -> list[str]:

@@ -12,12 +12,15 @@ import logging
 import uuid
 from collections.abc import Sequence
 
-from asyncz.broker.dispatch import Dispatch
+from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.errors import (
     AsyncZError,
     BatchSizeError,
     BrokerUnavailableError,
     DuplicateJobError,
+    OutcomeUnknownError,
+    StoreOutcomeUnknownError,
+    StoreUnavailableError,
     UnknownQueueError,
 )
 from asyncz.faults import crash_point
@@ -30,6 +33,9 @@ from asyncz.tasks.registry import TaskRegistry
 log = logging.getLogger("asyncz.service")
 
 MAX_BATCH_JOBS = 500
+# Tries of an INSERT whose idempotency key's holder was purged before it could be read (the
+# key is free again): more than one in a row is a race nobody runs on purpose.
+KEY_ROUNDS = 3
 
 
 class Submits:
@@ -67,21 +73,69 @@ class Submits:
         )
 
     async def submit(self, new: NewJob) -> Submitted:
-        """Commit the row, then enqueue its id. A Redis failure still returns the job."""
+        """Commit the row, then enqueue its id. A Redis failure still returns the job; a
+        database answer lost after the INSERT was sent is resolved before answering."""
         new = self.complete_defaults(new)
         job_id = str(uuid.uuid4())
-        row = await self.store.insert_job(job_id, new)
-        if row is None:
+        for _ in range(KEY_ROUNDS):
+            try:
+                row = await self.store.insert_job(job_id, new)
+            except StoreOutcomeUnknownError:
+                row = await self._resolve_insert(job_id, new)
+            if row is not None:
+                break
             assert new.idempotency_key is not None
             existing = await self.store.get_by_idempotency_key(new.idempotency_key)
-            if existing is None:  # the other job was purged between the two statements
-                raise DuplicateJobError("unknown", "purged")
-            raise DuplicateJobError(str(existing["id"]), existing["status"])
+            if existing is not None:
+                await self._enqueue_if_queued([existing])
+                raise DuplicateJobError(str(existing["id"]), existing["status"])
+            # the other job was purged between the two statements: the key is free again
+        else:
+            raise DuplicateJobError("unknown", "purged")
         self.metrics.add_metric("JobsSubmitted", "Count", 1)
         crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
         it = Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
         enqueued = await self.dispatch_quietly([it])
         return Submitted(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
+
+    async def _resolve_insert(self, job_id: str, new: NewJob) -> Row | None:
+        """After an INSERT whose answer was lost: its row when it was stored, ``None`` when
+        the idempotency key belongs to another job (a duplicate either way); else
+        :class:`OutcomeUnknownError`."""
+        found = await self._find([job_id])
+        if found and job_id in found:
+            return {"run_at_ms": epoch_ms(found[job_id]["run_at"]), "due": found[job_id]["due"]}
+        if found is not None and new.idempotency_key is not None:
+            other = await self._holders([new.idempotency_key])
+            if other is not None and new.idempotency_key in other:
+                return None
+        raise OutcomeUnknownError(
+            f"the database did not answer in time: job {job_id} may have been stored "
+            f"(GET /jobs/{job_id} tells; if it was, it runs). Resubmitting with the same "
+            "idempotency key is safe; without one it may make a second job",
+            job_id=job_id,
+        )
+
+    async def _find(self, ids: Sequence[str]) -> dict[str, Row] | None:
+        """The jobs among ``ids`` that exist; ``None`` when the database cannot tell."""
+        try:
+            return await self.store.find_jobs(ids)
+        except StoreUnavailableError:
+            return None
+
+    async def _holders(self, keys: Sequence[str]) -> dict[str, Row] | None:
+        try:
+            return await self.store.get_by_idempotency_keys(keys)
+        except StoreUnavailableError:
+            return None
+
+    async def _enqueue_if_queued(self, rows: Sequence[Row]) -> None:
+        """A duplicate submit of a queued job puts its id in Redis again (``ZADD NX``:
+        harmless when it is there), so a job whose first submit crashed after the commit
+        runs now rather than at the next recovery sweep."""
+        queued = [r for r in rows if r["status"] == JobStatus.QUEUED.value]
+        if queued:
+            await self.enqueue_quietly(queued)
 
     async def submit_many(self, news: Sequence[NewJob]) -> list[BatchItem]:
         """A batch, all or nothing at validation (an error names the item's ``index``): one
@@ -98,10 +152,26 @@ class Submits:
                 exc.index = index
                 raise
         items = [(str(uuid.uuid4()), new) for new in completed]
-        rows = await self.store.insert_jobs(items)
+        rows: list[Row | None] = [None] * len(items)
+        existing: dict[str, Row] = {}
+        todo = list(range(len(items)))
+        for _ in range(KEY_ROUNDS):
+            batch = [items[i] for i in todo]
+            try:
+                inserted = await self.store.insert_jobs(batch)
+            except StoreOutcomeUnknownError:
+                inserted = await self._resolve_batch(batch)
+            for i, row in zip(todo, inserted, strict=True):
+                rows[i] = row
+            keys = [items[i][1].idempotency_key for i in todo if rows[i] is None]
+            if keys:
+                existing |= await self.store.get_by_idempotency_keys([k for k in keys if k])
+            # a key whose job was purged between the two statements is free again
+            todo = [i for i in todo if rows[i] is None
+                    and items[i][1].idempotency_key not in existing]  # fmt: skip
+            if not todo:
+                break
         crash_point("submit.after_commit")  # chaos: the rows are durable, Redis never hears
-        keys = [new.idempotency_key for (_, new), row in zip(items, rows, strict=True) if not row]
-        existing = await self.store.get_by_idempotency_keys([k for k in keys if k]) if keys else {}
         dispatch = [
             Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
             for (job_id, new), row in zip(items, rows, strict=True)
@@ -110,10 +180,35 @@ class Submits:
         if dispatch:
             self.metrics.add_metric("JobsSubmitted", "Count", len(dispatch))
         enqueued = await self.dispatch_quietly(dispatch)
+        duplicates = [existing[k] for _, new in items if (k := new.idempotency_key) in existing]
+        await self._enqueue_if_queued([r for r in duplicates if str(r["id"]) not in {
+            d.job_id for d in dispatch}])  # fmt: skip
         return [
             _result(job_id, new, row, existing, enqueued)
             for (job_id, new), row in zip(items, rows, strict=True)
         ]
+
+    async def _resolve_batch(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
+        """After a batch INSERT whose answer was lost (one statement: all of it committed or
+        none): each item's row when it was stored, ``None`` for an item whose key another
+        job holds; else :class:`OutcomeUnknownError`."""
+        found = await self._find([job_id for job_id, _ in items])
+        if found:  # it committed: the items not found were duplicates
+            return [
+                {"run_at_ms": epoch_ms(r["run_at"]), "due": r["due"]}
+                if (r := found.get(job_id)) else None
+                for job_id, _ in items
+            ]  # fmt: skip
+        keys = [new.idempotency_key for _, new in items]
+        if found is not None and all(keys):
+            holders = await self._holders([k for k in keys if k])
+            if holders is not None and all(k in holders for k in keys):
+                return [None] * len(items)  # every item is a duplicate either way
+        raise OutcomeUnknownError(
+            "the database did not answer in time: this batch may have been stored. "
+            "Resubmitting it with the same idempotency keys is safe; items without one may "
+            "be stored twice"
+        )
 
     async def enqueue_quietly(self, rows: Sequence[Row]) -> bool:
         """Enqueue the jobs of these rows (id, queue, priority, run_at, due)."""

@@ -32,6 +32,8 @@ from asyncz_cdk.constructs.schedules import Schedules
 
 _ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
 
+# The database's bound on each statement the functions run (ASYNCZ_DB_STATEMENT_TIMEOUT_SECONDS)
+STATEMENT_TIMEOUT_SECONDS = 5
 SERVERLESS_REDIS_PREFIX = "{asyncz}"  # one hash slot for every key (cluster mode)
 
 
@@ -232,11 +234,15 @@ class DataStack(Stack):
             # RDS Proxy pins a client to one server connection once it prepares a
             # statement server-side: no pooling gain left. Plain statements behind it.
             "ASYNCZ_DB_PREPARED_STATEMENTS": "false",
+            # no startup parameter through the proxy: the migration step makes the
+            # statement timeout the runtime role's default instead
+            "ASYNCZ_DB_STATEMENT_TIMEOUT_SECONDS": "0",
         }
         return DataAccess(
             database_environment=database_environment,
             migration_environment={
                 **database_environment,
+                "ASYNCZ_DB_STATEMENT_TIMEOUT_SECONDS": str(STATEMENT_TIMEOUT_SECONDS),
                 "ASYNCZ_DATABASE_SECRET_ARN": self.database.admin_secret.secret_arn,
                 "ASYNCZ_RUNTIME_DATABASE_SECRET_ARN": self.database.runtime_secret.secret_arn,
             },

@@ -14,8 +14,8 @@ import pytest
 import redis
 
 from asyncz.jobs import NewJob
-from asyncz.recovery import handler as recovery_handler
 from asyncz.periodic import Schedule
+from asyncz.recovery import handler as recovery_handler
 from asyncz.settings import Settings, get_settings
 from asyncz.tasks.registry import REGISTRY
 from tests.conftest import open_service, run, settings_env
@@ -187,7 +187,9 @@ def test_a_tracking_broker_counts_every_enqueue(redis_server_url: str, clean: No
 @pytest.fixture
 def minutely() -> Iterator[str]:
     """A task scheduled every minute, registered for this test only."""
-    REGISTRY.register("idle_minutely", lambda payload: payload, schedule=Schedule.parse("* * * * *"))
+    REGISTRY.register(
+        "idle_minutely", lambda payload: payload, schedule=Schedule.parse("* * * * *")
+    )
     yield "idle_minutely"
     REGISTRY._tasks.pop("idle_minutely", None)
 

@@ -65,6 +65,24 @@ def test_a_repeated_idempotency_key_inserts_nothing(ports: Ports) -> None:
     scenario(ports, body)
 
 
+def test_find_jobs_and_key_holders_say_where_each_belongs(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        due = await insert(store, idempotency_key="f-1", priority=3)
+        later = await insert(store, delay_seconds=600, idempotency_key="f-2")
+        found = await store.find_jobs([due, later, str(uuid.uuid4())])
+        assert set(found) == {due, later}
+        assert (found[due]["status"], found[due]["queue"], found[due]["priority"]) == (
+            "queued", "default", 3)  # fmt: skip
+        assert found[due]["due"] is True and found[later]["due"] is False
+        assert found[later]["run_at"] > datetime.now(UTC)
+        holder = await store.get_by_idempotency_key("f-2")
+        assert str(holder["id"]) == later and holder["due"] is False
+        holders = await store.get_by_idempotency_keys(["f-1"])
+        assert holders["f-1"]["status"] == "queued" and holders["f-1"]["due"] is True
+
+    scenario(ports, body)
+
+
 def test_claim_is_fenced(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
         due, later = await insert(store), await insert(store, delay_seconds=600)
@@ -258,6 +276,22 @@ def test_a_batch_is_one_insert_with_per_item_idempotency(ports: Ports) -> None:
         assert await store.get_job(ids[1]) is None and await store.get_job(ids[3]) is None
         found = await store.get_by_idempotency_keys(["b-old", "b-new", "b-none"])
         assert {k: str(v["id"]) for k, v in found.items()} == {"b-old": old, "b-new": ids[2]}
+
+    scenario(ports, body)
+
+
+def test_a_new_attempt_starts_without_the_last_ones_progress(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        job_id = await insert(store)
+        [lease] = await store.claim([job_id], "w1", 600)
+        await store.save_progress([(lease, 0.9, "almost")])
+        await store.finish_failed(
+            lease, status=JobStatus.QUEUED, outcome=AttemptOutcome.FAILED, error="x"
+        )
+        assert (await store.get_job(job_id)).progress == pytest.approx(0.9)  # kept meanwhile
+        [again] = await store.claim([job_id], "w2", 600)
+        job = await store.get_job(job_id)
+        assert again.attempt == 2 and job.progress is None and job.progress_message is None
 
     scenario(ports, body)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from asyncz.errors import InvalidCursorError
+from asyncz.errors import DuplicateJobError, InvalidCursorError
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.service import JobService
 from asyncz.settings import Settings
@@ -164,3 +164,60 @@ def test_the_series_has_every_minute_of_the_window_oldest_first() -> None:
         (now - timedelta(minutes=3)).strftime("%Y-%m-%dT%H:%M:00Z")
     ]
     assert that["dead"] == 1 and that["completed"] == that["failed"] == 0
+
+
+def test_a_duplicate_submit_of_a_queued_job_enqueues_it_again() -> None:
+    """The first submit crashed after its commit (the id never reached Redis): a resubmit
+    with the same key answers duplicate and puts the id in Redis, so it runs now."""
+    svc = service()
+    job_id = "00000000-0000-4000-8000-000000000001"
+
+    async def go() -> None:
+        new = NewJob(task="echo", payload={}, idempotency_key="k-crashed")
+        assert await svc.store.insert_job(job_id, svc.complete_defaults(new)) is not None
+        assert svc.broker.ready == {}  # type: ignore[attr-defined]
+        with pytest.raises(DuplicateJobError) as info:
+            await svc.submit(new)
+        assert info.value.job_id == job_id
+        assert job_id in svc.broker.ready["default"]  # type: ignore[attr-defined]
+        del svc.broker.ready["default"][job_id]  # type: ignore[attr-defined]
+        [item] = await svc.submit_many([new])
+        assert item.duplicate and item.job_id == job_id
+        assert job_id in svc.broker.ready["default"]  # type: ignore[attr-defined]
+
+    run(go())
+
+
+def test_a_key_whose_job_was_purged_meanwhile_makes_a_new_job() -> None:
+    """The INSERT met the key, then the holder was purged before it could be read: the key
+    is free again, so the submit stores the job (one or a batch) instead of answering
+    "duplicate of nothing"."""
+    svc = service()
+    store: Any = svc.store
+
+    async def go() -> tuple[Any, Any]:
+        for key in ("k-one", "k-batch"):
+            await svc.store.insert_job(key.replace("k-", "10000000-0000-4000-8000-00000000000")
+                                       [:36].ljust(36, "0"), svc.complete_defaults(
+                NewJob(task="echo", payload={}, idempotency_key=key)))  # fmt: skip
+        real_one, real_many = store.get_by_idempotency_key, store.get_by_idempotency_keys
+
+        async def purged_one(key: str) -> Any:
+            store.jobs = {i: j for i, j in store.jobs.items() if j["idempotency_key"] != key}
+            store.get_by_idempotency_key = real_one
+            return None
+
+        async def purged_many(keys: Any) -> Any:
+            store.jobs = {i: j for i, j in store.jobs.items() if j["idempotency_key"] not in keys}
+            store.get_by_idempotency_keys = real_many
+            return {}
+
+        store.get_by_idempotency_key = purged_one
+        store.get_by_idempotency_keys = purged_many
+        one = await svc.submit(NewJob(task="echo", payload={}, idempotency_key="k-one"))
+        [item] = await svc.submit_many([NewJob(task="echo", payload={}, idempotency_key="k-batch")])
+        return one, item
+
+    one, item = run(go())
+    assert one.job_id in store.jobs and store.jobs[one.job_id]["idempotency_key"] == "k-one"
+    assert not item.duplicate and item.job_id in store.jobs

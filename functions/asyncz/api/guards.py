@@ -90,7 +90,10 @@ UNAUTHORIZED = error_reply(401, "unauthorized", "missing or invalid API key (x-a
 
 
 def too_large(max_body_bytes: int) -> Reply:
-    return error_reply(413, "payload_too_large", f"the body exceeds {max_body_bytes} bytes")
+    return error_reply(
+        413, "payload_too_large", f"the body exceeds {max_body_bytes} bytes",
+        max_bytes=max_body_bytes,
+    )  # fmt: skip
 
 
 def body_rejection(headers: Mapping[str, str], body: bytes, max_body_bytes: int) -> Reply | None:

@@ -21,7 +21,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (413, "body too large"),
         (415, "body is not JSON"),
         (422, "invalid input"),
-        (503, "a dependency is unavailable"),
+        (503, "a dependency is unavailable, or a change's outcome is unknown (`outcome_unknown`)"),
+        (504, "the database gave up on a query at its statement timeout (`query_timeout`)"),
     ]
 }
 

@@ -22,6 +22,9 @@ from asyncz.errors import (
     InvalidInputError,
     InvalidTransitionError,
     JobNotFoundError,
+    OutcomeUnknownError,
+    QueryTimeoutError,
+    StoreOutcomeUnknownError,
     StoreUnavailableError,
     UnknownQueueError,
     UnknownTaskError,
@@ -40,6 +43,9 @@ STATUS_OF: dict[type[AsyncZError], int] = {
     InvalidTransitionError: 409,
     DuplicateJobError: 409,
     StoreUnavailableError: 503,
+    StoreOutcomeUnknownError: 503,
+    OutcomeUnknownError: 503,
+    QueryTimeoutError: 504,
     BrokerUnavailableError: 503,
 }
 
@@ -64,7 +70,7 @@ def error_reply(http_status: int, code: str, message: str, /, **extra: Any) -> R
 
 def domain_error_reply(exc: AsyncZError) -> Reply:
     status = STATUS_OF.get(type(exc), 500)
-    if status >= 500 and status != 503:
+    if status >= 500 and status not in (503, 504):
         log.exception("unexpected domain error")
     job_status = getattr(exc, "status", None)
     return error_reply(

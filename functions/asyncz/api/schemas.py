@@ -98,6 +98,7 @@ class ErrorOut(BaseModel):
     job_id: str | None = None
     status: str | None = None
     index: int | None = Field(default=None, description="the batch item at fault")
+    max_bytes: int | None = Field(default=None, description="413: the body limit in bytes")
 
 
 class JobOut(BaseModel):

@@ -13,6 +13,7 @@ from asyncz.store.migrations import (
     apply_migrations,
     provision_runtime_role,
     provision_runtime_role_iam,
+    set_runtime_statement_timeout,
 )
 
 
@@ -32,4 +33,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if settings.runtime_role_iam:
         provision_runtime_role_iam(conninfo)
         logger.info("runtime role provisioned for IAM auth", extra={"role": RUNTIME_ROLE})
+    if settings.runtime_database_secret_arn or settings.runtime_role_iam:
+        set_runtime_statement_timeout(conninfo, settings.statement_timeout_seconds)
     return {"applied": applied}

@@ -83,3 +83,15 @@ def provision_runtime_role(conninfo: str, password: str) -> None:
                 sql.Identifier(RUNTIME_ROLE), sql.Literal(password)
             )
         )
+
+
+def set_runtime_statement_timeout(conninfo: str, seconds: float) -> None:
+    """Make ``seconds`` the runtime role's default statement timeout (0 = none); run as the
+    owner. Behind RDS Proxy the functions send no startup parameter, so this is the bound."""
+    value = f"{max(1, int(seconds * 1000))}ms" if seconds > 0 else "0"
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER ROLE {} SET statement_timeout = {}").format(
+                sql.Identifier(RUNTIME_ROLE), sql.Literal(value)
+            )
+        )

@@ -23,7 +23,13 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from asyncz.errors import InvalidInputError, StoreUnavailableError
+from asyncz.errors import (
+    InvalidInputError,
+    QueryTimeoutError,
+    StoreOutcomeUnknownError,
+    StoreUnavailableError,
+)
+from asyncz.faults import delay_point, delays_armed
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.queries import QUERIES
@@ -34,18 +40,41 @@ log = logging.getLogger("asyncz.store")
 Row = dict[str, Any]
 
 
+class _Sent:
+    """Whether the statement left for the server: after that, a lost answer is an unknown
+    outcome (it may have committed), before it nothing happened."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = False
+
+
+UNAVAILABLE = "database unavailable: try again shortly"
+
+
 @contextmanager
-def _db_errors(bound: float) -> Iterator[None]:
-    """Driver errors as domain errors: unavailable (503) or not storable (422). The driver's
-    text is logged here; the error carries a fixed message, safe to show any caller."""
+def _db_errors(bound: float, name: str) -> Iterator[_Sent]:
+    """Driver errors as domain errors: unavailable or of unknown outcome (503), cancelled
+    at the server's statement timeout, or not storable (422). The driver's text is logged
+    here; the error carries a fixed message, safe to show any caller."""
+    state = _Sent()
     try:
-        yield
-    except (psycopg.OperationalError, PoolTimeout) as exc:
-        log.warning("database unavailable: %s", exc)
-        raise StoreUnavailableError("database unavailable: try again shortly") from exc
-    except TimeoutError as exc:
-        log.warning("database unavailable: no answer within %g s", bound)
-        raise StoreUnavailableError("database unavailable: try again shortly") from exc
+        yield state
+    except psycopg.errors.QueryCanceled as exc:  # statement_timeout: rolled back, known
+        log.warning("%s cancelled by the server: %s", name, exc)
+        raise QueryTimeoutError(
+            "the database gave up on this query (its statement timeout): nothing was "
+            "changed; narrow the filter or try again shortly"
+        ) from exc
+    except (psycopg.OperationalError, PoolTimeout, TimeoutError) as exc:
+        if isinstance(exc, TimeoutError):
+            log.warning("database unavailable: no answer to %s within %g s", name, bound)
+        else:
+            log.warning("database unavailable (%s): %s", name, exc)
+        if state.sent:
+            raise StoreOutcomeUnknownError(UNAVAILABLE) from exc
+        raise StoreUnavailableError(UNAVAILABLE) from exc
     except psycopg.DataError as exc:  # e.g. NUL in text, \u0000 in jsonb
         log.warning("value not storable: %s", exc)
         raise InvalidInputError(
@@ -102,12 +131,16 @@ class PostgresStore(MaintenanceQueries):
         timeout: float = 5.0,
         prepare: bool = True,
         query_timeout: float = 10.0,
+        statement_timeout: float = 0.0,
         password: Callable[[], str] | None = None,
         max_idle: float = 600.0,
     ) -> PostgresStore:
         """Build the store; no connection is made until :meth:`open`. ``password``, when
-        given, is asked for each new connection (IAM auth tokens expire)."""
+        given, is asked for each new connection (IAM auth tokens expire);
+        ``statement_timeout`` (seconds, 0 = none) is the server's bound on each statement."""
         fixed: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
+        if statement_timeout > 0:  # a startup parameter: no round trip, no SET to pin
+            fixed["options"] = f"-c statement_timeout={max(1, int(statement_timeout * 1000))}"
         if not prepare:  # RDS Proxy pins a session that uses server-side prepared statements
             fixed["prepare_threshold"] = None
         kwargs: dict[str, Any] | Callable[[], dict[str, Any]] = fixed
@@ -137,13 +170,16 @@ class PostgresStore(MaintenanceQueries):
         await self._pool.close()
 
     async def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        with _db_errors(self._query_timeout):
+        with _db_errors(self._query_timeout, name) as state:
             async with (
                 asyncio.timeout(self._query_timeout),
                 self._pool.connection() as conn,
                 conn.cursor() as cur,
             ):
+                state.sent = True
                 await cur.execute(QUERIES[name], params)
+                if delays_armed():  # chaos: the answer comes late
+                    await delay_point(f"store.after.{name}")
                 # (not ``cur.description``: it builds a Column object per column per call)
                 result = cur.pgresult
                 rows = await cur.fetchall() if result and result.status == _TUPLES_OK else []
@@ -183,9 +219,15 @@ class PostgresStore(MaintenanceQueries):
         return [by_id.get(job_id) for job_id, _ in items]
 
     async def get_by_idempotency_keys(self, keys: Sequence[str]) -> dict[str, Row]:
-        """``{key: {"id", "status"}}`` for the keys that exist."""
+        """``{key: {"id", "status", "queue", "priority", "run_at", "due"}}`` for the keys
+        that exist."""
         rows = await self._rows("get_jobs_by_idempotency_keys", {"keys": list(keys)})
-        return {r["idempotency_key"]: {"id": r["id"], "status": r["status"]} for r in rows}
+        return {r.pop("idempotency_key"): r for r in rows}
+
+    async def find_jobs(self, ids: Sequence[str]) -> dict[str, Row]:
+        """``{id: {"id", "status", "queue", "priority", "run_at", "due"}}`` for the ids that
+        exist."""
+        return {r["id"]: r for r in await self._rows("find_jobs", {"ids": list(ids)})}
 
     async def get_by_idempotency_key(self, key: str) -> Row | None:
         return await self._one("get_job_by_idempotency_key", {"idempotency_key": key})

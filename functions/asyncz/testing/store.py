@@ -62,16 +62,18 @@ class MemoryStore(MemoryMaintenance):
     async def get_by_idempotency_keys(self, keys: Sequence[str]) -> dict[str, Row]:
         wanted = set(keys)
         return {
-            j["idempotency_key"]: {"id": j["id"], "status": str(j["status"])}
-            for j in self.jobs.values()
+            j["idempotency_key"]: _found(j) for j in self.jobs.values()
             if j["idempotency_key"] in wanted
-        }
+        }  # fmt: skip
 
     async def get_by_idempotency_key(self, key: str) -> Row | None:
         for j in self.jobs.values():
             if j["idempotency_key"] == key:
-                return {"id": j["id"], "status": str(j["status"])}
+                return _found(j)
         return None
+
+    async def find_jobs(self, ids: Sequence[str]) -> dict[str, Row]:
+        return {i: _found(j) for i in ids if (j := self.jobs.get(i))}
 
     async def get_job(self, job_id: str) -> Job | None:
         row = self.jobs.get(job_id)
@@ -179,6 +181,7 @@ class MemoryStore(MemoryMaintenance):
             j.update(
                 status=JobStatus.PROCESSING, lease_token=str(uuid.uuid4()), worker_id=worker_id,
                 attempts=j["attempts"] + 1, heartbeat_at=now, started_at=now, updated_at=now,
+                progress=None, progress_message=None,
             )  # fmt: skip
             self.attempts[job_id].append(
                 {"job_id": job_id, "attempt": j["attempts"], "worker_id": worker_id,
@@ -297,6 +300,10 @@ class MemoryStore(MemoryMaintenance):
             del self.jobs[job_id], self.attempts[job_id]
             return True
         return False
+
+
+def _found(j: dict[str, Any]) -> Row:
+    return {**dispatch_row(j), "due": j["run_at"] <= _now()}
 
 
 def _key(after: tuple[datetime, str]) -> tuple[datetime, uuid.UUID]:

@@ -40,10 +40,20 @@ ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: get_jobs_by_idempotency_keys
-SELECT id, status, idempotency_key FROM jobs WHERE idempotency_key = ANY(%(keys)s::text[]);
+-- The jobs that hold these keys, with where each belongs in Redis (a duplicate submit of a
+-- queued job enqueues it again, idempotently).
+SELECT id, status, idempotency_key, queue, priority, run_at, run_at <= now() AS due
+  FROM jobs WHERE idempotency_key = ANY(%(keys)s::text[]);
 
 -- name: get_job_by_idempotency_key
-SELECT id, status FROM jobs WHERE idempotency_key = %(idempotency_key)s;
+SELECT id, status, queue, priority, run_at, run_at <= now() AS due
+  FROM jobs WHERE idempotency_key = %(idempotency_key)s;
+
+-- name: find_jobs
+-- Which of these ids exist (after a submit whose answer was lost), with where each belongs
+-- in Redis.
+SELECT id::text AS id, status, queue, priority, run_at, run_at <= now() AS due
+  FROM jobs WHERE id = ANY(%(ids)s::uuid[]);
 
 -- name: get_job
 SELECT * FROM jobs WHERE id = %(id)s;
@@ -56,11 +66,13 @@ SELECT * FROM (SELECT * FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt
 
 -- name: claim_jobs
 -- One statement claims every id that is still queued and due, each with a fresh lease
--- token, and opens its attempt row. Ids that fail the guard are simply not returned.
+-- token, and opens its attempt row (progress starts again: it is the attempt's). Ids that
+-- fail the guard are simply not returned.
 WITH claimed AS (
     UPDATE jobs
        SET status = 'processing', lease_token = gen_random_uuid(), worker_id = %(worker_id)s,
-           attempts = attempts + 1, heartbeat_at = now(), started_at = now(), updated_at = now()
+           attempts = attempts + 1, heartbeat_at = now(), started_at = now(), updated_at = now(),
+           progress = NULL, progress_message = NULL
      WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND run_at <= now()
        AND NOT cancel_requested AND timeout_seconds <= %(max_timeout)s
     RETURNING id, lease_token, task, payload, queue, priority, attempts, attempt_base,

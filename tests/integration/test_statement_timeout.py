@@ -1,0 +1,107 @@
+"""PostgreSQL bounds every statement the functions run (``statement_timeout``, sent at
+connect): a read that runs past it is cancelled by the server and answered ``504
+query_timeout``, a change that runs past it changed nothing; the connection stays usable."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from asyncz.api import handler as api_handler
+from asyncz.connections import hash_api_key
+from asyncz.errors import QueryTimeoutError
+from asyncz.jobs import NewJob
+from asyncz.settings import Settings
+from tests.conftest import open_service, run
+from tests.integration.helpers import rows
+from tests.support.apigw import call
+
+pytestmark = pytest.mark.integration
+
+KEY = "test-key-" + "t" * 24
+
+
+@pytest.fixture
+def bounded(settings: Settings) -> Settings:
+    return settings.model_copy(
+        update={
+            "db_statement_timeout_seconds": 0.3,
+            "db_query_timeout_seconds": 5.0,
+            "api_key_hashes": hash_api_key(KEY),
+            "wake_worker": False,
+        }
+    )
+
+
+@pytest.fixture
+def table_locked(bounded: Settings) -> Iterator[None]:
+    """Another session holds ``jobs`` in ACCESS EXCLUSIVE mode: every statement on it waits."""
+    ready, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with psycopg.connect(bounded.database_url or "") as conn:
+            conn.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+            ready.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert ready.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        holder.join(10)
+
+
+def test_the_connection_carries_the_statement_timeout(bounded: Settings) -> None:
+    async def setting() -> Any:
+        async with open_service(bounded) as svc:
+            pool = svc.store._pool  # type: ignore[attr-defined]
+            async with pool.connection() as conn:
+                return await (await conn.execute("SHOW statement_timeout")).fetchone()
+
+    assert run(setting()) == {"statement_timeout": "300ms"}
+
+
+def test_a_read_past_the_statement_timeout_is_a_504_query_timeout(
+    bounded: Settings, table_locked: None
+) -> None:
+    box = api_handler.build_sandbox(bounded)
+    reply = call(box, "GET", "/jobs?task=echo", api_key=KEY)
+    assert reply.status == 504, reply.body
+    body = reply.json()
+    assert body["error"] == "query_timeout"
+    assert "statement timeout" in body["message"] and "canceling" not in body["message"]
+
+
+def test_a_change_past_the_statement_timeout_changed_nothing(
+    bounded: Settings, table_locked: None
+) -> None:
+    async def submit() -> Exception:
+        async with open_service(bounded) as svc:
+            try:
+                await svc.submit(NewJob(task="echo", payload={}))
+            except QueryTimeoutError as exc:
+                return exc
+            raise AssertionError("the submit was not bounded")
+
+    assert isinstance(run(submit()), QueryTimeoutError)
+
+
+def test_after_a_timeout_the_pool_serves_the_next_statement(bounded: Settings) -> None:
+    async def go() -> str:
+        async with open_service(bounded) as svc:
+            with psycopg.connect(bounded.database_url or "") as conn:
+                conn.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+                with pytest.raises(QueryTimeoutError):
+                    await svc.list_jobs(task="echo")
+                conn.rollback()
+            return (await svc.submit(NewJob(task="echo", payload={}))).job_id
+
+    job_id = run(go())
+    assert rows(bounded.database_url or "", "SELECT id::text AS id FROM jobs") == [{"id": job_id}]
