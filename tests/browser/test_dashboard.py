@@ -198,3 +198,38 @@ def test_pages_need_no_key_but_data_does(dev: DevRun) -> None:
     assert headers["x-content-type-options"] == "nosniff"
     assert get("/ui/assets/app.js")[0] == 200 and get("/docs")[0] == 200
     assert get("/jobs")[0] == 401 and get("/stats/series")[0] == 401
+
+
+def test_a_hidden_tab_asks_nothing_and_failures_slow_the_refresh(dev: DevRun, page: Page) -> None:
+    """A forgotten tab is no load on the database: while hidden the dashboard sends no
+    request; back in view it refreshes at once; while the API fails it backs off."""
+    pg, _ = page
+    pg.clock.install()
+    asked: list[str] = []
+    pg.on("request", lambda r: "/ui" not in r.url and asked.append(r.url))
+    sign_in(pg, dev)
+    pg.wait_for_selector("#updated:has-text('updated')")
+
+    def after(seconds: int) -> int:
+        """Requests sent while the page's clock moves ``seconds`` on, a second at a time
+        (with real time between steps for the answers the timers wait on)."""
+        before = len(asked)
+        for _ in range(seconds):
+            pg.clock.run_for(1000)
+            pg.wait_for_timeout(50)
+        return len(asked) - before
+
+    assert after(11) >= 2  # the overview refreshes every 5 s
+    pg.evaluate(
+        "Object.defineProperty(document, 'hidden', {value: true, configurable: true});"
+        "document.dispatchEvent(new Event('visibilitychange'))"
+    )
+    assert after(60) == 0
+    with pg.expect_request(lambda r: r.url.endswith("/stats")):
+        pg.evaluate(
+            "Object.defineProperty(document, 'hidden', {value: false, configurable: true});"
+            "document.dispatchEvent(new Event('visibilitychange'))"
+        )
+    pg.route("**/stats", lambda route: route.fulfill(status=503, body='{"error":"x"}'))
+    # failing: 5, 10, 20, 40 s apart (capped at 60) instead of every 5 s
+    assert after(75) <= 4

@@ -487,6 +487,22 @@ def non_terminal(db_url: str) -> int:
     return int(found[0]["n"])
 
 
+def stats_counts(db_url: str) -> dict[tuple[str, str], int]:
+    """What GET /stats counts per queue and status: the counts the recovery loop folded,
+    the rows finished since, the live statuses from their indexes."""
+    from asyncz.store.queries import QUERIES
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        [mark] = conn.execute(QUERIES["get_fold_mark"]).fetchone() or [None]
+        out = conn.execute(QUERIES["count_by_status"], {"folded_to": mark}).fetchall()
+    return {(q, s): int(n) for q, s, n in out if n}
+
+
+def table_counts(db_url: str) -> dict[tuple[str, str], int]:
+    got = rows(db_url, "SELECT queue, status, count(*) AS n FROM jobs GROUP BY queue, status")
+    return {(r["queue"], r["status"]): int(r["n"]) for r in got}
+
+
 def check_ledger(db_url: str, submitted: list[str]) -> dict[str, Any]:
     """The invariants every scenario ends with; returns outcome totals for further checks."""
     book = ledger(db_url)
@@ -519,6 +535,7 @@ def check_ledger(db_url: str, submitted: list[str]) -> dict[str, Any]:
         if job["task"] in SUCCEEDING and job["status"] == "dead" and "lost" not in outcomes:
             problems.append(f"a job that should succeed died without a loss: {where}")
     assert not problems, f"{len(problems)} ledger problems:\n" + "\n".join(problems[:20])
+    assert stats_counts(db_url) == table_counts(db_url), "GET /stats' counts drifted"
     by_status: dict[str, int] = {}
     for job in book.values():
         by_status[job["status"]] = by_status.get(job["status"], 0) + 1

@@ -50,6 +50,7 @@ EXPECTED_PERIODIC_RUNS = {
     "job_id": "uuid",
     "created_at": "timestamp with time zone",
 }
+EXPECTED_JOB_COUNTS = {"queue": "text", "status": "text", "n": "bigint"}
 EXPECTED_ATTEMPTS = {
     "job_id": "uuid",
     "attempt": "integer",
@@ -95,6 +96,15 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert columns(fresh_db, "jobs") == EXPECTED_JOBS
     assert columns(fresh_db, "job_attempts") == EXPECTED_ATTEMPTS
     assert columns(fresh_db, "periodic_runs") == EXPECTED_PERIODIC_RUNS
+    assert columns(fresh_db, "job_counts") == EXPECTED_JOB_COUNTS
+    assert columns(fresh_db, "job_counts_folded") == {
+        "one": "boolean", "folded_to": "timestamp with time zone"}  # fmt: skip
+    triggers = rows(
+        fresh_db,
+        "SELECT tgname FROM pg_trigger WHERE tgrelid = 'jobs'::regclass AND NOT tgisinternal "
+        "ORDER BY 1",
+    )
+    assert [t["tgname"] for t in triggers] == ["jobs_reset_counts", "jobs_uncount_deleted"]
     indexes = {
         r["indexname"]: r["indexdef"]
         for r in rows(
@@ -106,6 +116,8 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "WHERE (status = 'dead'::text)" in indexes["jobs_dead_finished_idx"]
     assert "'completed'::text, 'cancelled'::text" in indexes["jobs_finished_idx"]
     assert any("idempotency_key" in d and "UNIQUE" in d for d in indexes.values())
+    assert "(queue, created_at DESC, id DESC)" in indexes["jobs_queue_created_idx"]
+    assert "(task, created_at DESC, id DESC)" in indexes["jobs_task_created_idx"]
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(

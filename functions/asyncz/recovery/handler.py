@@ -93,6 +93,7 @@ async def _recover() -> dict[str, Any]:
         report = await service.recover()
         periodic = await service.run_periodic(now)
         pruned = await service.prune()
+        folded = await service.fold_counts()
         summary = {
             "requeued": len(report.requeued),
             "dead": len(report.dead),
@@ -100,6 +101,7 @@ async def _recover() -> dict[str, Any]:
             "restored_delayed": report.restored_delayed,
             "periodic": len(periodic),
             "pruned": pruned,
+            "folded": folded,
         }
     except Exception as exc:  # noqa: BLE001 - reported below, after the gauges
         failure = exc

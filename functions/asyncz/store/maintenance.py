@@ -16,7 +16,9 @@ Row = dict[str, Any]
 
 
 class MaintenanceQueries:
-    async def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+    async def _rows(
+        self, name: str, params: Mapping[str, Any] | None = None, *, prepare: bool | None = None
+    ) -> list[Row]:
         raise NotImplementedError
 
     # --- recovery ------------------------------------------------------------------------

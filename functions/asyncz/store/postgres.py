@@ -169,7 +169,11 @@ class PostgresStore(MaintenanceQueries):
     async def close(self) -> None:
         await self._pool.close()
 
-    async def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+    async def _rows(
+        self, name: str, params: Mapping[str, Any] | None = None, *, prepare: bool | None = None
+    ) -> list[Row]:
+        """Run the named query. ``prepare=False``: planned for these values each time (a
+        query whose best index depends on which filters are given)."""
         with _db_errors(self._query_timeout, name) as state:
             async with (
                 asyncio.timeout(self._query_timeout),
@@ -177,7 +181,7 @@ class PostgresStore(MaintenanceQueries):
                 conn.cursor() as cur,
             ):
                 state.sent = True
-                await cur.execute(QUERIES[name], params)
+                await cur.execute(QUERIES[name], params, prepare=prepare)
                 if delays_armed():  # chaos: the answer comes late
                     await delay_point(f"store.after.{name}")
                 # (not ``cur.description``: it builds a Column object per column per call)
@@ -185,6 +189,26 @@ class PostgresStore(MaintenanceQueries):
                 rows = await cur.fetchall() if result and result.status == _TUPLES_OK else []
                 _used_at[conn] = time.monotonic()
                 return rows
+
+    async def fold_finished_counts(self, lag_seconds: float) -> int:
+        """Add the jobs that completed or were cancelled since the last fold (and at least
+        ``lag_seconds`` ago) to the per-queue counts; returns how many. One transaction of
+        two statements: lock the mark, then count with a snapshot taken after the lock."""
+        with _db_errors(self._query_timeout, "fold_finished_counts") as state:
+            async with (
+                asyncio.timeout(self._query_timeout),
+                self._pool.connection() as conn,
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
+                state.sent = True
+                await cur.execute(QUERIES["lock_fold_mark"], {"lag": float(lag_seconds)})
+                mark = await cur.fetchone()
+                if mark is None or mark["upto"] <= mark["folded_to"]:
+                    return 0
+                await cur.execute(QUERIES["fold_finished_counts"], mark)
+                row = await cur.fetchone()
+                return int(row["folded"]) if row else 0
 
     async def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = await self._rows(name, params)
@@ -258,6 +282,7 @@ class PostgresStore(MaintenanceQueries):
                 "after_created": after[0] if after else None,
                 "after_id": after[1] if after else None,
             },
+            prepare=False,
         )
         return [job_of(r) for r in rows]
 
@@ -277,7 +302,9 @@ class PostgresStore(MaintenanceQueries):
         return [job_of(r) for r in rows]
 
     async def counts_by_status(self) -> list[Row]:
-        return await self._rows("count_by_status")
+        mark = await self._one("get_fold_mark")
+        params = {"folded_to": mark["folded_to"] if mark else None}
+        return await self._rows("count_by_status", params, prepare=False)
 
     async def oldest_queued_by_queue(self) -> dict[str, float]:
         return {r["queue"]: r["age"] for r in await self._rows("oldest_queued_by_queue")}

@@ -197,7 +197,9 @@ RETURNING j.id, j.status, j.queue, j.priority, j.run_at;
 DELETE FROM jobs WHERE id = %(id)s AND status = 'dead' RETURNING id;
 
 -- name: list_jobs
--- Keyset pagination, newest first: (created_at, id) strictly below the cursor.
+-- Keyset pagination, newest first: (created_at, id) strictly below the cursor. Run
+-- unprepared (planned for the filters given): ?task= and ?queue= use their indexes
+-- (jobs_task_created_idx, jobs_queue_created_idx), a rare ?status= its partial index.
 SELECT * FROM jobs
  WHERE (%(status)s::text IS NULL OR status = %(status)s)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s)
@@ -217,8 +219,30 @@ SELECT * FROM jobs
  ORDER BY finished_at DESC, id DESC
  LIMIT %(limit)s;
 
+-- name: get_fold_mark
+SELECT folded_to FROM job_counts_folded;
+
 -- name: count_by_status
-SELECT queue, status, count(*)::bigint AS n FROM jobs GROUP BY queue, status;
+-- Per queue and status, without reading history: completed and cancelled from job_counts
+-- plus the rows finished since its last fold (along jobs_finished_idx), the live statuses
+-- from their partial indexes. Run unprepared with %(folded_to)s, the mark read just before,
+-- so the plan knows how recent the range is; the filter also reads the mark itself, so a
+-- fold committed in between is not counted twice.
+SELECT queue, status, sum(n)::bigint AS n FROM (
+    SELECT queue, status, n FROM job_counts
+    UNION ALL
+    SELECT queue, status, count(*) FROM jobs
+     WHERE status IN ('completed', 'cancelled') AND finished_at > %(folded_to)s
+       AND finished_at > (SELECT folded_to FROM job_counts_folded)
+     GROUP BY queue, status
+    UNION ALL
+    SELECT queue, status, count(*) FROM jobs WHERE status = 'queued' GROUP BY queue, status
+    UNION ALL
+    SELECT queue, status, count(*) FROM jobs WHERE status = 'processing' GROUP BY queue, status
+    UNION ALL
+    SELECT queue, status, count(*) FROM jobs WHERE status = 'dead' GROUP BY queue, status
+) c
+ GROUP BY queue, status;
 
 -- name: queue_gauges
 -- What the alarms watch: dead jobs, due queued jobs and the oldest one's age.
@@ -275,6 +299,29 @@ SELECT id, queue, priority, run_at, run_at <= now() AS due
         OR (run_at, id) > (%(after_run_at)s::timestamptz, %(after_id)s::uuid))
  ORDER BY run_at, id
  LIMIT %(limit)s;
+
+-- name: lock_fold_mark
+-- The first statement of a fold (one transaction): the mark, locked, so folds run one at a
+-- time and a delete's trigger waits for the fold under way; the next statement's snapshot
+-- then sees every delete that committed first.
+SELECT folded_to, now() - make_interval(secs => %(lag)s) AS upto
+  FROM job_counts_folded FOR UPDATE;
+
+-- name: fold_finished_counts
+-- Completed and cancelled jobs that finished after the mark and at least %(lag)s ago (every
+-- statement that set their finished_at has committed) are added to job_counts, and the mark
+-- moves on. A range scan of jobs_finished_idx: the rows of about one sweep's interval.
+WITH fresh AS (
+    SELECT queue, status, count(*) AS n FROM jobs
+     WHERE status IN ('completed', 'cancelled')
+       AND finished_at > %(folded_to)s AND finished_at <= %(upto)s
+     GROUP BY queue, status
+), bumped AS (
+    INSERT INTO job_counts AS c (queue, status, n) SELECT queue, status, n FROM fresh
+    ON CONFLICT (queue, status) DO UPDATE SET n = c.n + EXCLUDED.n
+)
+UPDATE job_counts_folded SET folded_to = %(upto)s
+RETURNING (SELECT coalesce(sum(n), 0) FROM fresh)::bigint AS folded;
 
 -- name: prune_finished
 -- Retention: completed and cancelled jobs finished before the cutoff, oldest first, in one

@@ -6,9 +6,11 @@
 
 const KEY = "asyncz.api-key";
 const REFRESH_MS = 5000;
+const MAX_REFRESH_MS = 60000; // after failures the refresh backs off up to this
 const SERIES_REFRESH_MS = 30000;
 const STATUSES = ["queued", "processing", "completed", "dead", "cancelled"];
 let timer = null;
+let delay = REFRESH_MS;
 let generation = 0; // a page rendered for an older route ignores its late answers
 
 class ApiError extends Error {
@@ -87,7 +89,8 @@ function flash(message) {
 
 function showSignIn(message) {
   sessionStorage.removeItem(KEY);
-  clearInterval(timer);
+  clearTimeout(timer);
+  timer = null;
   document.getElementById("page").replaceChildren();
   document.getElementById("signin").hidden = false;
   document.getElementById("nav").hidden = true;
@@ -115,10 +118,31 @@ function start() {
   document.getElementById("signin").hidden = true;
   document.getElementById("nav").hidden = false;
   document.getElementById("signout").hidden = false;
-  render(true);
-  clearInterval(timer);
-  timer = setInterval(() => render(false), REFRESH_MS);
+  delay = REFRESH_MS;
+  render(true).then(schedule);
 }
+
+// The refresh asks only for what the page shows, never while the tab is hidden (a
+// forgotten tab costs the database nothing), and backs off while requests fail.
+function schedule() {
+  clearTimeout(timer);
+  timer = null;
+  if (document.hidden || !sessionStorage.getItem(KEY)) return;
+  timer = setTimeout(async () => {
+    const ok = await render(false);
+    delay = ok ? REFRESH_MS : Math.min(MAX_REFRESH_MS, delay * 2);
+    schedule();
+  }, delay);
+}
+
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden) {
+    clearTimeout(timer);
+    timer = null;
+  } else if (sessionStorage.getItem(KEY) && !document.getElementById("nav").hidden) {
+    render(false).then(schedule); // back in view: fresh data at once
+  }
+});
 
 // ---- pages ------------------------------------------------------------------------------
 
@@ -146,9 +170,14 @@ async function render(routeChanged) {
     await current.refresh(() => mine === generation);
     document.getElementById("updated").textContent =
       "updated " + new Date().toLocaleTimeString();
+    return true;
   } catch (err) {
-    if (err.status === 401) return showSignIn("Your API key is no longer accepted.");
+    if (err.status === 401) {
+      showSignIn("Your API key is no longer accepted.");
+      return false;
+    }
     flash(err.message);
+    return false;
   }
 }
 
