@@ -116,8 +116,9 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "WHERE (status = 'dead'::text)" in indexes["jobs_dead_finished_idx"]
     assert "'completed'::text, 'cancelled'::text" in indexes["jobs_finished_idx"]
     assert any("idempotency_key" in d and "UNIQUE" in d for d in indexes.values())
-    assert "(queue, created_at DESC, id DESC)" in indexes["jobs_queue_created_idx"]
-    assert "(task, created_at DESC, id DESC)" in indexes["jobs_task_created_idx"]
+    assert "(queue, created_at DESC, id DESC)" in indexes["jobs_queue_ended_idx"]
+    assert "(task, created_at DESC, id DESC)" in indexes["jobs_task_ended_idx"]
+    assert "'dead'::text" in indexes["jobs_task_ended_idx"]
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(

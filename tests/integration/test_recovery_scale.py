@@ -248,16 +248,17 @@ def _listings() -> list[tuple[str, dict[str, Any], set[str]]]:
     base = {"status": None, "queue": None, "task": None, "limit": 50, "after_created": None,
             "after_id": None}  # fmt: skip
     later = {"after_created": datetime.now(UTC), "after_id": uuid.uuid4()}
+    ended = {"jobs_task_ended_idx"}
+    live = {"jobs_queued_run_at_idx", "jobs_processing_heartbeat_idx"}
+    by = "list_jobs_by_task_or_queue"
     return [
-        ("list_jobs", base | {"task": "no-such-task"}, {"jobs_task_created_idx"}),
-        ("list_jobs", base | {"task": "scale_stale"} | later, {"jobs_task_created_idx"}),
-        ("list_jobs", base | {"queue": "no-such-queue"}, {"jobs_queue_created_idx"}),
-        (
-            "list_jobs",
-            base | {"queue": "default", "task": "scale_fresh"},
-            {"jobs_task_created_idx"},
-        ),
-        # a status alone: whichever index the planner prefers, never a Seq Scan
+        (by, base | {"task": "no-such-task"}, ended | live),
+        (by, base | {"task": "echo"} | later, ended),  # many live matches: any index
+        (by, base | {"queue": "no-such-queue"}, {"jobs_queue_ended_idx"} | live),
+        (by, base | {"queue": "default", "task": "scale_fresh"}, ended | live),
+        ("list_jobs", base | {"status": "completed", "task": "no-such-task"}, ended),
+        ("list_jobs", base | {"status": "dead", "queue": "no-such-queue"}, set()),
+        # a live status alone: whichever index the planner prefers, never a Seq Scan
         ("list_jobs", base | {"status": "queued"}, set()),
         ("list_jobs", base | {"status": "processing", "queue": "default"}, set()),
         ("list_jobs", base, {"jobs_created_idx"}),

@@ -272,8 +272,10 @@ class PostgresStore(MaintenanceQueries):
         limit: int,
         after: tuple[datetime, str] | None,
     ) -> list[Job]:
+        # a task or queue filter alone: merge the ended jobs' index with the live statuses'
+        name = "list_jobs_by_task_or_queue" if status is None and (queue or task) else "list_jobs"
         rows = await self._rows(
-            "list_jobs",
+            name,
             {
                 "status": status,
                 "queue": queue,

@@ -198,14 +198,48 @@ DELETE FROM jobs WHERE id = %(id)s AND status = 'dead' RETURNING id;
 
 -- name: list_jobs
 -- Keyset pagination, newest first: (created_at, id) strictly below the cursor. Run
--- unprepared (planned for the filters given): ?task= and ?queue= use their indexes
--- (jobs_task_created_idx, jobs_queue_created_idx), a rare ?status= its partial index.
+-- unprepared (planned for the filters given): with a status, ?task= and ?queue= use the
+-- ended jobs' indexes or the status's own partial index. A task or queue filter without a
+-- status is list_jobs_by_task_or_queue.
 SELECT * FROM jobs
  WHERE (%(status)s::text IS NULL OR status = %(status)s)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s)
    AND (%(task)s::text IS NULL OR task = %(task)s)
    AND (%(after_created)s::timestamptz IS NULL
         OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY created_at DESC, id DESC
+ LIMIT %(limit)s;
+
+-- name: list_jobs_by_task_or_queue
+-- ?task= and/or ?queue= without a status: the newest of the ended jobs (along
+-- jobs_task_ended_idx or jobs_queue_ended_idx) and of each live status (along its partial
+-- index: as many rows as jobs wait or run), merged. Every status outside the ended ones
+-- needs its branch here. Run unprepared.
+SELECT * FROM (
+    (SELECT * FROM jobs
+      WHERE status IN ('completed', 'cancelled', 'dead')
+        AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+        AND (%(task)s::text IS NULL OR task = %(task)s)
+        AND (%(after_created)s::timestamptz IS NULL
+             OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+      ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM jobs
+      WHERE status = 'queued'
+        AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+        AND (%(task)s::text IS NULL OR task = %(task)s)
+        AND (%(after_created)s::timestamptz IS NULL
+             OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+      ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM jobs
+      WHERE status = 'processing'
+        AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+        AND (%(task)s::text IS NULL OR task = %(task)s)
+        AND (%(after_created)s::timestamptz IS NULL
+             OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+      ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
+) j
  ORDER BY created_at DESC, id DESC
  LIMIT %(limit)s;
 

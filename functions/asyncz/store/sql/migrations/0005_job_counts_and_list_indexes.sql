@@ -60,8 +60,12 @@ SELECT queue, status, count(*) FROM jobs
  GROUP BY queue, status;
 
 -- GET /jobs?queue=… and ?task=…, newest first: a filter that matches nothing reads nothing,
--- instead of walking jobs_created_idx to its end.
-CREATE INDEX jobs_queue_created_idx ON jobs (queue, created_at DESC, id DESC);
-CREATE INDEX jobs_task_created_idx ON jobs (task, created_at DESC, id DESC);
+-- instead of walking jobs_created_idx to its end. Over the finished jobs only (the history):
+-- a job gets one entry in each, when it ends, instead of one per state change (full indexes
+-- cost ~30% more WAL per job); the live jobs are found through their own partial indexes.
+CREATE INDEX jobs_queue_ended_idx ON jobs (queue, created_at DESC, id DESC)
+    WHERE status IN ('completed', 'cancelled', 'dead');
+CREATE INDEX jobs_task_ended_idx ON jobs (task, created_at DESC, id DESC)
+    WHERE status IN ('completed', 'cancelled', 'dead');
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON job_counts, job_counts_folded TO asyncz_app;

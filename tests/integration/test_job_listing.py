@@ -1,0 +1,73 @@
+"""GET /jobs with ?task= and ?queue= reads the ended jobs' indexes and the live statuses'
+partial indexes, merged: the pages are the same as a plain scan's, newest first, whatever
+state each job is in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from asyncz.jobs import NewJob
+from asyncz.settings import Settings
+from tests.conftest import open_service, run
+from tests.integration.helpers import rows
+
+pytestmark = pytest.mark.integration
+
+
+def test_task_and_queue_filters_page_through_live_and_ended_jobs(settings: Settings) -> None:
+    settings = settings.model_copy(update={"queues": "default,other"})
+    url = settings.database_url or ""
+
+    async def submit() -> None:
+        async with open_service(settings) as svc:
+            for n in range(30):
+                await svc.submit(
+                    NewJob(task=("echo", "sleep")[n % 2], payload={"n": n},
+                           queue=("default", "other")[n % 3 == 0])
+                )  # fmt: skip
+
+    run(submit())
+    # a mix of every status, spread over the creation order
+    rows(url, "UPDATE jobs SET status = 'completed', finished_at = now() "
+              "WHERE (payload->>'n')::int / 2 % 4 = 0")  # fmt: skip
+    rows(url, "UPDATE jobs SET status = 'dead', finished_at = now() "
+              "WHERE (payload->>'n')::int / 2 % 4 = 1")  # fmt: skip
+    rows(url, "UPDATE jobs SET status = 'processing', lease_token = gen_random_uuid(), "
+              "heartbeat_at = now(), attempts = 1 WHERE (payload->>'n')::int / 2 % 4 = 2 "
+              "AND (payload->>'n')::int < 15")  # fmt: skip
+
+    def truth(where: str, *args: Any) -> list[str]:
+        got = rows(url, f"SELECT id::text AS id FROM jobs WHERE {where} "
+                        "ORDER BY created_at DESC, id DESC", args)  # fmt: skip
+        return [r["id"] for r in got]
+
+    async def check() -> None:
+        async with open_service(settings) as svc:
+            cases = [
+                ({"task": "echo"}, truth("task = %s", "echo")),
+                ({"queue": "other"}, truth("queue = %s", "other")),
+                ({"queue": "default", "task": "sleep"},
+                 truth("queue = %s AND task = %s", "default", "sleep")),
+                ({"task": "no-such-task"}, []),
+                ({"task": "echo", "status": "dead"},
+                 truth("task = %s AND status = %s", "echo", "dead")),
+            ]  # fmt: skip
+            for filters, expected in cases:
+                assert expected or filters["task"] == "no-such-task"
+                got = await _pages(svc, filters)
+                assert got == expected, filters
+
+    run(check())
+
+
+async def _pages(svc: Any, filters: dict[str, Any]) -> list[str]:
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await svc.list_jobs(limit=4, cursor=cursor, **filters)
+        seen += [job.id for job in page.items]
+        if page.next_cursor is None:
+            return seen
+        cursor = page.next_cursor
