@@ -1,0 +1,60 @@
+"""The same benchmark on two checkouts, alternated ABBA (so neither side always runs right
+after the other's load and autovacuum), each on a bench database of its own: before/after
+figures from one run.
+
+    git worktree add /tmp/before <commit> && (cd /tmp/before && scripts/setup)
+    .venv/bin/python -m tests.perf.compare_trees --before /tmp/before --after . --pairs 3 \\
+        -- tests.perf.bench_drain --jobs 10000 --rounds 1
+
+Each run's table rows (lines starting with ``|``, past the header) are printed with the side
+that made them; the benchmark's own output says what its columns are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.perf.common import DB, command, load_line, machine
+
+
+def run_side(tree: Path, side: str, bench: list[str]) -> list[str]:
+    env = dict(os.environ)
+    env["ASYNCZ_BENCH_DATABASE_URL"] = DB.rsplit("/", 1)[0] + f"/asyncz_bench_{side}"
+    out = subprocess.run(
+        [str(tree / ".venv/bin/python"), "-m", *bench],
+        cwd=tree, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if out.returncode:
+        raise SystemExit(f"{side} ({tree}) failed:\n{out.stderr[-3000:]}")
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("|")]
+    return [ln for ln in lines[2:]]  # past the header and its rule
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--before", type=Path, required=True)
+    ap.add_argument("--after", type=Path, required=True)
+    ap.add_argument("--pairs", type=int, default=3, help="ABBA blocks (4 runs each)")
+    ap.add_argument("bench", nargs=argparse.REMAINDER, help="-- module and its arguments")
+    args = ap.parse_args()
+    bench = [a for a in args.bench if a != "--"]
+    print(f"# before/after, ABBA — {machine()}")
+    print(f"# command: {command('tests.perf.compare_trees', sys.argv[1:])}")
+    for side, tree in (("before", args.before), ("after", args.after)):
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+        print(f"# {side}: {tree} at {head}")
+    for _ in range(args.pairs):
+        for side in ("before", "after", "after", "before"):
+            tree = args.before if side == "before" else args.after
+            load = load_line().split(" (")[0]
+            for line in run_side(tree.resolve(), side, bench):
+                print(f"{side:6} {load} {line}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
