@@ -123,7 +123,7 @@ def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:
             "(restricted by a cloudwatch:namespace=AsyncZ condition).",
         )
     worker = _logical_id(stack.functions.worker)
-    for fn in (stack.functions.fleet, stack.functions.api):
+    for fn in (stack.functions.fleet, stack.functions.api, stack.functions.recovery):
         assert fn.role is not None
         acknowledge(
             fn.role,

@@ -81,13 +81,14 @@ def test_local_api_key_secret_readable_only_by_api(local: Synth) -> None:
     assert secret_readers(local) == {"api_keys": {"api"}}
 
 
-@pytest.mark.parametrize("name", ["recovery", "migrate"])
+@pytest.mark.parametrize("name", ["migrate"])
 def test_cannot_invoke_functions(stage: Synth, name: str) -> None:
     for statement in function_statements(stage, name):
         assert not [a for a in actions(statement) if a.startswith("lambda:") or a == "*"]
 
 
-@pytest.mark.parametrize("name", ["fleet", "api", "worker"])  # workers scale out too
+# workers scale out too, and recovery after it enqueued periodic or rescued jobs
+@pytest.mark.parametrize("name", ["fleet", "api", "worker", "recovery"])
 def test_can_invoke_only_the_worker(stage: Synth, name: str) -> None:
     worker_id, _ = asyncz_functions(stage.service)["worker"]
     invoke = [
@@ -148,7 +149,7 @@ SECRETS = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
 EXTRA = {
     "api": {"lambda:InvokeFunction"},
     "fleet": {"lambda:InvokeFunction"},
-    "recovery": {"cloudwatch:PutMetricData"},
+    "recovery": {"cloudwatch:PutMetricData", "lambda:InvokeFunction"},
     "worker": {"lambda:InvokeFunction"},  # starting workers for a backlog (asyncz.scaleout)
     "migrate": set(),
 }

@@ -226,6 +226,28 @@ def test_the_idle_skip_still_enqueues_every_periodic_slot(
     assert recover().get("periodic") == 1
 
 
+def test_a_run_that_enqueued_a_slot_starts_workers_at_once(
+    serverless: Settings, minutely: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery runs on its own minute: the slot's job must not wait for the fleet's next
+    tick. After enqueueing, the run makes the scale-out decision the api makes at a submit."""
+    decisions: list[int] = []
+
+    class Recorded:
+        async def __call__(self, broker: Any) -> int:
+            decisions.append(1)
+            return 1
+
+    monkeypatch.setattr(recovery_handler, "lambda_scale_out", lambda settings, name: Recorded())
+    t0 = datetime(2026, 12, 4, 10, 0, 20, tzinfo=UTC)
+    monkeypatch.setattr(recovery_handler, "clock", lambda: t0)
+    assert "started_workers" not in recover()  # first sight: nothing enqueued
+    rows(serverless.database_url, "UPDATE jobs SET status='completed', finished_at=now()")
+    monkeypatch.setattr(recovery_handler, "clock", lambda: t0 + timedelta(minutes=1))
+    out = recover()
+    assert out["periodic"] == 1 and out["started_workers"] == 1 and decisions == [1]
+
+
 def test_a_schedule_deployed_since_the_note_makes_recovery_look(
     serverless: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

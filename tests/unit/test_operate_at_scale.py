@@ -298,9 +298,10 @@ def test_a_busy_worker_starts_the_workers_a_backlog_submitted_at_once_still_lack
 
 
 def test_workers_scale_out_only_when_the_deployment_does() -> None:
-    from asyncz.worker.handler import worker_scale_out
+    from asyncz.fleet.invoke import lambda_scale_out as worker_scale_out
 
     on = Settings(scale_out_seconds=1, wake_worker=True)
     assert isinstance(worker_scale_out(on, "asyncz-worker"), ScaleOut)
     assert worker_scale_out(on.model_copy(update={"scale_out_seconds": 0}), "w") is None
     assert worker_scale_out(on.model_copy(update={"wake_worker": False}), "w") is None
+    assert worker_scale_out(on, None) is None  # no worker function named: nothing to start

@@ -1,9 +1,14 @@
-"""Starting a worker Lambda: one async invoke (InvocationType=Event)."""
+"""Starting a worker Lambda: one async invoke (InvocationType=Event), and the scale-out a
+function that sees a backlog (a worker, recovery) runs with it."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
+
+from asyncz.scaleout import ScaleOut
+from asyncz.settings import Settings
 
 _client: Any = None
 _lock = threading.Lock()
@@ -29,3 +34,17 @@ def warm_in_background() -> None:
 def invoke_worker(function_name: str, payload: bytes = b"{}") -> None:
     """Async-invoke one worker."""
     lambda_client().invoke(FunctionName=function_name, InvocationType="Event", Payload=payload)
+
+
+def lambda_scale_out(settings: Settings, function_name: str | None) -> ScaleOut | None:
+    """Starting the workers a backlog lacks from a function other than the api (a busy
+    worker, recovery after it enqueued jobs): one decision per interval across everyone,
+    by the same lock (asyncz.scaleout). None when scale-out is off or no worker is named."""
+    if not (function_name and settings.wake_worker and settings.scale_out_seconds > 0):
+        return None
+    name = function_name
+
+    async def wake() -> None:
+        await asyncio.to_thread(invoke_worker, name)
+
+    return ScaleOut(settings, wake)

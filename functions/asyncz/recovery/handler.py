@@ -10,6 +10,7 @@ from typing import Any
 
 from asyncz import runtime
 from asyncz.errors import BrokerUnavailableError
+from asyncz.fleet.invoke import lambda_scale_out
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger
 from asyncz.service import JobService
 from asyncz.settings import Settings, get_settings
@@ -103,6 +104,10 @@ async def _recover() -> dict[str, Any]:
             "pruned": pruned,
             "folded": folded,
         }
+        if periodic or report.requeued or report.reenqueued:
+            # what this run enqueued runs now, not at the fleet's next tick
+            scale_out = lambda_scale_out(settings, settings.worker_function_name)
+            summary["started_workers"] = await scale_out(service.broker) if scale_out else 0
     except Exception as exc:  # noqa: BLE001 - reported below, after the gauges
         failure = exc
     # The gauges go out even when a dependency is down: the alarms must get louder then,

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any
 
 from asyncz import runtime
-from asyncz.fleet.invoke import invoke_worker
+from asyncz.fleet.invoke import lambda_scale_out
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger, metrics
-from asyncz.scaleout import ScaleOut
-from asyncz.settings import Settings, get_settings
+from asyncz.settings import get_settings
 from asyncz.worker.loop import WorkerLoop
 from asyncz.worker.stats import new_worker_id
 
@@ -28,21 +26,10 @@ async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0,
         worker_id=new_worker_id(function_name),
         queues=queues,
-        scale_out=worker_scale_out(settings, settings.worker_function_name or function_name),
+        # workers start the workers a backlog lacks too (the api decides only at submits)
+        scale_out=lambda_scale_out(settings, settings.worker_function_name or function_name),
     )
     return await loop.run()
-
-
-def worker_scale_out(settings: Settings, function_name: str) -> ScaleOut | None:
-    """Workers start the workers a backlog lacks too (the api decides only at submits):
-    one decision per interval across everyone, by the same lock (asyncz.scaleout)."""
-    if not (settings.wake_worker and settings.scale_out_seconds > 0):
-        return None
-
-    async def wake() -> None:
-        await asyncio.to_thread(invoke_worker, function_name)
-
-    return ScaleOut(settings, wake)
 
 
 @lambda_entry()

@@ -116,7 +116,13 @@ class Functions(Construct):
             defaults=defaults,
             handler="asyncz.recovery.handler.handler",
             description="AsyncZ recovery: stale leases, orphaned jobs, queue gauges",
-            environment={**data_env, **lease_env, "ASYNCZ_PUBLISH_GAUGES": "true"},
+            environment={
+                **data_env,
+                **lease_env,
+                "ASYNCZ_PUBLISH_GAUGES": "true",
+                # what a run enqueues (periodic slots, rescued jobs) starts workers at once
+                "ASYNCZ_WORKER_FUNCTION_NAME": self.worker.function_name,
+            },
             memory_size=512,
             timeout=Duration.seconds(300),
             reserved_concurrent_executions=1,
@@ -158,6 +164,7 @@ class Functions(Construct):
             self.api_keys_secret.grant_read(self.api)
         self.worker.grant_invoke(self.fleet)
         self.worker.grant_invoke(self.api)  # wake-up when no worker is alive
+        self.worker.grant_invoke(self.recovery)  # after it enqueued periodic or rescued jobs
         # Workers start workers too when they see a backlog (asyncz.scaleout). A policy of
         # its own: in the role's default policy (which the function waits for) the
         # function's own ARN would be a dependency cycle.
