@@ -55,7 +55,13 @@ class StoreUnavailableError(AsyncZError):
 
 class StoreOutcomeUnknownError(StoreUnavailableError):
     """A statement was sent but no answer came (timeout, connection lost): it may have
-    committed. Raised by the store; the service resolves it or says so."""
+    committed. Raised by the store; the service resolves it or says so. ``answering``:
+    False when the server did not even answer the cancel (frozen, unreachable), so a
+    look for the row would only wait too."""
+
+    def __init__(self, message: str, *, answering: bool = True) -> None:
+        super().__init__(message)
+        self.answering = answering
 
 
 class QueryTimeoutError(AsyncZError):

@@ -8,9 +8,11 @@ jobs are still accepted and recovery enqueues them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import Any
 
 from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.errors import (
@@ -36,6 +38,9 @@ MAX_BATCH_JOBS = 500
 # Tries of an INSERT whose idempotency key's holder was purged before it could be read (the
 # key is free again): more than one in a row is a race nobody runs on purpose.
 KEY_ROUNDS = 3
+# How long a submit whose answer was lost looks for its row before saying the outcome is
+# unknown (a database that stopped answering must not hold the caller for long).
+RESOLVE_SECONDS = 1.0
 
 
 class Submits:
@@ -80,8 +85,8 @@ class Submits:
         for _ in range(KEY_ROUNDS):
             try:
                 row = await self.store.insert_job(job_id, new)
-            except StoreOutcomeUnknownError:
-                row = await self._resolve_insert(job_id, new)
+            except StoreOutcomeUnknownError as exc:
+                row = await self._resolve_insert(job_id, new, look=exc.answering)
             if row is not None:
                 break
             assert new.idempotency_key is not None
@@ -98,11 +103,11 @@ class Submits:
         enqueued = await self.dispatch_quietly([it])
         return Submitted(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
 
-    async def _resolve_insert(self, job_id: str, new: NewJob) -> Row | None:
+    async def _resolve_insert(self, job_id: str, new: NewJob, *, look: bool) -> Row | None:
         """After an INSERT whose answer was lost: its row when it was stored, ``None`` when
         the idempotency key belongs to another job (a duplicate either way); else
-        :class:`OutcomeUnknownError`."""
-        found = await self._find([job_id])
+        :class:`OutcomeUnknownError` (at once when the database is not answering at all)."""
+        found = await self._find([job_id]) if look else None
         if found and job_id in found:
             return {"run_at_ms": epoch_ms(found[job_id]["run_at"]), "due": found[job_id]["due"]}
         if found is not None and new.idempotency_key is not None:
@@ -117,17 +122,11 @@ class Submits:
         )
 
     async def _find(self, ids: Sequence[str]) -> dict[str, Row] | None:
-        """The jobs among ``ids`` that exist; ``None`` when the database cannot tell."""
-        try:
-            return await self.store.find_jobs(ids)
-        except StoreUnavailableError:
-            return None
+        """The jobs among ``ids`` that exist; ``None`` when the database cannot tell soon."""
+        return await _soon(self.store.find_jobs(ids))
 
     async def _holders(self, keys: Sequence[str]) -> dict[str, Row] | None:
-        try:
-            return await self.store.get_by_idempotency_keys(keys)
-        except StoreUnavailableError:
-            return None
+        return await _soon(self.store.get_by_idempotency_keys(keys))
 
     async def _enqueue_if_queued(self, rows: Sequence[Row]) -> None:
         """A duplicate submit of a queued job puts its id in Redis again (``ZADD NX``:
@@ -159,8 +158,8 @@ class Submits:
             batch = [items[i] for i in todo]
             try:
                 inserted = await self.store.insert_jobs(batch)
-            except StoreOutcomeUnknownError:
-                inserted = await self._resolve_batch(batch)
+            except StoreOutcomeUnknownError as exc:
+                inserted = await self._resolve_batch(batch, look=exc.answering)
             for i, row in zip(todo, inserted, strict=True):
                 rows[i] = row
             keys = [items[i][1].idempotency_key for i in todo if rows[i] is None]
@@ -188,11 +187,13 @@ class Submits:
             for (job_id, new), row in zip(items, rows, strict=True)
         ]
 
-    async def _resolve_batch(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
+    async def _resolve_batch(
+        self, items: Sequence[tuple[str, NewJob]], *, look: bool
+    ) -> list[Row | None]:
         """After a batch INSERT whose answer was lost (one statement: all of it committed or
         none): each item's row when it was stored, ``None`` for an item whose key another
         job holds; else :class:`OutcomeUnknownError`."""
-        found = await self._find([job_id for job_id, _ in items])
+        found = await self._find([job_id for job_id, _ in items]) if look else None
         if found:  # it committed: the items not found were duplicates
             return [
                 {"run_at_ms": epoch_ms(r["run_at"]), "due": r["due"]}
@@ -224,6 +225,28 @@ class Submits:
         except BrokerUnavailableError as exc:
             log.warning("enqueue deferred to recovery: %s", exc)
             return False
+
+
+async def _soon(lookup: Awaitable[dict[str, Row]]) -> dict[str, Row] | None:
+    """A look-up's answer within ``RESOLVE_SECONDS``, or ``None``. A database that stopped
+    answering is not waited on: the look-up is left to finish in the background (its
+    driver may take seconds more to give up), and the caller is told the outcome is
+    unknown."""
+    task = asyncio.ensure_future(lookup)
+    done, _ = await asyncio.wait({task}, timeout=RESOLVE_SECONDS)
+    if not done:
+        task.cancel()
+        task.add_done_callback(_forget)
+        return None
+    try:
+        return task.result()
+    except StoreUnavailableError:
+        return None
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: an abandoned look-up's failure is expected
 
 
 def _result(

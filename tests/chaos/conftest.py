@@ -487,6 +487,15 @@ def non_terminal(db_url: str) -> int:
     return int(found[0]["n"])
 
 
+def assert_unavailable(method: str, body: dict[str, object]) -> None:
+    """A read says the database is unavailable; a submit whose INSERT was sent and never
+    answered may have been stored, and says that instead, naming the job."""
+    if method == "POST" and body["error"] == "outcome_unknown":
+        assert f"job {body['job_id']} may have been stored" in str(body["message"]), body
+    else:
+        assert body["error"] == "database_unavailable", (method, body)
+
+
 def stats_counts(db_url: str) -> dict[tuple[str, str], int]:
     """What GET /stats counts per queue and status: the counts the recovery loop folded,
     the rows finished since, the live statuses from their indexes."""

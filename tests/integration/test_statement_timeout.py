@@ -13,9 +13,15 @@ import pytest
 
 from asyncz.api import handler as api_handler
 from asyncz.connections import hash_api_key
-from asyncz.errors import QueryTimeoutError
+from asyncz.errors import (
+    OutcomeUnknownError,
+    QueryTimeoutError,
+    StoreOutcomeUnknownError,
+    StoreUnavailableError,
+)
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
+from asyncz.store import postgres
 from tests.conftest import open_service, run
 from tests.integration.helpers import rows
 from tests.support.apigw import call
@@ -104,4 +110,31 @@ def test_after_a_timeout_the_pool_serves_the_next_statement(bounded: Settings) -
             return (await svc.submit(NewJob(task="echo", payload={}))).job_id
 
     job_id = run(go())
+    assert rows(bounded.database_url or "", "SELECT id::text AS id FROM jobs") == [{"id": job_id}]
+
+
+def test_an_error_the_server_sends_is_a_known_failure_not_an_unknown_outcome(
+    bounded: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement the server refused with an error of its own (here: the connection was
+    terminated, SQLSTATE 57P01) did not commit: the submit is a plain 503, and the pool
+    serves the next one."""
+
+    monkeypatch.setattr(postgres, "IDLE_CHECK_SECONDS", 3600.0)  # no check before use
+
+    async def go() -> tuple[Exception, str]:
+        async with open_service(bounded) as svc:
+            await svc.list_jobs()  # connected
+            with psycopg.connect(bounded.database_url or "", autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            with pytest.raises(StoreUnavailableError) as info:
+                await svc.submit(NewJob(task="echo", payload={}))
+            return info.value, (await svc.submit(NewJob(task="echo", payload={}))).job_id
+
+    error, job_id = run(go())
+    assert not isinstance(error, StoreOutcomeUnknownError)
+    assert not isinstance(error, OutcomeUnknownError)
     assert rows(bounded.database_url or "", "SELECT id::text AS id FROM jobs") == [{"id": job_id}]

@@ -59,6 +59,7 @@ def _db_errors(bound: float, name: str) -> Iterator[_Sent]:
     at the server's statement timeout, or not storable (422). The driver's text is logged
     here; the error carries a fixed message, safe to show any caller."""
     state = _Sent()
+    started = time.monotonic()
     try:
         yield state
     except psycopg.errors.QueryCanceled as exc:  # statement_timeout: rolled back, known
@@ -72,8 +73,13 @@ def _db_errors(bound: float, name: str) -> Iterator[_Sent]:
             log.warning("database unavailable: no answer to %s within %g s", name, bound)
         else:
             log.warning("database unavailable (%s): %s", name, exc)
-        if state.sent:
-            raise StoreOutcomeUnknownError(UNAVAILABLE) from exc
+        # An error the server sent (a SQLSTATE: shutting down, terminated) failed the
+        # statement: nothing committed. No answer at all after sending may hide a commit.
+        if state.sent and getattr(exc, "sqlstate", None) is None:
+            # past the bound by more than a moment: psycopg waited on a cancel the server
+            # never answered (frozen or unreachable)
+            answering = time.monotonic() - started < bound + 1.0
+            raise StoreOutcomeUnknownError(UNAVAILABLE, answering=answering) from exc
         raise StoreUnavailableError(UNAVAILABLE) from exc
     except psycopg.DataError as exc:  # e.g. NUL in text, \u0000 in jsonb
         log.warning("value not storable: %s", exc)
