@@ -22,7 +22,6 @@ from asyncz.client.errors import (
     InvalidState,
     JobFailed,
     NotFound,
-    SubmitManyError,
     error_for,
 )
 from asyncz.client.models import Job
@@ -293,12 +292,13 @@ class BatchPlan:
         self._pending[:0] = chunk
         return True
 
-    def incomplete(self, exc: AsyncZClientError, chunk: list[Keyed]) -> SubmitManyError:
-        """The error that stops the call, carrying the jobs accepted so far."""
-        index = None
+    def incomplete(self, exc: AsyncZClientError) -> None:
+        """Give the error that stops the call the jobs accepted so far and the call key
+        (and, for a ``422``, the index of the item at fault in the whole call)."""
+        exc.submitted = list(self.jobs)
+        exc.call_key = self.call_key
         if isinstance(exc, InvalidInput) and exc.index is not None:
-            index = len(self.jobs) + exc.index
-        return SubmitManyError(self.jobs, self.call_key, exc, index=index, unsent=len(chunk))
+            exc.body["index"] = len(self.jobs) + exc.index
 
 
 def batch_request(chunk: list[Keyed]) -> Call:

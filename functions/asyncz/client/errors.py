@@ -10,7 +10,12 @@ if TYPE_CHECKING:
 
 
 class AsyncZClientError(Exception):
-    """Base of everything :mod:`asyncz.client` raises."""
+    """Base of everything :mod:`asyncz.client` raises. When ``submit_many`` stops on it,
+    ``submitted`` holds the jobs accepted before (the first ``len(submitted)`` items, in
+    order) and ``call_key`` the key to call it again with, so nothing is stored twice."""
+
+    submitted: list[Job] | None = None
+    call_key: str | None = None
 
 
 class ApiError(AsyncZClientError):
@@ -83,32 +88,6 @@ class Unavailable(ApiError):
 
 class ServerError(ApiError):
     """500 (or any other 5xx): an unexpected error, logged by the server."""
-
-
-class SubmitManyError(AsyncZClientError):
-    """``submit_many`` stopped: ``jobs`` were accepted (in order, the first ``len(jobs)``
-    items), ``error`` stopped the rest. Calling ``submit_many`` again with the same items
-    and ``call_key`` submits nothing twice. ``index``: the item at fault, for a ``422``."""
-
-    def __init__(
-        self,
-        jobs: list[Job],
-        call_key: str,
-        error: AsyncZClientError,
-        *,
-        index: int | None = None,
-        unsent: int = 0,
-    ) -> None:
-        where = f" (item {index})" if index is not None else ""
-        super().__init__(
-            f"submit_many stopped after {len(jobs)} accepted jobs{where}: {error}; call it "
-            f"again with call_key={call_key!r} to submit the rest without duplicates"
-        )
-        self.jobs = jobs
-        self.call_key = call_key
-        self.error = error
-        self.index = index
-        self.unsent = unsent
 
 
 class ConnectionFailed(AsyncZClientError):

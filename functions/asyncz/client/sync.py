@@ -133,8 +133,8 @@ class Client:
 
         Each item without an idempotency key gets one derived from ``call_key`` (generated
         when not given): calling again with the same items and ``call_key`` submits nothing
-        twice. A failure raises :class:`SubmitManyError` with the jobs accepted so far and
-        the call key."""
+        twice. An error that stops the call carries the jobs accepted so far
+        (``submitted``) and the call key (``call_key``)."""
         plan = _core.BatchPlan(
             items, _core.call_key(call_key), batch_size, self._batch_bytes,
             caller_key=call_key is not None,
@@ -146,9 +146,11 @@ class Client:
                 if plan.shrink(chunk, exc):
                     self._batch_bytes = plan.max_bytes  # learned: later calls start there
                     continue
-                raise plan.incomplete(exc, chunk) from exc
+                plan.incomplete(exc)
+                raise
             except AsyncZClientError as exc:
-                raise plan.incomplete(exc, chunk) from exc
+                plan.incomplete(exc)
+                raise
             plan.accept(chunk, reply)
             if progress is not None:
                 progress(len(chunk))
