@@ -182,18 +182,22 @@ def test_a_callers_own_key_is_retried_and_its_own_stored_try_is_returned() -> No
     assert seen == ["mine"] * 3
 
 
-def test_an_unknown_outcome_without_a_key_is_not_resent() -> None:
+def test_an_unknown_outcome_is_not_resent_when_a_second_try_is_unsafe() -> None:
+    """A bulk replay is not idempotent (each try replays what is dead now): a 503 that says
+    the first try may have run is raised, not sent again; a plain 503 (nothing ran) is."""
     calls = []
+    answers = iter([
+        reply(503, {"error": "database_unavailable", "message": "try again"}),
+        reply(503, {"error": "outcome_unknown", "message": "the bulk replay may have been done"}),
+    ])  # fmt: skip
 
     def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(json.loads(request.content))
-        return reply(503, {"error": "outcome_unknown", "message": "job j may have been stored",
-                           "job_id": "j"})  # fmt: skip
+        calls.append(request.url.path)
+        return next(answers)
 
-    with client(handler, retries=0) as c, pytest.raises(Unavailable) as info:
-        c.submit("echo")
-    assert len(calls) == 1 and info.value.code == "outcome_unknown"
-    assert info.value.body["job_id"] == "j"
+    with client(handler) as c, pytest.raises(Unavailable) as info:
+        c.replay_all(task="report")
+    assert calls == ["/dlq/replay", "/dlq/replay"] and info.value.code == "outcome_unknown"
 
 
 def test_a_query_the_database_gave_up_on_is_not_resent() -> None:
