@@ -212,9 +212,9 @@ SELECT * FROM jobs
 
 -- name: list_jobs_by_task_or_queue
 -- ?task= and/or ?queue= without a status: the newest of the ended jobs (along
--- jobs_task_ended_idx or jobs_queue_ended_idx) and of each live status (along its partial
--- index: as many rows as jobs wait or run), merged. Every status outside the ended ones
--- needs its branch here. Run unprepared.
+-- jobs_task_ended_idx or jobs_queue_ended_idx) and of the live ones (a BitmapOr of their
+-- partial indexes, written as OR: an IN list would not use them; as many rows as jobs wait
+-- or run), merged. A new live status needs its OR arm here. Run unprepared.
 SELECT * FROM (
     (SELECT * FROM jobs
       WHERE status IN ('completed', 'cancelled', 'dead')
@@ -225,15 +225,7 @@ SELECT * FROM (
       ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM jobs
-      WHERE status = 'queued'
-        AND (%(queue)s::text IS NULL OR queue = %(queue)s)
-        AND (%(task)s::text IS NULL OR task = %(task)s)
-        AND (%(after_created)s::timestamptz IS NULL
-             OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
-      ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
-    UNION ALL
-    (SELECT * FROM jobs
-      WHERE status = 'processing'
+      WHERE (status = 'queued' OR status = 'processing')
         AND (%(queue)s::text IS NULL OR queue = %(queue)s)
         AND (%(task)s::text IS NULL OR task = %(task)s)
         AND (%(after_created)s::timestamptz IS NULL
