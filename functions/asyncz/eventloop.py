@@ -1,7 +1,7 @@
 """The event loop of the workers, the fleet and recovery sandboxes and the ``asyncz dev`` front:
 uvloop's where it is installed (the ``server`` extra and the layer ship it on Linux), else
-asyncio's. (An api sandbox runs on asyncio's own: :func:`asyncz.runtime.sandbox_loop`.) A
-module of its own, so the front gets it without importing the drivers (:mod:`asyncz.runtime`
+asyncio's. (An api sandbox runs on asyncio's own: :func:`asyncz.composition.sandbox_loop`.) A
+module of its own, so the front gets it without importing the drivers (:mod:`asyncz.composition`
 does)."""
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ EXTRA = {
     "api": {"lambda:InvokeFunction"},
     "fleet": {"lambda:InvokeFunction"},
     "recovery": {"cloudwatch:PutMetricData", "lambda:InvokeFunction"},
-    "worker": {"lambda:InvokeFunction"},  # starting workers for a backlog (asyncz.scaleout)
+    "worker": {"lambda:InvokeFunction"},  # starting workers for a backlog (asyncz.fleet.scale_out)
     "migrate": set(),
 }
 

@@ -231,7 +231,7 @@ def test_a_task_returning_nan_or_nul_fails_with_a_clear_error_others_complete(
 
 
 def test_health_is_a_cached_ping_without_error_text(settings: Settings) -> None:
-    from asyncz import runtime
+    from asyncz import composition
     from asyncz.api.app import HEALTH_CACHE_SECONDS, ApiState
 
     broken = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})
@@ -258,7 +258,7 @@ def test_health_is_a_cached_ping_without_error_text(settings: Settings) -> None:
             # Closed here, not left to asyncio.run's teardown: psycopg_pool swallows the
             # CancelledError of a connection attempt still under way (its pool workers catch
             # it to keep their count), and that worker then waits on its queue for ever.
-            await runtime.close_service(svc)
+            await composition.close_service(svc)
 
     reports = run(asyncio.wait_for(scenario(), 60))
     assert reports[-1] == {

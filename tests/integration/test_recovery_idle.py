@@ -14,10 +14,10 @@ import pytest
 import redis
 
 from asyncz.jobs import NewJob
-from asyncz.periodic import Schedule
 from asyncz.recovery import handler as recovery_handler
 from asyncz.settings import Settings, get_settings
 from asyncz.tasks.registry import REGISTRY
+from asyncz.tasks.schedule import Schedule
 from tests.conftest import open_service, run, settings_env
 from tests.integration.helpers import rows
 from tests.support.apigw import FakeContext

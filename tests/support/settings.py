@@ -43,10 +43,10 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 @asynccontextmanager
 async def open_service(settings: Settings, **kwargs: Any) -> AsyncIterator[Any]:
-    from asyncz import runtime
+    from asyncz import composition
 
-    service = await runtime.build_service(settings, **kwargs)
+    service = await composition.build_service(settings, **kwargs)
     try:
         yield service
     finally:
-        await runtime.close_service(service)
+        await composition.close_service(service)

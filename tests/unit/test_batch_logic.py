@@ -64,7 +64,7 @@ def test_a_crash_between_the_commit_and_the_enqueue_is_recovered(
             raise Crash
 
     svc = service()
-    monkeypatch.setattr("asyncz.submits.crash_point", crash)
+    monkeypatch.setattr("asyncz.service.submitting.crash_point", crash)
     with pytest.raises(Crash):
         run(svc.submit_many([NewJob(task="echo", payload={"i": i}) for i in range(5)]))
     assert isinstance(svc.store, MemoryStore) and len(svc.store.jobs) == 5

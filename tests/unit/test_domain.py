@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from asyncz.errors import InvalidCursorError
+from asyncz.fleet.plan import workers_to_start
 from asyncz.jobs import TERMINAL, TRANSITIONS, JobStatus, Lease, can_transition, out_of_retries
 from asyncz.pagination import decode_cursor, encode_cursor
 from asyncz.retry import backoff_ceiling, backoff_delay
-from asyncz.scaling import workers_to_start
 
 pytestmark = pytest.mark.unit
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from asyncz.errors import BrokerUnavailableError
+from asyncz.fleet.scale_out import ScaleOut
 from asyncz.jobs import NewJob
-from asyncz.periodic import Schedule
-from asyncz.scaleout import ScaleOut
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskContext, TaskRegistry, task
+from asyncz.tasks.schedule import Schedule
 from asyncz.testing import MemoryBroker
 from asyncz.worker import upkeep as worker_upkeep
 from asyncz.worker.loop import WorkerLoop

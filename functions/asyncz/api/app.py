@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from asyncz import runtime
+from asyncz import composition
 from asyncz.api.guards import InputGuard, KeyCheck
 from asyncz.api.openapi import ERRORS, openapi_with_key
 from asyncz.api.replies import (
@@ -43,9 +43,9 @@ from asyncz.api.submit import accepted, accepted_batch, parse_batch, parse_submi
 from asyncz.api.ui import mount_ui
 from asyncz.connections import api_key_hashes
 from asyncz.errors import AsyncZError
+from asyncz.fleet.scale_out import ScaleOut, Waker
 from asyncz.observability import logger
 from asyncz.ports import MetricsSink
-from asyncz.scaleout import ScaleOut, Waker
 from asyncz.service import JobService
 from asyncz.settings import Settings
 
@@ -69,7 +69,7 @@ class ApiState:
         self._health: tuple[float, dict[str, Any]] | None = None
 
     async def service(self) -> JobService:
-        return await runtime.current_service(self.settings, metrics=self.metrics)
+        return await composition.current_service(self.settings, metrics=self.metrics)
 
     async def health(self) -> dict[str, Any]:
         """The health report, reused for a few seconds: an unauthenticated caller cannot

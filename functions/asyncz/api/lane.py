@@ -5,7 +5,7 @@ A Lambda sandbox serves one request at a time, and on the hot path Mangum and St
 more CPU than the INSERT and the ZADD. So the handler answers ``POST /jobs`` proxy events
 here with the same guards (:mod:`asyncz.api.guards`), parsing and replies
 (:mod:`asyncz.api.submit`) as the FastAPI route, the same job service on the same pools and
-event loop (:mod:`asyncz.runtime`), and Mangum's own REST-event handler to read the request
+event loop (:mod:`asyncz.composition`), and Mangum's own REST-event handler to read the request
 and shape the result: one submit implementation, one set of adapters, one event mapping.
 Every other request goes through Mangum to the FastAPI app; ``ASYNCZ_SUBMIT_LANE=false``
 sends ``POST /jobs`` there too.
@@ -19,7 +19,7 @@ from typing import Any
 from mangum.handlers import APIGateway
 from mangum.types import LambdaConfig, Response
 
-from asyncz import runtime
+from asyncz import composition
 from asyncz.api.guards import UNAUTHORIZED, KeyCheck, body_rejection
 from asyncz.api.replies import (
     Reply,
@@ -30,10 +30,10 @@ from asyncz.api.replies import (
 )
 from asyncz.api.submit import accepted, accepted_batch, parse_batch, parse_submit
 from asyncz.errors import AsyncZError
+from asyncz.fleet.scale_out import ScaleOut, Waker
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
 from asyncz.ports import BatchItem, MetricsSink, Submitted
-from asyncz.scaleout import ScaleOut, Waker
 from asyncz.settings import Settings
 
 JSON = b"application/json"
@@ -116,21 +116,21 @@ class SubmitLane:
             news = parse_batch(body)
             if isinstance(news, Reply):
                 return news
-            return accepted_batch(runtime.run(self._submit_many(news)))
+            return accepted_batch(composition.run(self._submit_many(news)))
         new = parse_submit(body, headers.get("idempotency-key"))
         if isinstance(new, Reply):
             return new
-        return accepted(runtime.run(self._submit(new)))
+        return accepted(composition.run(self._submit(new)))
 
     async def _submit(self, new: NewJob) -> Submitted:
-        service = await runtime.current_service(self.settings, metrics=self.metrics)
+        service = await composition.current_service(self.settings, metrics=self.metrics)
         sub = await service.submit(new)
         logger.append_keys(job_id=sub.job_id)
         await self.scale_out(service.broker)
         return sub
 
     async def _submit_many(self, news: list[NewJob]) -> list[BatchItem]:
-        service = await runtime.current_service(self.settings, metrics=self.metrics)
+        service = await composition.current_service(self.settings, metrics=self.metrics)
         items = await service.submit_many(news)
         await self.scale_out(service.broker)
         return items

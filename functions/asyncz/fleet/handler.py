@@ -1,22 +1,22 @@
 """Fleet Lambda (once a minute): starts as many worker invocations as the backlog needs.
-The api does the same between ticks (:mod:`asyncz.scaleout`); this is the safety net."""
+The api does the same between ticks (:mod:`asyncz.fleet.scale_out`); this is the safety net."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from asyncz import runtime
+from asyncz import composition
 from asyncz.fleet.invoke import invoke_worker
+from asyncz.fleet.scale_out import STARTING_TTL_SECONDS, plan_workers
 from asyncz.observability import lambda_entry, logger, metrics
-from asyncz.scaleout import STARTING_TTL_SECONDS, plan_workers
 from asyncz.settings import get_settings
 
 
 async def _plan() -> tuple[int, int, int, int]:
     settings = get_settings()
     # Redis alone: the fleet never touches the database (nor is granted its secret).
-    broker = await runtime.current_broker(settings)
+    broker = await composition.current_broker(settings)
     plan = await plan_workers(broker, settings)
     if plan.start:
         await broker.add_starting(plan.start, STARTING_TTL_SECONDS)
@@ -27,7 +27,7 @@ def scale(invoke: Callable[[], None]) -> dict[str, int]:
     """Compute the shortfall and call ``invoke`` once per worker to start. The summary says
     how many workers were already starting (invoked by an earlier tick or an api sandbox,
     not registered yet): they count against the shortfall."""
-    backlog, live, starting, start = runtime.run(_plan())
+    backlog, live, starting, start = composition.run(_plan())
     for _ in range(start):
         invoke()
     return {

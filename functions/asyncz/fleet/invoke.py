@@ -7,7 +7,7 @@ import asyncio
 import threading
 from typing import Any
 
-from asyncz.scaleout import ScaleOut
+from asyncz.fleet.scale_out import ScaleOut
 from asyncz.settings import Settings
 
 _client: Any = None
@@ -39,7 +39,7 @@ def invoke_worker(function_name: str, payload: bytes = b"{}") -> None:
 def lambda_scale_out(settings: Settings, function_name: str | None) -> ScaleOut | None:
     """Starting the workers a backlog lacks from a function other than the api (a busy
     worker, recovery after it enqueued jobs): one decision per interval across everyone,
-    by the same lock (asyncz.scaleout). None when scale-out is off or no worker is named."""
+    by the same lock (asyncz.fleet.scale_out). None when scale-out is off or no worker is named."""
     if not (function_name and settings.wake_worker and settings.scale_out_seconds > 0):
         return None
     name = function_name

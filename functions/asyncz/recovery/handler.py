@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from asyncz import runtime
+from asyncz import composition
 from asyncz.errors import BrokerUnavailableError
 from asyncz.fleet.invoke import lambda_scale_out
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger
@@ -74,7 +74,7 @@ async def _skip_if_idle(service: JobService, now: datetime) -> dict[str, float] 
 
 async def _recover() -> dict[str, Any]:
     settings = get_settings().require_for("recovery")
-    service = await runtime.current_service(settings, metrics=PowertoolsMetricsSink())
+    service = await composition.current_service(settings, metrics=PowertoolsMetricsSink())
     now = clock()
     idle = await _skip_if_idle(service, now)
     if idle is not None:
@@ -132,6 +132,6 @@ async def _recover() -> dict[str, Any]:
 
 @lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    summary = runtime.run(_recover())
+    summary = composition.run(_recover())
     logger.info("recovery finished", extra=summary)
     return summary

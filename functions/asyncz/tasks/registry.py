@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from asyncz.errors import UnknownTaskError
-from asyncz.periodic import Schedule
+from asyncz.tasks.schedule import Schedule
 
 PROGRESS_MESSAGE_MAX = 1000
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from asyncz import runtime
+from asyncz import composition
 from asyncz.fleet.invoke import lambda_scale_out
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger, metrics
 from asyncz.settings import get_settings
@@ -16,7 +16,7 @@ from asyncz.worker.stats import new_worker_id
 async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:
     settings = get_settings().require_for("worker")
     # Each concurrent job may hold a connection at the moment it finishes.
-    service = await runtime.current_service(
+    service = await composition.current_service(
         settings, metrics=PowertoolsMetricsSink(), pool_max=max(settings.db_pool_max, 3)
     )
     queues = event.get("queues") if isinstance(event.get("queues"), list) else None
@@ -34,7 +34,7 @@ async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    summary = runtime.run(_work(event or {}, context))
+    summary = composition.run(_work(event or {}, context))
     logger.info("worker finished", extra=summary)
     if summary.get("hung_threads"):
         # Threads of hung tasks cannot be killed; a fresh sandbox is the only clean slate.

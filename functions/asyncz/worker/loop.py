@@ -54,7 +54,7 @@ class WorkerLoop(Upkeep):
         scale_out: Callable[[JobBroker], Awaitable[int]] | None = None,
     ) -> None:
         s = service.settings
-        self.scale_out = scale_out  # busy workers ask for more workers too (asyncz.scaleout)
+        self.scale_out = scale_out  # busy workers ask for more workers too (asyncz.fleet.scale_out)
         self.service = service
         self.settings = s
         self.remaining_seconds = remaining_seconds

@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 
-from asyncz import runtime
+from asyncz import composition
 from asyncz.eventloop import new_event_loop
 from asyncz.settings import get_settings
 from asyncz.worker.loop import WorkerLoop
@@ -24,7 +24,7 @@ async def work(
     seconds: float, idle_exit: float | None, concurrency: int | None
 ) -> dict[str, object]:
     settings = get_settings().require_for("worker")
-    service = await runtime.build_service(settings, pool_max=max(settings.db_pool_max, 3))
+    service = await composition.build_service(settings, pool_max=max(settings.db_pool_max, 3))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -41,7 +41,7 @@ async def work(
         )
         return await worker.run()
     finally:
-        await runtime.close_service(service)
+        await composition.close_service(service)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -165,7 +165,7 @@ class Functions(Construct):
         self.worker.grant_invoke(self.fleet)
         self.worker.grant_invoke(self.api)  # wake-up when no worker is alive
         self.worker.grant_invoke(self.recovery)  # after it enqueued periodic or rescued jobs
-        # Workers start workers too when they see a backlog (asyncz.scaleout). A policy of
+        # Workers start workers too when they see a backlog (asyncz.fleet.scale_out). A policy of
         # its own: in the role's default policy (which the function waits for) the
         # function's own ARN would be a dependency cycle.
         assert self.worker.role is not None

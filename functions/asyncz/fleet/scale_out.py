@@ -15,12 +15,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from asyncz.fleet.plan import workers_to_start
+from asyncz.maintenance.sweeps import ready_backlog
 from asyncz.ports import JobBroker
-from asyncz.scaling import workers_to_start
 from asyncz.settings import Settings
-from asyncz.sweeps import ready_backlog
 
-log = logging.getLogger("asyncz.scaleout")
+log = logging.getLogger("asyncz.fleet.scale_out")
 
 Waker = Callable[[], Awaitable[None]]  # starts one worker (an async Lambda invoke)
 

@@ -27,9 +27,9 @@ from asyncz.errors import (
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import JobStatus, NewJob
+from asyncz.maintenance.sweeps import dispatch_of
 from asyncz.ports import BatchItem, JobBroker, JobStore, MetricsSink, Row, Submitted
 from asyncz.settings import Settings
-from asyncz.sweeps import dispatch_of
 from asyncz.tasks.registry import TaskRegistry
 
 log = logging.getLogger("asyncz.service")

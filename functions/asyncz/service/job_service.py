@@ -27,6 +27,8 @@ from asyncz.jobs import (
     Lease,
     out_of_retries,
 )
+from asyncz.maintenance.periodic import Scheduler
+from asyncz.maintenance.sweeps import Sweeps
 from asyncz.pagination import decode_cursor, encode_cursor, fit_page
 from asyncz.ports import (
     FailOutcome,
@@ -38,10 +40,8 @@ from asyncz.ports import (
     Page,
 )
 from asyncz.retry import backoff_delay
-from asyncz.scheduler import Scheduler
+from asyncz.service.submitting import Submits
 from asyncz.settings import Settings
-from asyncz.submits import Submits
-from asyncz.sweeps import Sweeps
 from asyncz.tasks.registry import TaskRegistry
 
 log = logging.getLogger("asyncz.service")
