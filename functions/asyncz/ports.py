@@ -3,15 +3,30 @@ result types it returns. Protocols only: no driver is imported here."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from asyncz.broker.dispatch import Dispatch
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 
 Row = dict[str, Any]
+
+
+def epoch_ms(when: datetime | None = None) -> int:
+    return int((when.timestamp() if when is not None else time.time()) * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One id to put in Redis: in ``ready`` when due, else in ``delayed`` at ``run_at_ms``."""
+
+    job_id: str
+    queue: str
+    priority: int
+    run_at_ms: int
+    due: bool
 
 
 class MetricsSink(Protocol):
@@ -130,7 +145,9 @@ class JobBroker(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Submitted:
+class SubmitOutcome:
+    """What the service answers for one submitted job."""
+
     job_id: str
     status: JobStatus
     enqueued: bool  # False when Redis was down: the job is durable, recovery enqueues it

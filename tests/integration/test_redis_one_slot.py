@@ -12,8 +12,8 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.broker.redis import RedisBroker
+from asyncz.ports import Dispatch, epoch_ms
 
 pytestmark = pytest.mark.integration
 

@@ -20,12 +20,12 @@ import pytest
 import redis
 
 from asyncz.api import handler as api_handler
-from asyncz.broker.dispatch import epoch_ms
 from asyncz.broker.redis import ready_score
 from asyncz.connections import hash_api_key
 from asyncz.errors import StoreUnavailableError
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
+from asyncz.ports import epoch_ms
 from asyncz.settings import Settings
 from asyncz.store import postgres
 from asyncz.store.postgres import PostgresStore

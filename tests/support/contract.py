@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
+from asyncz.ports import Dispatch, epoch_ms
 
 Ports = Callable[[], Any]
 

@@ -33,7 +33,7 @@ from asyncz.errors import AsyncZError
 from asyncz.fleet.scale_out import ScaleOut, Waker
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
-from asyncz.ports import BatchItem, MetricsSink, Submitted
+from asyncz.ports import BatchItem, MetricsSink, SubmitOutcome
 from asyncz.settings import Settings
 
 JSON = b"application/json"
@@ -122,7 +122,7 @@ class SubmitLane:
             return new
         return accepted(composition.run(self._submit(new)))
 
-    async def _submit(self, new: NewJob) -> Submitted:
+    async def _submit(self, new: NewJob) -> SubmitOutcome:
         service = await composition.current_service(self.settings, metrics=self.metrics)
         sub = await service.submit(new)
         logger.append_keys(job_id=sub.job_id)

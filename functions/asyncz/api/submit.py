@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from asyncz.api.replies import Reply, error_reply, validation_reply
 from asyncz.api.schemas import SubmitBatch, SubmitJob
 from asyncz.jobs import NewJob
-from asyncz.ports import BatchItem, Submitted
+from asyncz.ports import BatchItem, SubmitOutcome
 
 log = logging.getLogger("asyncz.api")
 
@@ -76,7 +76,7 @@ def _new_job(req: SubmitJob, idempotency_header: str | None) -> NewJob | Reply:
     )
 
 
-def accepted(sub: Submitted) -> Reply:
+def accepted(sub: SubmitOutcome) -> Reply:
     return Reply(
         202,
         {"job_id": sub.job_id, "status": sub.status.value},

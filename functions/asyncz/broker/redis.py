@@ -22,9 +22,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.errors import BrokerUnavailableError
 from asyncz.jobs import PRIORITY_MAX
+from asyncz.ports import Dispatch, epoch_ms
 
 log = logging.getLogger("asyncz.broker")
 

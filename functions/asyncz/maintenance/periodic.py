@@ -7,9 +7,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from asyncz.broker.dispatch import Dispatch
 from asyncz.jobs import NewJob
-from asyncz.ports import JobStore
+from asyncz.ports import Dispatch, JobStore
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 

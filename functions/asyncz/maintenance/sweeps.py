@@ -10,11 +10,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.errors import BrokerUnavailableError, InvalidCursorError
 from asyncz.jobs import JobStatus, RecoveryReport
 from asyncz.pagination import decode_cursor, encode_cursor
-from asyncz.ports import JobBroker, JobStore, MetricsSink, Row
+from asyncz.ports import Dispatch, JobBroker, JobStore, MetricsSink, Row, epoch_ms
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 

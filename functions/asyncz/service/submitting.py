@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.errors import (
     AsyncZError,
     BatchSizeError,
@@ -28,7 +27,16 @@ from asyncz.errors import (
 from asyncz.faults import crash_point
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.maintenance.sweeps import dispatch_of
-from asyncz.ports import BatchItem, JobBroker, JobStore, MetricsSink, Row, Submitted
+from asyncz.ports import (
+    BatchItem,
+    Dispatch,
+    JobBroker,
+    JobStore,
+    MetricsSink,
+    Row,
+    SubmitOutcome,
+    epoch_ms,
+)
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 
@@ -77,7 +85,7 @@ class Submits:
             idempotency_key=new.idempotency_key,
         )
 
-    async def submit(self, new: NewJob) -> Submitted:
+    async def submit(self, new: NewJob) -> SubmitOutcome:
         """Commit the row, then enqueue its id. A Redis failure still returns the job; a
         database answer lost after the INSERT was sent is resolved before answering."""
         new = self.complete_defaults(new)
@@ -101,7 +109,7 @@ class Submits:
         crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
         it = Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
         enqueued = await self.dispatch_quietly([it])
-        return Submitted(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
+        return SubmitOutcome(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
 
     async def _resolve_insert(self, job_id: str, new: NewJob, *, look: bool) -> Row | None:
         """After an INSERT whose answer was lost: its row when it was stored, ``None`` when

@@ -6,9 +6,9 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from asyncz.broker.dispatch import Dispatch, epoch_ms
 from asyncz.broker.redis import SCORE_SCALE, ready_score
 from asyncz.jobs import PRIORITY_MAX
+from asyncz.ports import Dispatch, epoch_ms
 
 
 class MemoryBroker:

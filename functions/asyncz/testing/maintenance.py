@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from asyncz.broker.dispatch import epoch_ms
 from asyncz.jobs import JobStatus, Lease, NewJob
-from asyncz.ports import Row
+from asyncz.ports import Row, epoch_ms
 
 
 def now_utc() -> datetime:

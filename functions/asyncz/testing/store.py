@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from asyncz.broker.dispatch import epoch_ms
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, unstorable
-from asyncz.ports import Row
+from asyncz.ports import Row, epoch_ms
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
 
 _now = now_utc
