@@ -54,7 +54,7 @@ async def work_until(
     """Run one in-process worker loop until ``done()`` is true."""
     async with open_service(settings) as svc:
         if rand is not None:
-            svc._rand = rand  # type: ignore[assignment]
+            svc.leases.rand = rand  # type: ignore[assignment]
         stop = asyncio.Event()
         loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=concurrency)
         runner = asyncio.create_task(loop.run())

@@ -15,6 +15,7 @@ from asyncz.api import handler as api_handler
 from asyncz.connections import hash_api_key
 from asyncz.jobs import NewJob
 from asyncz.recovery import handler as recovery_handler
+from asyncz.service import JobService
 from asyncz.settings import Settings, get_settings
 from asyncz.tasks import builtin
 from asyncz.tasks.registry import REGISTRY, TaskContext, TaskRegistry, task
@@ -167,8 +168,9 @@ def test_two_schedulers_racing_for_a_slot_enqueue_one_job(settings: Settings) ->
     t0 = datetime(2026, 12, 4, 10, 0, 30, tzinfo=UTC)
 
     async def go() -> list[list[str]]:
-        async with open_service(settings) as a, open_service(settings) as b:
-            a.registry = b.registry = every_minute_registry()
+        async with open_service(settings) as one, open_service(settings) as other:
+            reg = every_minute_registry()
+            a, b = (JobService(s.store, s.broker, reg, settings) for s in (one, other))
             assert await a.run_periodic(t0) == []  # first sight: from the next slot on
             runs: list[list[str]] = []
             for minute in (1, 2, 5):  # minute 5: slots 3 and 4 were missed

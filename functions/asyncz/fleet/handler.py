@@ -8,7 +8,8 @@ from typing import Any
 
 from asyncz import composition
 from asyncz.fleet.invoke import invoke_worker
-from asyncz.fleet.scale_out import STARTING_TTL_SECONDS, plan_workers
+from asyncz.fleet.plan import plan_workers
+from asyncz.fleet.scale_out import STARTING_TTL_SECONDS
 from asyncz.observability import lambda_entry, logger, metrics
 from asyncz.settings import get_settings
 

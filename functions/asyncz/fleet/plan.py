@@ -1,8 +1,14 @@
-"""The fleet controller's arithmetic (pure)."""
+"""How many workers to start: the fleet's plan, made from the ready backlog and the live and
+starting workers. The fleet's minute tick and scale-out after a submit use the same plan."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from asyncz.ports import JobBroker
+from asyncz.settings import Settings
 
 
 def workers_to_start(
@@ -12,3 +18,33 @@ def workers_to_start(
     desired = math.ceil(max(backlog, 0) / max(jobs_per_worker, 1))
     desired = max(min_workers, min(max_workers, desired))
     return max(0, desired - max(live_workers, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    backlog: int
+    live: int
+    starting: int
+    start: int
+
+
+async def plan_workers(broker: JobBroker, settings: Settings) -> Plan:
+    """desired = clamp(ceil(backlog / jobs_per_worker), min, max); start what is missing
+    beyond the live and the starting workers."""
+    backlog = await ready_backlog(broker, settings.queue_list)
+    live = await broker.live_workers()
+    starting = await broker.starting_workers()
+    start = workers_to_start(
+        backlog,
+        live + starting,
+        min_workers=settings.fleet_min_workers,
+        max_workers=settings.fleet_max_workers,
+        jobs_per_worker=settings.fleet_jobs_per_worker,
+    )
+    return Plan(backlog, live, starting, start)
+
+
+async def ready_backlog(broker: JobBroker, declared: Sequence[str]) -> int:
+    """Jobs ready to run now across every queue (Redis only: no database round trip)."""
+    queues = sorted(set(await broker.known_queues()) | set(declared))
+    return sum(ready for ready, _ in (await broker.backlog(queues)).values())

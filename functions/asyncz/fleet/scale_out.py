@@ -1,6 +1,7 @@
 """Scale-out in seconds: start the workers a backlog needs now, not at the next fleet tick.
 
-The api calls :class:`ScaleOut` after each submit. Each sandbox asks at most once per
+:class:`ScaleOut` is called by the api after each submit, by busy workers that see a
+backlog, and by recovery after a run that enqueued jobs. Each sandbox asks at most once per
 ``ASYNCZ_SCALE_OUT_SECONDS``, and a Redis lock lets one sandbox decide per interval across
 all of them, so a burst does not stampede ``Invoke``. Workers just invoked count as
 *starting* until they register, so the next decision does not start them twice. The
@@ -13,10 +14,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
-from asyncz.fleet.plan import workers_to_start
-from asyncz.maintenance.sweeps import ready_backlog
+from asyncz.fleet.plan import plan_workers
 from asyncz.ports import JobBroker
 from asyncz.settings import Settings
 
@@ -28,30 +27,6 @@ Waker = Callable[[], Awaitable[None]]  # starts one worker (an async Lambda invo
 # dependency layer takes a few seconds; an invoke that never ran expires after this).
 STARTING_TTL_SECONDS = 20.0
 WAKE_CHECK_SECONDS = 5.0  # with scale-out off: how often a sandbox looks for a live worker
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    backlog: int
-    live: int
-    starting: int
-    start: int
-
-
-async def plan_workers(broker: JobBroker, settings: Settings) -> Plan:
-    """desired = clamp(ceil(backlog / jobs_per_worker), min, max); start what is missing
-    beyond the live and the starting workers."""
-    backlog = await ready_backlog(broker, settings.queue_list)
-    live = await broker.live_workers()
-    starting = await broker.starting_workers()
-    start = workers_to_start(
-        backlog,
-        live + starting,
-        min_workers=settings.fleet_min_workers,
-        max_workers=settings.fleet_max_workers,
-        jobs_per_worker=settings.fleet_jobs_per_worker,
-    )
-    return Plan(backlog, live, starting, start)
 
 
 async def start_workers(broker: JobBroker, waker: Waker, count: int) -> None:

@@ -1,5 +1,5 @@
 """Periodic jobs: the scheduler run (each due slot of each scheduled task enqueued once)
-and what ``GET /schedules`` shows. A base class of :class:`asyncz.service.JobService`."""
+and what ``GET /schedules`` shows. A part of :class:`asyncz.service.JobService`."""
 
 from __future__ import annotations
 
@@ -9,20 +9,26 @@ from typing import Any
 
 from asyncz.jobs import NewJob
 from asyncz.ports import Dispatch, JobStore
+from asyncz.service.enqueue import Enqueuer
+from asyncz.service.submitting import Submitting
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 
 
-class Scheduler:
-    store: JobStore
-    registry: TaskRegistry
-    settings: Settings
-
-    def complete_defaults(self, new: NewJob) -> NewJob:
-        raise NotImplementedError
-
-    async def dispatch_quietly(self, items: list[Dispatch]) -> bool:
-        raise NotImplementedError
+class Periodic:
+    def __init__(
+        self,
+        store: JobStore,
+        registry: TaskRegistry,
+        settings: Settings,
+        submitting: Submitting,
+        enqueuer: Enqueuer,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.settings = settings
+        self.submitting = submitting  # a slot's job gets the defaults a submit gets
+        self.enqueuer = enqueuer
 
     async def run_periodic(self, now: datetime | None = None) -> list[str]:
         """Enqueue every due slot of every scheduled task; returns the new jobs' ids.
@@ -45,7 +51,7 @@ class Scheduler:
                 await self.store.mark_periodic_seen(spec.name, plan.latest_slot(now))
                 continue
             for slot in plan.due_slots(last[spec.name]["slot"], now):
-                new = self.complete_defaults(
+                new = self.submitting.complete_defaults(
                     NewJob(task=spec.name, payload={"scheduled_for": slot.isoformat()}, queue=queue)
                 )
                 job_id = str(uuid.uuid4())
@@ -53,7 +59,7 @@ class Scheduler:
                 if row is None:
                     continue  # another scheduler enqueued this slot
                 started.append(job_id)
-                await self.dispatch_quietly(
+                await self.enqueuer.dispatch_quietly(
                     [Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], True)]
                 )
         return started

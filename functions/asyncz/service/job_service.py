@@ -1,4 +1,8 @@
-"""The job service: submit, claim, heartbeat, finish, recover, replay, cancel.
+"""The job service: what every handler calls. It reads jobs and runs operator actions
+itself, and holds one part per concern, each built from the store, broker and settings:
+submitting (:mod:`asyncz.service.submitting`), the worker's leases
+(:mod:`asyncz.service.leases`), and maintenance (:mod:`asyncz.maintenance`: recovery,
+retention, periodic jobs, gauges, stats). Its other methods delegate to them.
 
 Depends only on the store and broker interfaces (:mod:`asyncz.ports`) and on the pure
 domain; it never imports a driver, boto3, FastAPI or Powertools.
@@ -6,11 +10,10 @@ domain; it never imports a driver, boto3, FastAPI or Powertools.
 
 from __future__ import annotations
 
-import logging
 import random
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from asyncz.errors import (
@@ -19,18 +22,15 @@ from asyncz.errors import (
     OutcomeUnknownError,
     StoreOutcomeUnknownError,
 )
-from asyncz.jobs import (
-    Attempt,
-    AttemptOutcome,
-    Job,
-    JobStatus,
-    Lease,
-    out_of_retries,
-)
-from asyncz.maintenance.periodic import Scheduler
-from asyncz.maintenance.sweeps import Sweeps
+from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, RecoveryReport
+from asyncz.maintenance.gauges import Gauges
+from asyncz.maintenance.periodic import Periodic
+from asyncz.maintenance.recovery import Recovery
+from asyncz.maintenance.retention import Retention
+from asyncz.maintenance.stats import SERIES_MINUTES, Stats
 from asyncz.pagination import decode_cursor, encode_cursor, fit_page
 from asyncz.ports import (
+    BatchItem,
     FailOutcome,
     HeartbeatOutcome,
     JobBroker,
@@ -38,18 +38,17 @@ from asyncz.ports import (
     MetricsSink,
     NullMetrics,
     Page,
+    Row,
+    SubmitOutcome,
 )
-from asyncz.retry import backoff_delay
-from asyncz.service.submitting import Submits
+from asyncz.service.enqueue import Enqueuer
+from asyncz.service.leases import Leases
+from asyncz.service.submitting import Submitting
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 
-log = logging.getLogger("asyncz.service")
 
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-
-
-class JobService(Submits, Sweeps, Scheduler):
+class JobService:
     def __init__(
         self,
         store: JobStore,
@@ -65,7 +64,95 @@ class JobService(Submits, Sweeps, Scheduler):
         self.registry = registry
         self.settings = settings
         self.metrics: MetricsSink = metrics or NullMetrics()
-        self._rand = rand
+        self.enqueuer = Enqueuer(broker)
+        self.submitting = Submitting(store, self.enqueuer, registry, settings, self.metrics)
+        self.leases = Leases(store, broker, self.enqueuer, settings, self.metrics, rand)
+        self.recovery = Recovery(store, broker, settings, self.metrics)
+        self.retention = Retention(store, settings, self.metrics)
+        self.periodic = Periodic(store, registry, settings, self.submitting, self.enqueuer)
+        self.readings = Gauges(store, broker, registry, settings)
+        self.overview = Stats(store, broker, settings)
+
+    # --- submit (asyncz.service.submitting) ------------------------------------------------
+
+    def complete_defaults(self, new: NewJob) -> NewJob:
+        return self.submitting.complete_defaults(new)
+
+    async def submit(self, new: NewJob) -> SubmitOutcome:
+        return await self.submitting.submit(new)
+
+    async def submit_many(self, news: Sequence[NewJob]) -> list[BatchItem]:
+        return await self.submitting.submit_many(news)
+
+    async def enqueue_quietly(self, rows: Sequence[Row]) -> bool:
+        return await self.enqueuer.enqueue_quietly(rows)
+
+    # --- the worker's side (asyncz.service.leases) ----------------------------------------
+
+    async def claim_next(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        max_items: int,
+        wait_seconds: float,
+        max_timeout: int,
+    ) -> list[Lease]:
+        return await self.leases.claim_next(worker_id, queues, max_items, wait_seconds, max_timeout)
+
+    async def promote(self, queues: Sequence[str]) -> int:
+        return await self.leases.promote(queues)
+
+    async def heartbeat(self, leases: Sequence[Lease]) -> HeartbeatOutcome:
+        return await self.leases.heartbeat(leases)
+
+    async def complete(self, lease: Lease, result: Any) -> bool:
+        return await self.leases.complete(lease, result)
+
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
+        return await self.leases.complete_many(done)
+
+    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
+        return await self.leases.save_progress(reports)
+
+    async def fail(
+        self, lease: Lease, error: str, outcome: AttemptOutcome = AttemptOutcome.FAILED
+    ) -> FailOutcome | None:
+        return await self.leases.fail(lease, error, outcome)
+
+    # --- maintenance (asyncz.maintenance) -------------------------------------------------
+
+    async def recover(self) -> RecoveryReport:
+        return await self.recovery.recover()
+
+    async def fold_counts(self) -> int:
+        return await self.recovery.fold_counts()
+
+    async def prune(self) -> int:
+        return await self.retention.prune()
+
+    async def run_periodic(self, now: datetime | None = None) -> list[str]:
+        return await self.periodic.run_periodic(now)
+
+    async def schedules(self, now: datetime | None = None) -> list[dict[str, Any]]:
+        return await self.periodic.schedules(now)
+
+    async def gauges(self) -> dict[str, float]:
+        return await self.readings.gauges()
+
+    async def idle_gauges(self, now: datetime | None = None) -> dict[str, float] | None:
+        return await self.readings.idle_gauges(now)
+
+    async def note_if_idle(self, activity: int, gauges: dict[str, float]) -> bool:
+        return await self.readings.note_if_idle(activity, gauges)
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.overview.stats()
+
+    async def series(self, minutes: int = SERIES_MINUTES) -> list[dict[str, Any]]:
+        return await self.overview.series(minutes)
+
+    async def health(self) -> dict[str, Any]:
+        return await self.overview.health()
 
     # --- read --------------------------------------------------------------------------
 
@@ -155,95 +242,6 @@ class JobService(Submits, Sweeps, Scheduler):
                 status=job.status,
             )
 
-    # --- worker side -------------------------------------------------------------------
-
-    async def claim_next(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        max_items: int,
-        wait_seconds: float,
-        max_timeout: int,
-    ) -> list[Lease]:
-        """Take up to ``max_items`` ids from Redis and claim them in one fenced statement.
-
-        An id that cannot be claimed is a duplicate delivery (skipped), or a queued job that
-        is not due or does not fit ``max_timeout`` (put back where it belongs).
-        """
-        ids = await self.broker.pop(queues, max_items, wait_seconds)
-        if not ids:
-            return []
-        ids = [i for i in ids if _is_uuid(i)]
-        leases = await self.store.claim(ids, worker_id, max_timeout)
-        if len(leases) < len(ids):
-            claimed = {lease.job_id for lease in leases}
-            missed = [i for i in ids if i not in claimed]
-            await self.enqueue_quietly(await self.store.unclaimed(missed))
-        return leases
-
-    async def promote(self, queues: Sequence[str]) -> int:
-        return await self.broker.promote_due(queues)
-
-    async def heartbeat(self, leases: Sequence[Lease]) -> HeartbeatOutcome:
-        outcome = HeartbeatOutcome()
-        if not leases:
-            return outcome
-        held = await self.store.heartbeat(leases)
-        for lease in leases:
-            if lease.job_id not in held:
-                outcome.lost.add(lease.job_id)
-            elif held[lease.job_id]:
-                outcome.cancel_requested.add(lease.job_id)
-        return outcome
-
-    async def complete(self, lease: Lease, result: Any) -> bool:
-        """Record success; False when the lease was lost (the result is discarded)."""
-        ok = await self.store.complete(lease, result)
-        if ok:
-            self.metrics.add_metric("JobsCompleted", "Count", 1)
-        return ok
-
-    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
-        """Record a batch of successes in one statement; returns the ids whose lease held."""
-        held = await self.store.complete_many(done)
-        if held:
-            self.metrics.add_metric("JobsCompleted", "Count", len(held))
-        return held
-
-    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
-        """Store what running tasks reported (fenced); returns the ids whose lease held."""
-        return await self.store.save_progress(reports) if reports else set()
-
-    async def fail(
-        self, lease: Lease, error: str, outcome: AttemptOutcome = AttemptOutcome.FAILED
-    ) -> FailOutcome | None:
-        """Record a failed attempt: retry later with backoff, or dead-letter; None = lease lost."""
-        delay = 0.0
-        if outcome is AttemptOutcome.CANCELLED:
-            status = JobStatus.CANCELLED
-        elif out_of_retries(lease.tries_used, lease.max_retries):
-            status = JobStatus.DEAD
-        else:
-            status = JobStatus.QUEUED
-            delay = backoff_delay(
-                lease.tries_used,
-                self.settings.backoff_base_seconds,
-                self.settings.backoff_max_seconds,
-                self._rand,
-            )
-        row = await self.store.finish_failed(
-            lease, status=status, outcome=outcome, error=error, delay_seconds=delay
-        )
-        if row is None:
-            return None
-        status = JobStatus(row["status"])  # a cancel requested meanwhile wins (SQL decides)
-        if status is JobStatus.QUEUED:
-            self.metrics.add_metric("JobsRetried", "Count", 1)
-            await self.enqueue_quietly([{**row, "due": delay <= 0}])
-        elif status is JobStatus.DEAD:
-            self.metrics.add_metric("JobsDeadLettered", "Count", 1)
-        return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)
-
 
 @contextmanager
 def _outcome_of(action: str, job_id: str | None) -> Iterator[None]:
@@ -258,8 +256,3 @@ def _outcome_of(action: str, job_id: str | None) -> Iterator[None]:
             "check the job's status, or try again (a second try is safe)",
             job_id=job_id,
         ) from exc
-
-
-def _is_uuid(value: str) -> bool:
-    """A job id as we write them (PostgreSQL would refuse the whole claim over one bad id)."""
-    return _UUID.fullmatch(value) is not None

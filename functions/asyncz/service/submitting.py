@@ -1,5 +1,5 @@
-"""Submitting jobs, one or a batch: defaults, the durable INSERT, then the enqueue. A base
-class of :class:`asyncz.service.JobService` (one service object, several rooms).
+"""Submitting jobs, one or a batch: defaults, the durable INSERT, then the enqueue. A part
+of :class:`asyncz.service.JobService`.
 
 The order is the same for one job and for a batch: the rows are committed (one statement)
 before their ids reach Redis (one pipelined round trip); when Redis fails in between, the
@@ -17,7 +17,6 @@ from typing import Any
 from asyncz.errors import (
     AsyncZError,
     BatchSizeError,
-    BrokerUnavailableError,
     DuplicateJobError,
     OutcomeUnknownError,
     StoreOutcomeUnknownError,
@@ -26,17 +25,16 @@ from asyncz.errors import (
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import JobStatus, NewJob
-from asyncz.maintenance.sweeps import dispatch_of
 from asyncz.ports import (
     BatchItem,
     Dispatch,
-    JobBroker,
     JobStore,
     MetricsSink,
     Row,
     SubmitOutcome,
     epoch_ms,
 )
+from asyncz.service.enqueue import Enqueuer
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 
@@ -51,12 +49,20 @@ KEY_ROUNDS = 3
 RESOLVE_SECONDS = 1.0
 
 
-class Submits:
-    store: JobStore
-    broker: JobBroker
-    registry: TaskRegistry
-    settings: Settings
-    metrics: MetricsSink
+class Submitting:
+    def __init__(
+        self,
+        store: JobStore,
+        enqueuer: Enqueuer,
+        registry: TaskRegistry,
+        settings: Settings,
+        metrics: MetricsSink,
+    ) -> None:
+        self.store = store
+        self.enqueuer = enqueuer
+        self.registry = registry
+        self.settings = settings
+        self.metrics = metrics
 
     def complete_defaults(self, new: NewJob) -> NewJob:
         """Fill per-task then global defaults; raises UnknownTaskError for an unknown task."""
@@ -108,7 +114,7 @@ class Submits:
         self.metrics.add_metric("JobsSubmitted", "Count", 1)
         crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
         it = Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
-        enqueued = await self.dispatch_quietly([it])
+        enqueued = await self.enqueuer.dispatch_quietly([it])
         return SubmitOutcome(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
 
     async def _resolve_insert(self, job_id: str, new: NewJob, *, look: bool) -> Row | None:
@@ -142,7 +148,7 @@ class Submits:
         runs now rather than at the next recovery sweep."""
         queued = [r for r in rows if r["status"] == JobStatus.QUEUED.value]
         if queued:
-            await self.enqueue_quietly(queued)
+            await self.enqueuer.enqueue_quietly(queued)
 
     async def submit_many(self, news: Sequence[NewJob]) -> list[BatchItem]:
         """A batch, all or nothing at validation (an error names the item's ``index``): one
@@ -186,7 +192,7 @@ class Submits:
         ]
         if dispatch:
             self.metrics.add_metric("JobsSubmitted", "Count", len(dispatch))
-        enqueued = await self.dispatch_quietly(dispatch)
+        enqueued = await self.enqueuer.dispatch_quietly(dispatch)
         duplicates = [existing[k] for _, new in items if (k := new.idempotency_key) in existing]
         await self._enqueue_if_queued([r for r in duplicates if str(r["id"]) not in {
             d.job_id for d in dispatch}])  # fmt: skip
@@ -218,21 +224,6 @@ class Submits:
             "Resubmitting it with the same idempotency keys is safe; items without one may "
             "be stored twice"
         )
-
-    async def enqueue_quietly(self, rows: Sequence[Row]) -> bool:
-        """Enqueue the jobs of these rows (id, queue, priority, run_at, due)."""
-        return await self.dispatch_quietly([dispatch_of(r) for r in rows])
-
-    async def dispatch_quietly(self, items: Sequence[Dispatch]) -> bool:
-        """Enqueue ids; when Redis is down, say so and rely on recovery (the rows are safe)."""
-        if not items:
-            return True
-        try:
-            await self.broker.enqueue(items)
-            return True
-        except BrokerUnavailableError as exc:
-            log.warning("enqueue deferred to recovery: %s", exc)
-            return False
 
 
 async def _soon(lookup: Awaitable[dict[str, Row]]) -> dict[str, Row] | None:

@@ -1,0 +1,36 @@
+"""Retention: finished and dead jobs go after the periods the settings give. A part of
+:class:`asyncz.service.JobService`."""
+
+from __future__ import annotations
+
+from asyncz.ports import JobStore, MetricsSink
+from asyncz.settings import Settings
+
+
+class Retention:
+    def __init__(self, store: JobStore, settings: Settings, metrics: MetricsSink) -> None:
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+
+    async def prune(self) -> int:
+        """Retention: delete finished jobs (and their attempts) older than the settings say,
+        in bounded batches; returns how many went."""
+        s = self.settings
+        pruned = 0
+        for older_than, prune in (
+            (s.retain_finished_seconds, self.store.prune_finished),
+            (s.retain_dead_seconds, self.store.prune_dead),
+        ):
+            if older_than <= 0:  # 0 keeps forever
+                continue
+            for _ in range(s.recovery_max_batches):
+                n = await prune(older_than, s.recovery_batch_size)
+                pruned += n
+                if n < s.recovery_batch_size:
+                    break
+        if s.retain_finished_seconds > 0:
+            await self.store.prune_periodic_runs(s.retain_finished_seconds)
+        if pruned:
+            self.metrics.add_metric("JobsPruned", "Count", pruned)
+        return pruned

@@ -1,0 +1,127 @@
+"""The worker's side of the job service: claim attempts, heartbeat their leases, record
+their outcomes (retry with backoff, or dead-letter). A part of
+:class:`asyncz.service.JobService`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
+from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, MetricsSink
+from asyncz.retry import backoff_delay
+from asyncz.service.enqueue import Enqueuer
+from asyncz.settings import Settings
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+class Leases:
+    def __init__(
+        self,
+        store: JobStore,
+        broker: JobBroker,
+        enqueuer: Enqueuer,
+        settings: Settings,
+        metrics: MetricsSink,
+        rand: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.enqueuer = enqueuer
+        self.settings = settings
+        self.metrics = metrics
+        self.rand = rand  # backoff jitter (a seam for tests)
+
+    async def claim_next(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        max_items: int,
+        wait_seconds: float,
+        max_timeout: int,
+    ) -> list[Lease]:
+        """Take up to ``max_items`` ids from Redis and claim them in one fenced statement.
+
+        An id that cannot be claimed is a duplicate delivery (skipped), or a queued job that
+        is not due or does not fit ``max_timeout`` (put back where it belongs).
+        """
+        ids = await self.broker.pop(queues, max_items, wait_seconds)
+        if not ids:
+            return []
+        ids = [i for i in ids if _is_uuid(i)]
+        leases = await self.store.claim(ids, worker_id, max_timeout)
+        if len(leases) < len(ids):
+            claimed = {lease.job_id for lease in leases}
+            missed = [i for i in ids if i not in claimed]
+            await self.enqueuer.enqueue_quietly(await self.store.unclaimed(missed))
+        return leases
+
+    async def promote(self, queues: Sequence[str]) -> int:
+        return await self.broker.promote_due(queues)
+
+    async def heartbeat(self, leases: Sequence[Lease]) -> HeartbeatOutcome:
+        outcome = HeartbeatOutcome()
+        if not leases:
+            return outcome
+        held = await self.store.heartbeat(leases)
+        for lease in leases:
+            if lease.job_id not in held:
+                outcome.lost.add(lease.job_id)
+            elif held[lease.job_id]:
+                outcome.cancel_requested.add(lease.job_id)
+        return outcome
+
+    async def complete(self, lease: Lease, result: Any) -> bool:
+        """Record success; False when the lease was lost (the result is discarded)."""
+        ok = await self.store.complete(lease, result)
+        if ok:
+            self.metrics.add_metric("JobsCompleted", "Count", 1)
+        return ok
+
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
+        """Record a batch of successes in one statement; returns the ids whose lease held."""
+        held = await self.store.complete_many(done)
+        if held:
+            self.metrics.add_metric("JobsCompleted", "Count", len(held))
+        return held
+
+    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
+        """Store what running tasks reported (fenced); returns the ids whose lease held."""
+        return await self.store.save_progress(reports) if reports else set()
+
+    async def fail(
+        self, lease: Lease, error: str, outcome: AttemptOutcome = AttemptOutcome.FAILED
+    ) -> FailOutcome | None:
+        """Record a failed attempt: retry later with backoff, or dead-letter; None = lease lost."""
+        delay = 0.0
+        if outcome is AttemptOutcome.CANCELLED:
+            status = JobStatus.CANCELLED
+        elif out_of_retries(lease.tries_used, lease.max_retries):
+            status = JobStatus.DEAD
+        else:
+            status = JobStatus.QUEUED
+            delay = backoff_delay(
+                lease.tries_used,
+                self.settings.backoff_base_seconds,
+                self.settings.backoff_max_seconds,
+                self.rand,
+            )
+        row = await self.store.finish_failed(
+            lease, status=status, outcome=outcome, error=error, delay_seconds=delay
+        )
+        if row is None:
+            return None
+        status = JobStatus(row["status"])  # a cancel requested meanwhile wins (SQL decides)
+        if status is JobStatus.QUEUED:
+            self.metrics.add_metric("JobsRetried", "Count", 1)
+            await self.enqueuer.enqueue_quietly([{**row, "due": delay <= 0}])
+        elif status is JobStatus.DEAD:
+            self.metrics.add_metric("JobsDeadLettered", "Count", 1)
+        return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)
+
+
+def _is_uuid(value: str) -> bool:
+    """A job id as we write them (PostgreSQL would refuse the whole claim over one bad id)."""
+    return _UUID.fullmatch(value) is not None
