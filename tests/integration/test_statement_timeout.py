@@ -21,7 +21,7 @@ from asyncz.errors import (
 )
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
-from asyncz.store import postgres
+from asyncz.store import runner
 from tests.conftest import open_service, run
 from tests.integration.helpers import rows
 from tests.support.apigw import call
@@ -120,10 +120,10 @@ def test_an_error_the_server_sends_is_a_known_failure_not_an_unknown_outcome(
     terminated, SQLSTATE 57P01) did not commit: the submit is a plain 503, and the pool
     serves the next one."""
 
-    monkeypatch.setattr(postgres, "IDLE_CHECK_SECONDS", 3600.0)  # no check before use
+    monkeypatch.setattr(runner, "IDLE_CHECK_SECONDS", 3600.0)  # no check before use
 
     async def go() -> tuple[Exception, str]:
-        async with open_service(bounded) as svc:
+        async with open_service(bounded, pool_max=1) as svc:  # one connection: the killed one
             await svc.list_jobs()  # connected
             with psycopg.connect(bounded.database_url or "", autocommit=True) as admin:
                 admin.execute(

@@ -27,7 +27,7 @@ from asyncz.jobs import NewJob
 from asyncz.observability import logger
 from asyncz.ports import epoch_ms
 from asyncz.settings import Settings
-from asyncz.store import postgres
+from asyncz.store import runner
 from asyncz.store.postgres import PostgresStore
 from tests.conftest import make_settings
 from tests.integration.helpers import rows
@@ -259,7 +259,7 @@ async def _insert_with(store: PostgresStore) -> Any:
 def test_a_connection_dropped_while_idle_is_replaced_before_the_insert(
     named_url: tuple[str, str], clean: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(postgres, "IDLE_CHECK_SECONDS", 0.0)  # every use counts as idle
+    monkeypatch.setattr(runner, "IDLE_CHECK_SECONDS", 0.0)  # every use counts as idle
 
     async def scenario() -> None:
         url, name = named_url

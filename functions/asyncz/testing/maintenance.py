@@ -1,15 +1,19 @@
-"""The in-memory store's sweeps (recovery, retention, periodic jobs) and progress reports:
-a base class of :class:`asyncz.testing.store.MemoryStore`, which owns the dicts."""
+"""The in-memory store's maintenance (recovery, retention, periodic jobs) and progress
+reports: a part of :class:`asyncz.testing.store.MemoryStore`, which owns the dicts and
+delegates to it."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asyncz.jobs import JobStatus, Lease, NewJob
 from asyncz.ports import Row, epoch_ms
+
+if TYPE_CHECKING:
+    from asyncz.testing.store import MemoryStore
 
 
 def now_utc() -> datetime:
@@ -22,22 +26,15 @@ def dispatch_row(j: dict[str, Any]) -> Row:
 
 
 class MemoryMaintenance:
-    jobs: dict[str, dict[str, Any]]
-    attempts: dict[str, list[dict[str, Any]]]
-    periodic: dict[tuple[str, datetime], str | None]
-
-    def _close_attempt(self, j: dict[str, Any], outcome: str, error: str | None) -> None:
-        raise NotImplementedError
-
-    async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
-        raise NotImplementedError
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store  # its tables, and its insert for a slot's job
 
     # --- recovery ------------------------------------------------------------------------
 
     async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]:
         now = now_utc()
         stale = sorted(
-            (j for j in self.jobs.values()
+            (j for j in self.store.jobs.values()
              if j["status"] == "processing"
              and j["heartbeat_at"] < now - timedelta(seconds=lease_timeout)),
             key=lambda j: j["heartbeat_at"],
@@ -50,7 +47,7 @@ class MemoryMaintenance:
             j.update(status=JobStatus(final), finished_at=None if final == "queued" else now,
                      run_at=now, lease_token=None, heartbeat_at=None, updated_at=now,
                      last_error=error)  # fmt: skip
-            self._close_attempt(j, "lost", error)
+            self.store.close_attempt(j, "lost", error)
             moved.append(dispatch_row(j))
         return moved
 
@@ -58,7 +55,7 @@ class MemoryMaintenance:
         now = now_utc()
         key = (after[0], uuid.UUID(after[1])) if after else None
         rows = sorted(
-            (j for j in self.jobs.values()
+            (j for j in self.store.jobs.values()
              if j["status"] == "queued" and not j["cancel_requested"]
              and (key is None or (j["run_at"], uuid.UUID(j["id"])) > key)),
             key=lambda j: (j["run_at"], uuid.UUID(j["id"])),
@@ -70,12 +67,12 @@ class MemoryMaintenance:
     def _prune(self, statuses: set[str], older_than: float, limit: int) -> int:
         cutoff = now_utc() - timedelta(seconds=older_than)
         doomed = sorted(
-            (j for j in self.jobs.values()
+            (j for j in self.store.jobs.values()
              if j["status"] in statuses and j["finished_at"] and j["finished_at"] < cutoff),
             key=lambda j: (j["finished_at"], uuid.UUID(j["id"])),
         )[:limit]  # fmt: skip
         for j in doomed:
-            del self.jobs[j["id"]], self.attempts[j["id"]]
+            del self.store.jobs[j["id"]], self.store.attempts[j["id"]]
         return len(doomed)
 
     async def prune_finished(self, older_than: float, limit: int) -> int:
@@ -87,18 +84,18 @@ class MemoryMaintenance:
     async def prune_periodic_runs(self, older_than: float) -> None:
         cutoff = now_utc() - timedelta(seconds=older_than)
         latest: dict[str, datetime] = {}
-        for task, slot in self.periodic:
+        for task, slot in self.store.periodic:
             latest[task] = max(slot, latest.get(task, slot))
-        for task, slot in list(self.periodic):
+        for task, slot in list(self.store.periodic):
             if slot < cutoff and slot < latest[task]:
-                del self.periodic[(task, slot)]
+                del self.store.periodic[(task, slot)]
 
     # --- progress ------------------------------------------------------------------------
 
     async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
         held = set()
         for lease, fraction, message in reports:
-            j = self.jobs.get(lease.job_id)
+            j = self.store.jobs.get(lease.job_id)
             if j and j["status"] == "processing" and j["lease_token"] == lease.token:
                 j.update(progress=fraction, progress_message=message, updated_at=now_utc())
                 held.add(lease.job_id)
@@ -108,17 +105,17 @@ class MemoryMaintenance:
 
     async def last_periodic_runs(self, tasks: Sequence[str]) -> dict[str, Row]:
         last: dict[str, Row] = {}
-        for (task, slot), job_id in self.periodic.items():
+        for (task, slot), job_id in self.store.periodic.items():
             if task in tasks and (task not in last or slot > last[task]["slot"]):
                 last[task] = {"slot": slot, "job_id": job_id}
         return last
 
     async def mark_periodic_seen(self, task: str, slot: datetime) -> None:
-        self.periodic.setdefault((task, slot), None)
+        self.store.periodic.setdefault((task, slot), None)
 
     async def insert_periodic_job(self, job_id: str, slot: datetime, new: NewJob) -> Row | None:
-        if (new.task, slot) in self.periodic:
+        if (new.task, slot) in self.store.periodic:
             return None
-        self.periodic[(new.task, slot)] = job_id
-        row = await self.insert_job(job_id, new)
+        self.store.periodic[(new.task, slot)] = job_id
+        row = await self.store.insert_job(job_id, new)
         return {"run_at_ms": row["run_at_ms"] if row else epoch_ms(), "due": True}

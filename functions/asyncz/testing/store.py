@@ -20,13 +20,43 @@ from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
 _now = now_utc
 
 
-class MemoryStore(MemoryMaintenance):
+class MemoryStore:
     """The job store (:class:`asyncz.ports.JobStore`) on dicts."""
 
     def __init__(self) -> None:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.attempts: dict[str, list[dict[str, Any]]] = {}
         self.periodic: dict[tuple[str, datetime], str | None] = {}  # (task, slot) -> job id
+        self.maintenance = MemoryMaintenance(self)
+
+    # --- maintenance (asyncz.testing.maintenance) -----------------------------------------
+
+    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]:
+        return await self.maintenance.recover_stale_leases(lease_timeout, limit)
+
+    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
+        return await self.maintenance.scan_queued(after, limit)
+
+    async def prune_finished(self, older_than: float, limit: int) -> int:
+        return await self.maintenance.prune_finished(older_than, limit)
+
+    async def prune_dead(self, older_than: float, limit: int) -> int:
+        return await self.maintenance.prune_dead(older_than, limit)
+
+    async def prune_periodic_runs(self, older_than: float) -> None:
+        return await self.maintenance.prune_periodic_runs(older_than)
+
+    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
+        return await self.maintenance.save_progress(reports)
+
+    async def last_periodic_runs(self, tasks: Sequence[str]) -> dict[str, Row]:
+        return await self.maintenance.last_periodic_runs(tasks)
+
+    async def mark_periodic_seen(self, task: str, slot: datetime) -> None:
+        return await self.maintenance.mark_periodic_seen(task, slot)
+
+    async def insert_periodic_job(self, job_id: str, slot: datetime, new: NewJob) -> Row | None:
+        return await self.maintenance.insert_periodic_job(job_id, slot, new)
 
     # --- submit and read -----------------------------------------------------------------
 
@@ -221,7 +251,7 @@ class MemoryStore(MemoryMaintenance):
                 held[lease.job_id] = bool(j["cancel_requested"])
         return held
 
-    def _close_attempt(self, j: dict[str, Any], outcome: str, error: str | None) -> None:
+    def close_attempt(self, j: dict[str, Any], outcome: str, error: str | None) -> None:
         a = self.attempts[j["id"]][-1]
         now = _now()
         a.update(finished_at=now, outcome=AttemptOutcome(outcome), error=error,
@@ -236,7 +266,7 @@ class MemoryStore(MemoryMaintenance):
                 now = _now()
                 j.update(status=JobStatus.COMPLETED, result=result, finished_at=now, updated_at=now,
                          lease_token=None, heartbeat_at=None, last_error=None)  # fmt: skip
-                self._close_attempt(j, "completed", None)
+                self.close_attempt(j, "completed", None)
                 held.add(lease.job_id)
         return held
 
@@ -262,7 +292,7 @@ class MemoryStore(MemoryMaintenance):
                  heartbeat_at=None, finished_at=None if requeued else now)  # fmt: skip
         if requeued:
             j["run_at"] = now + timedelta(seconds=delay_seconds)
-        self._close_attempt(j, str(outcome), error)
+        self.close_attempt(j, str(outcome), error)
         return _dispatch_row(j)
 
     # --- operator actions --------------------------------------------------------------
