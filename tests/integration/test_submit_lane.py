@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from asyncz.api import handler as api_handler
-from asyncz.broker.redis import ready_score
+from asyncz.broker.keys import ready_score
 from asyncz.connections import hash_api_key
 from asyncz.errors import StoreUnavailableError
 from asyncz.jobs import NewJob

@@ -137,7 +137,7 @@ def enqueue_backlog(ids: list[str]) -> None:
     """Put inserted jobs on the default queue's ready set with pipelined ZADDs."""
     import time
 
-    from asyncz.broker.redis import ready_score
+    from asyncz.broker.keys import ready_score
 
     r = redis.Redis.from_url(REDIS)
     ms = int(time.time() * 1000)

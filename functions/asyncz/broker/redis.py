@@ -22,15 +22,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from asyncz.broker.keys import SCORE_SCALE, KeySpace
 from asyncz.errors import BrokerUnavailableError
 from asyncz.jobs import PRIORITY_MAX
 from asyncz.ports import Dispatch, epoch_ms
 
 log = logging.getLogger("asyncz.broker")
 
-# Scores: one band of 10**13 ms (~317 years) per priority step keeps FIFO inside a band,
-# and the largest score (201 * 10**13) stays exact in a double (< 2**53).
-SCORE_SCALE = 10**13
 _UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
@@ -49,74 +47,6 @@ def _guard() -> Iterator[None]:
         raise BrokerUnavailableError("the queue (Redis) refused the command") from exc
 
 
-def ready_score(priority: int, ms: int) -> int:
-    return (PRIORITY_MAX - priority) * SCORE_SCALE + ms
-
-
-class _KeySpace:
-    """Key names and the commands that put an id in place."""
-
-    def __init__(self, prefix: str) -> None:
-        self._prefix = prefix
-        self._known: set[str] = set()  # queue names already in the queues set
-
-    def ready_key(self, queue: str) -> str:
-        return f"{self._prefix}:{{{queue}}}:ready"
-
-    def delayed_key(self, queue: str) -> str:
-        return f"{self._prefix}:{{{queue}}}:delayed"
-
-    @property
-    def _queues_key(self) -> str:
-        return f"{self._prefix}:queues"
-
-    @property
-    def _activity_key(self) -> str:
-        return f"{self._prefix}:activity"
-
-    @property
-    def _idle_key(self) -> str:
-        return f"{self._prefix}:recovery:idle"
-
-    @property
-    def _workers_key(self) -> str:
-        return f"{self._prefix}:workers"
-
-    @property
-    def _starting_key(self) -> str:
-        return f"{self._prefix}:workers:starting"
-
-    def _add(self, target: Any, it: Dispatch) -> Any:
-        if it.due:
-            return target.zadd(
-                self.ready_key(it.queue),
-                {it.job_id: ready_score(it.priority, it.run_at_ms)},
-                nx=True,
-            )
-        return target.zadd(
-            self.delayed_key(it.queue), {f"{it.priority}|{it.job_id}": it.run_at_ms}, nx=True
-        )
-
-    def _fresh(self, items: Sequence[Dispatch], register: bool) -> set[str]:
-        """Queue names to (re)register in the queues set with this enqueue."""
-        if register:
-            return {it.queue for it in items}
-        return {it.queue for it in items if it.queue not in self._known}
-
-    def _fill(self, pipe: Any, items: Sequence[Dispatch], fresh: set[str]) -> None:
-        for it in items:
-            self._add(pipe, it)
-        if fresh:
-            pipe.sadd(self._queues_key, *fresh)
-
-    def _prune_and_count_workers(self, pipe: Any) -> None:
-        pipe.zremrangebyscore(self._workers_key, "-inf", epoch_ms())
-        pipe.zcard(self._workers_key)
-
-    def _lock_args(self, name: str, ttl_seconds: float) -> tuple[str, dict[str, Any]]:
-        return f"{self._prefix}:lock:{name}", {"nx": True, "px": int(ttl_seconds * 1000)}
-
-
 def _client_options(
     password: str | None, socket_timeout: float, credentials: CredentialProvider | None = None
 ) -> dict[str, Any]:
@@ -129,13 +59,13 @@ def _client_options(
     }
 
 
-class RedisBroker(_KeySpace):
+class RedisBroker:
     """Per-queue ready/delayed sorted sets, worker presence, backlog counts."""
 
     def __init__(
         self, client: aioredis.Redis, prefix: str = "asyncz", *, track_activity: bool = False
     ) -> None:
-        super().__init__(prefix)
+        self.keys = KeySpace(prefix)
         self._r = client
         # Count enqueues (INCR) so recovery can tell that nothing happened since it last
         # found Postgres idle; off by default: the submit path stays one ZADD.
@@ -177,16 +107,16 @@ class RedisBroker(_KeySpace):
         """
         if not items:
             return 0
-        fresh = self._fresh(items, register)
+        fresh = self.keys.fresh(items, register)
         with _guard():
             if len(items) == 1 and not fresh and not self._track:
-                return int(await self._add(self._r, items[0]))
+                return int(await self.keys.add(self._r, items[0]))
             async with self._r.pipeline(transaction=False) as pipe:
-                self._fill(pipe, items, fresh)
+                self.keys.fill(pipe, items, fresh)
                 if self._track:
-                    pipe.incr(self._activity_key)
+                    pipe.incr(self.keys.activity_key)
                 results = await pipe.execute()
-        self._known |= fresh
+        self.keys.known |= fresh
         return sum(int(r) for r in results[: len(items)])
 
     async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int:
@@ -196,7 +126,7 @@ class RedisBroker(_KeySpace):
             for q in queues:
                 moved += int(
                     await self._promote(
-                        keys=[self.delayed_key(q), self.ready_key(q)],
+                        keys=[self.keys.delayed_key(q), self.keys.ready_key(q)],
                         args=[limit, PRIORITY_MAX, SCORE_SCALE],
                     )
                 )
@@ -205,7 +135,7 @@ class RedisBroker(_KeySpace):
     async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]:
         """Block up to ``timeout`` s for the first queue (in priority order) that has ids,
         and take up to ``max_items`` of them: one BZMPOP, one round trip (Redis 7+/Valkey)."""
-        keys = [self.ready_key(q) for q in queues]
+        keys = [self.keys.ready_key(q) for q in queues]
         with _guard():
             popped: list[Any] | None = await self._r.bzmpop(  # type: ignore[assignment]
                 max(timeout, 0.01), len(keys), keys, min=True, count=max(max_items, 1)
@@ -217,31 +147,33 @@ class RedisBroker(_KeySpace):
 
     async def known_queues(self) -> list[str]:
         with _guard():
-            return sorted(str(q) for q in await self._r.smembers(self._queues_key))
+            return sorted(str(q) for q in await self._r.smembers(self.keys.queues_key))
 
     async def backlog(self, queues: Sequence[str]) -> dict[str, tuple[int, int]]:
         """``{queue: (ready, delayed)}``."""
         with _guard():
             async with self._r.pipeline(transaction=False) as pipe:
                 for q in queues:
-                    pipe.zcard(self.ready_key(q))
-                    pipe.zcard(self.delayed_key(q))
+                    pipe.zcard(self.keys.ready_key(q))
+                    pipe.zcard(self.keys.delayed_key(q))
                 res = await pipe.execute()
         return {q: (int(res[2 * i]), int(res[2 * i + 1])) for i, q in enumerate(queues)}
 
     async def register_worker(self, worker_id: str, ttl_seconds: float) -> None:
         with _guard():
-            await self._r.zadd(self._workers_key, {worker_id: epoch_ms() + int(ttl_seconds * 1000)})
+            await self._r.zadd(
+                self.keys.workers_key, {worker_id: epoch_ms() + int(ttl_seconds * 1000)}
+            )
 
     async def unregister_worker(self, worker_id: str) -> None:
         with _guard():
-            await self._r.zrem(self._workers_key, worker_id)
+            await self._r.zrem(self.keys.workers_key, worker_id)
 
     async def live_workers(self) -> int:
         """Workers whose presence has not expired (expired entries are dropped on the way)."""
         with _guard():
             async with self._r.pipeline(transaction=False) as pipe:
-                self._prune_and_count_workers(pipe)
+                self.keys.prune_and_count_workers(pipe)
                 _, n = await pipe.execute()
         return int(n)
 
@@ -250,35 +182,37 @@ class RedisBroker(_KeySpace):
         ``ttl_seconds`` pass: an invoke that never ran must not block the next scale-out)."""
         expiry = epoch_ms() + int(ttl_seconds * 1000)
         with _guard():
-            await self._r.zadd(self._starting_key, {uuid.uuid4().hex: expiry for _ in range(count)})
+            await self._r.zadd(
+                self.keys.starting_key, {uuid.uuid4().hex: expiry for _ in range(count)}
+            )
 
     async def starting_workers(self) -> int:
         with _guard():
             async with self._r.pipeline(transaction=False) as pipe:
-                pipe.zremrangebyscore(self._starting_key, "-inf", epoch_ms())
-                pipe.zcard(self._starting_key)
+                pipe.zremrangebyscore(self.keys.starting_key, "-inf", epoch_ms())
+                pipe.zcard(self.keys.starting_key)
                 _, n = await pipe.execute()
         return int(n)
 
     async def worker_started(self) -> None:
         """A worker has registered: it no longer counts as starting."""
         with _guard():
-            await self._r.zpopmin(self._starting_key, 1)
+            await self._r.zpopmin(self.keys.starting_key, 1)
 
     async def try_lock(self, name: str, ttl_seconds: float) -> bool:
         """A best-effort, expiring mutex (``SET NX PX``), e.g. so a burst wakes one worker."""
-        key, options = self._lock_args(name, ttl_seconds)
+        key, options = self.keys.lock_args(name, ttl_seconds)
         with _guard():
             return bool(await self._r.set(key, "1", **options))
 
     async def scan_position(self) -> str | None:
         """Where recovery's re-enqueue scan stopped last time (``None``: at the start)."""
         with _guard():
-            value = await self._r.get(f"{self._prefix}:recovery:scan-position")
+            value = await self._r.get(f"{self.keys.prefix}:recovery:scan-position")
         return str(value) if value is not None else None
 
     async def save_scan_position(self, position: str | None) -> None:
-        key = f"{self._prefix}:recovery:scan-position"
+        key = f"{self.keys.prefix}:recovery:scan-position"
         with _guard():
             if position is None:
                 await self._r.delete(key)
@@ -288,21 +222,21 @@ class RedisBroker(_KeySpace):
     async def activity(self) -> int:
         """How many enqueues this prefix has seen (0 after a FLUSHALL, or untracked)."""
         with _guard():
-            value = await self._r.get(self._activity_key)
+            value = await self._r.get(self.keys.activity_key)
         return int(value or 0)
 
     async def idle_mark(self) -> str | None:
         """What recovery noted when it last found Postgres idle (None: expired or never)."""
         with _guard():
-            value = await self._r.get(self._idle_key)
+            value = await self._r.get(self.keys.idle_key)
         return str(value) if value is not None else None
 
     async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None:
         with _guard():
             if value is None:
-                await self._r.delete(self._idle_key)
+                await self._r.delete(self.keys.idle_key)
             else:
-                await self._r.set(self._idle_key, value, px=max(1, int(ttl_seconds * 1000)))
+                await self._r.set(self.keys.idle_key, value, px=max(1, int(ttl_seconds * 1000)))
 
     async def ping(self) -> None:
         with _guard():

@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from asyncz.broker.redis import SCORE_SCALE, ready_score
+from asyncz.broker.keys import SCORE_SCALE, ready_score
 from asyncz.jobs import PRIORITY_MAX
 from asyncz.ports import Dispatch, epoch_ms
 

@@ -1,0 +1,83 @@
+"""The Redis key space of the broker: key names under one prefix, and the commands that put
+a job id where it belongs (ready, or delayed until its time)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from asyncz.jobs import PRIORITY_MAX
+from asyncz.ports import Dispatch, epoch_ms
+
+# Scores: one band of 10**13 ms (~317 years) per priority step keeps FIFO inside a band,
+# and the largest score (201 * 10**13) stays exact in a double (< 2**53).
+SCORE_SCALE = 10**13
+
+
+def ready_score(priority: int, ms: int) -> int:
+    return (PRIORITY_MAX - priority) * SCORE_SCALE + ms
+
+
+class KeySpace:
+    """The broker's key names under one prefix, and the commands that put an id in place.
+    A part of :class:`asyncz.broker.redis.RedisBroker`."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.known: set[str] = set()  # queue names already in the queues set
+
+    def ready_key(self, queue: str) -> str:
+        return f"{self.prefix}:{{{queue}}}:ready"
+
+    def delayed_key(self, queue: str) -> str:
+        return f"{self.prefix}:{{{queue}}}:delayed"
+
+    @property
+    def queues_key(self) -> str:
+        return f"{self.prefix}:queues"
+
+    @property
+    def activity_key(self) -> str:
+        return f"{self.prefix}:activity"
+
+    @property
+    def idle_key(self) -> str:
+        return f"{self.prefix}:recovery:idle"
+
+    @property
+    def workers_key(self) -> str:
+        return f"{self.prefix}:workers"
+
+    @property
+    def starting_key(self) -> str:
+        return f"{self.prefix}:workers:starting"
+
+    def add(self, target: Any, it: Dispatch) -> Any:
+        if it.due:
+            return target.zadd(
+                self.ready_key(it.queue),
+                {it.job_id: ready_score(it.priority, it.run_at_ms)},
+                nx=True,
+            )
+        return target.zadd(
+            self.delayed_key(it.queue), {f"{it.priority}|{it.job_id}": it.run_at_ms}, nx=True
+        )
+
+    def fresh(self, items: Sequence[Dispatch], register: bool) -> set[str]:
+        """Queue names to (re)register in the queues set with this enqueue."""
+        if register:
+            return {it.queue for it in items}
+        return {it.queue for it in items if it.queue not in self.known}
+
+    def fill(self, pipe: Any, items: Sequence[Dispatch], fresh: set[str]) -> None:
+        for it in items:
+            self.add(pipe, it)
+        if fresh:
+            pipe.sadd(self.queues_key, *fresh)
+
+    def prune_and_count_workers(self, pipe: Any) -> None:
+        pipe.zremrangebyscore(self.workers_key, "-inf", epoch_ms())
+        pipe.zcard(self.workers_key)
+
+    def lock_args(self, name: str, ttl_seconds: float) -> tuple[str, dict[str, Any]]:
+        return f"{self.prefix}:lock:{name}", {"nx": True, "px": int(ttl_seconds * 1000)}
