@@ -40,7 +40,7 @@ _FINISH_TRIES = 3
 COALESCE_SECONDS = 0.002  # the longest a free slot waits for others before a claim
 
 
-class WorkerLoop(Upkeep):
+class WorkerLoop:
     def __init__(
         self,
         service: JobService,
@@ -67,6 +67,7 @@ class WorkerLoop(Upkeep):
         self.stop = stop or asyncio.Event()
         self.longest_timeout = service.registry.longest_timeout(s.default_timeout_seconds)
         self.running: dict[str, Running] = {}
+        self.upkeep = Upkeep(service, s, self.worker_id, self.running, self._quietly)
         self.stats = WorkerStats()
         self._completions = CompletionBatcher(service)
         self._threads = TaskThreads(max_idle=self.concurrency)
@@ -94,8 +95,8 @@ class WorkerLoop(Upkeep):
 
     async def run(self) -> dict[str, Any]:
         """Work until the deadline, a stop request, or ``idle_exit_seconds`` with no job."""
-        heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
-        progress = asyncio.create_task(self._progress_loop(), name="progress")
+        heartbeats = asyncio.create_task(self.upkeep.heartbeat_loop(), name="heartbeat")
+        progress = asyncio.create_task(self.upkeep.progress_loop(), name="progress")
         idle_since, last_promote = time.monotonic(), 0.0
         worked = False  # claimed a job since the last once-a-second look
         try:
@@ -280,7 +281,7 @@ class WorkerLoop(Upkeep):
             raise
 
     async def _finish_completed(self, lease: Lease, result: Any, mates_running: bool) -> None:
-        await self.write_progress([lease.job_id])  # the last report, while the lease holds
+        await self.upkeep.write_progress([lease.job_id])  # the last report, while the lease holds
         try:
             ok = await self._retrying(
                 lambda: self._completions.complete(lease, result, mates_running=mates_running)
@@ -298,7 +299,7 @@ class WorkerLoop(Upkeep):
             log.warning("lease lost before completion; result discarded", extra=_ids(lease))
 
     async def _finish_failed(self, lease: Lease, error: str, outcome: AttemptOutcome) -> None:
-        await self.write_progress([lease.job_id])
+        await self.upkeep.write_progress([lease.job_id])
         done = await self._retrying(lambda: self.service.fail(lease, error, outcome))
         if done is None:
             log.warning("could not record the failed attempt (lease lost)", extra=_ids(lease))

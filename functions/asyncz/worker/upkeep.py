@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asyncz.service import JobService
@@ -16,19 +17,26 @@ PROGRESS_SECONDS = 1.0  # progress reports are written at most this often per jo
 
 
 class Upkeep:
-    """Mixed into :class:`asyncz.worker.loop.WorkerLoop`, whose state it reads."""
+    """A part of :class:`asyncz.worker.loop.WorkerLoop`: reads the attempts it runs
+    (``running``, shared) and rides out outages the way it does (``quietly``)."""
 
-    service: JobService
-    settings: Settings
-    worker_id: str
-    running: dict[str, Running]
-
-    async def _quietly(self, coro: Any) -> Any:
-        raise NotImplementedError
+    def __init__(
+        self,
+        service: JobService,
+        settings: Settings,
+        worker_id: str,
+        running: dict[str, Running],
+        quietly: Callable[[Awaitable[Any]], Awaitable[Any]],
+    ) -> None:
+        self.service = service
+        self.settings = settings
+        self.worker_id = worker_id
+        self.running = running
+        self._quietly = quietly
 
     # --- progress reports ------------------------------------------------------------------
 
-    async def _progress_loop(self) -> None:
+    async def progress_loop(self) -> None:
         while True:
             await asyncio.sleep(PROGRESS_SECONDS)
             await self.write_progress(list(self.running))
@@ -50,7 +58,7 @@ class Upkeep:
 
     # --- heartbeats -------------------------------------------------------------------------
 
-    async def _heartbeat_loop(self) -> None:
+    async def heartbeat_loop(self) -> None:
         interval = min(
             self.settings.heartbeat_seconds, self.settings.worker_presence_ttl_seconds / 3
         )
