@@ -27,8 +27,8 @@ import psycopg
 import pytest
 import redis
 
-from asyncz.local.embedded import EmbeddedPostgres
 from asyncz.local.procs import free_port, redis_answers, wait_for
+from asyncz.local.servers.embedded import EmbeddedPostgres
 from asyncz.settings import Settings
 from tests.conftest import make_settings, open_service, settings_env
 from tests.integration.helpers import rows

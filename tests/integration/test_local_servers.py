@@ -16,9 +16,9 @@ import psycopg
 import pytest
 import redis
 
-from asyncz.local.embedded import EmbeddedPostgres, EmbeddedRedis
 from asyncz.local.procs import pid_alive
-from asyncz.local.servers import LocalServers
+from asyncz.local.servers.embedded import EmbeddedPostgres, EmbeddedRedis
+from asyncz.local.servers.provision import LocalServers
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -27,7 +27,7 @@ OWNER = textwrap.dedent(
     import json, sys, time
     import psycopg, redis
     from pathlib import Path
-    from asyncz.local.servers import LocalServers
+    from asyncz.local.servers.provision import LocalServers
 
     servers = LocalServers(Path(sys.argv[1]))
     urls = servers.start()

@@ -1,8 +1,10 @@
-"""Invocations per second through one local sandbox (:class:`asyncz.local.sandbox.SandboxProcess`):
-the cost of the runtime protocol alone, with a handler that returns a canned proxy result for a
-REST-proxy-sized event. Prints one line.
+"""Invocations per second through one local sandbox
+(:class:`asyncz.local.lambda_.sandbox.SandboxProcess`): the cost of the runtime protocol
+alone, with a handler that returns a canned proxy result for a REST-proxy-sized event.
+Prints one line.
 
     .venv/bin/python -m tests.perf.bench_sandbox [--seconds 3]
+
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 import time
 from typing import Any
 
-from asyncz.local.sandbox import SandboxProcess, SandboxSpec
+from asyncz.local.lambda_.sandbox import SandboxProcess, SandboxSpec
 
 EVENT = {
     "httpMethod": "POST",

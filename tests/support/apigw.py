@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from asyncz.local.apigateway.proxy_events import build_event
 from asyncz.local.context import LambdaContext
-from asyncz.local.proxy_events import build_event
 
 
 def FakeContext(function_name: str = "asyncz-api", timeout_s: float = 30.0) -> LambdaContext:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from asyncz.local.gateway import Gateway
+from asyncz.local.apigateway.gateway import Gateway
 from asyncz.local.linebuffer import LineBuffer
 
 pytestmark = pytest.mark.unit

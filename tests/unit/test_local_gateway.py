@@ -17,10 +17,15 @@ import pytest
 from fastapi import FastAPI, Request, Response
 from mangum import Mangum
 
+from asyncz.local.apigateway.gateway import Gateway, SandboxPool
+from asyncz.local.apigateway.proxy_events import (
+    BadResponseError,
+    build_event,
+    encode_body,
+    parse_result,
+)
 from asyncz.local.context import LambdaContext
-from asyncz.local.gateway import Gateway, SandboxPool
-from asyncz.local.proxy_events import BadResponseError, build_event, encode_body, parse_result
-from asyncz.local.sandbox import SandboxTimeoutError
+from asyncz.local.lambda_.sandbox import SandboxTimeoutError
 
 pytestmark = pytest.mark.unit
 
@@ -527,7 +532,7 @@ def test_the_front_answers_without_waiting_on_delayed_acks() -> None:
     front's connections run with TCP_NODELAY."""
     import socket as _socket
 
-    from asyncz.local.front import HttpServer
+    from asyncz.local.apigateway.front import HttpServer
 
     server = HttpServer(lambda r: None, "127.0.0.1", 0, on_error=lambda e: None)  # type: ignore[arg-type, return-value]
     try:

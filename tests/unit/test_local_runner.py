@@ -22,9 +22,14 @@ from asyncz.local.config import (
     resolve_api_key,
     sandbox_env,
 )
-from asyncz.local.embedded import ServerUrls
-from asyncz.local.lambda_endpoint import LambdaEndpoint, function_name_of
-from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec, SandboxTimeoutError
+from asyncz.local.lambda_.endpoint import LambdaEndpoint, function_name_of
+from asyncz.local.lambda_.sandbox import (
+    SandboxError,
+    SandboxProcess,
+    SandboxSpec,
+    SandboxTimeoutError,
+)
+from asyncz.local.servers.embedded import ServerUrls
 
 pytestmark = pytest.mark.unit
 
@@ -203,7 +208,7 @@ def test_handler_errors_come_back_as_the_aws_runtime_shapes_them_and_the_sandbox
     None
 ):
     """The local sandboxes and the LocalStack executor run one runtime loop
-    (asyncz.local.bootstrap): an exception and an unserialisable result are the invocation's
+    (asyncz.local.lambda_.bootstrap): an exception and an unserialisable result are the invocation's
     error result, with the AWS error type, and the environment serves the next one."""
     raising = _sandbox("raising_handler")
     unmarshallable = _sandbox("unmarshallable_handler")
@@ -225,7 +230,7 @@ def test_the_runtime_answers_json_text_with_json_text_and_an_object_with_an_obje
     """The LocalStack executor passes Lambda's bytes through (``payload``, JSON text); the
     local runner sends the event as an object and reads the result as one. Errors, including
     an unserialisable result, come back as the AWS runtime's error object in either form."""
-    from asyncz.local.bootstrap import LambdaContext, _answer
+    from asyncz.local.lambda_.bootstrap import LambdaContext, _answer
 
     ctx = LambdaContext(request_id="r1", deadline_ms=int(time.time() * 1000) + 30_000)
 
@@ -369,7 +374,7 @@ def test_a_worker_that_keeps_failing_backs_off_and_says_why_once(
 ) -> None:
     import threading
 
-    from asyncz.local import invokers
+    from asyncz.local.lambda_ import workers as invokers
 
     monkeypatch.setattr(invokers, "FAILURE_BACKOFF_S", 0.05)
     stopping = threading.Event()

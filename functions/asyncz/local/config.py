@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asyncz.local.embedded import ServerUrls
+from asyncz.local.servers.embedded import ServerUrls
 
 # Overridable for tests that run the runner around stand-in handlers.
 API_HANDLER = os.environ.get("ASYNCZ_DEV_API_HANDLER") or "asyncz.api.handler.handler"

@@ -1,5 +1,5 @@
 """What every local runner component shares: the fake account, the one structured log line
-format, and the Lambda context class (defined by :mod:`asyncz.local.bootstrap`)."""
+format, and the Lambda context class (defined by :mod:`asyncz.local.lambda_.bootstrap`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from asyncz.local.bootstrap import LambdaContext
+from asyncz.local.lambda_.bootstrap import LambdaContext
 
 __all__ = ["ACCOUNT_ID", "REGION", "LambdaContext", "format_line", "log_line"]
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from asyncz.local.apigateway.gateway import Gateway, SandboxPool
 from asyncz.local.config import (
     API_HANDLER,
     FLEET_HANDLER,
@@ -31,12 +32,11 @@ from asyncz.local.config import (
     sandbox_env,
 )
 from asyncz.local.context import log_line
-from asyncz.local.embedded import ServerError, ServerUrls
-from asyncz.local.gateway import Gateway, SandboxPool
-from asyncz.local.invokers import Schedule, WorkerFleet
-from asyncz.local.lambda_endpoint import LambdaEndpoint
-from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec
-from asyncz.local.servers import LocalServers
+from asyncz.local.lambda_.endpoint import LambdaEndpoint
+from asyncz.local.lambda_.sandbox import SandboxError, SandboxProcess, SandboxSpec
+from asyncz.local.lambda_.workers import Schedule, WorkerFleet
+from asyncz.local.servers.embedded import ServerError, ServerUrls
+from asyncz.local.servers.provision import LocalServers
 
 __all__ = ["DevOptions", "DevRunner", "run_dev"]
 

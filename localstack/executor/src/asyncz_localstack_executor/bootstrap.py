@@ -1,1 +1,1 @@
-../../../../functions/asyncz/local/bootstrap.py
+../../../../functions/asyncz/local/lambda_/bootstrap.py

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from asyncz.local.embedded import EmbeddedPostgres, EmbeddedRedis, ServerError, ServerUrls
 from asyncz.local.procs import (
     LOCALHOST,
     ensure_database,
@@ -34,7 +33,8 @@ from asyncz.local.procs import (
     redis_answers,
     wait_for,
 )
-from asyncz.local.server_state import State
+from asyncz.local.servers.embedded import EmbeddedPostgres, EmbeddedRedis, ServerError, ServerUrls
+from asyncz.local.servers.state import State
 
 log = logging.getLogger("asyncz.local.servers")
 

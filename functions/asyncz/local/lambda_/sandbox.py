@@ -1,10 +1,10 @@
-"""Lambda-like sandboxes: a process that imports a handler once and then serves invocations
-one at a time, warm, like a Lambda execution environment.
+"""Lambda-like sandboxes: a process that imports a handler once and then serves invocations one
+at a time, warm, like a Lambda execution environment.
 
-The process runs :mod:`asyncz.local.bootstrap`, the runtime loop the LocalStack executor runs
-too: one protocol (JSON lines over two pipes). Functions that invoke others (the api waking a
-worker, the fleet starting workers) do it as in AWS, with boto3, through the runner's local
-Lambda endpoint (:mod:`asyncz.local.lambda_endpoint`): one invoke path.
+The process runs :mod:`asyncz.local.lambda_.bootstrap`, the runtime loop the LocalStack
+executor runs too: one protocol (JSON lines over two pipes). Functions that invoke others
+(the api waking a worker, the fleet starting workers) do it as in AWS, with boto3, through
+the runner's local Lambda endpoint (:mod:`asyncz.local.lambda_.endpoint`): one invoke path.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-BOOTSTRAP_MODULE = "asyncz.local.bootstrap"
+BOOTSTRAP_MODULE = "asyncz.local.lambda_.bootstrap"
 # Powertools warns on every invocation that records no metric; that is normal here.
 QUIET_WARNINGS = "ignore:No application metrics to publish"
 

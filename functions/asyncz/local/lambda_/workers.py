@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from asyncz.local.config import FUNCTION_PREFIX, WORKER_HANDLER, DevOptions
 from asyncz.local.context import log_line
-from asyncz.local.sandbox import SandboxError, SandboxProcess, SandboxSpec
+from asyncz.local.lambda_.sandbox import SandboxError, SandboxProcess, SandboxSpec
 
 FAILURE_BACKOFF_S = 1.0
 FAILURE_BACKOFF_MAX_S = 30.0

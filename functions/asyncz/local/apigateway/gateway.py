@@ -4,7 +4,7 @@ Each HTTP request becomes a REST v1 proxy event for the resource ``/{proxy+}`` (
 root), is handed to an idle api sandbox, and the handler's proxy response is written back. Like
 API Gateway it answers 502 when the function fails or returns garbage, and 504 after 29 s.
 
-Everything here runs on one event loop (uvicorn's, :mod:`asyncz.local.front`): a request
+Everything here runs on one event loop (uvicorn's, :mod:`asyncz.local.apigateway.front`): a request
 waits for a free sandbox and for its reply without holding a thread; the loop watches each
 sandbox's pipe.
 """
@@ -19,17 +19,17 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from asyncz.local.context import format_line, log_line
-from asyncz.local.front import HttpServer, Request, Response
-from asyncz.local.linebuffer import LineBuffer
-from asyncz.local.proxy_events import (
+from asyncz.local.apigateway.front import HttpServer, Request, Response
+from asyncz.local.apigateway.proxy_events import (
     INTEGRATION_TIMEOUT_S,
     BadResponseError,
     build_event,
     gateway_error,
     parse_result,
 )
-from asyncz.local.sandbox import running_loop
+from asyncz.local.context import format_line, log_line
+from asyncz.local.lambda_.sandbox import running_loop
+from asyncz.local.linebuffer import LineBuffer
 
 # --------------------------------------------------------------------------- api sandbox pools
 

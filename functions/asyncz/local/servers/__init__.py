@@ -1,0 +1,1 @@
+"""PostgreSQL and Redis for the local runner: the URLs given, or embedded servers."""

@@ -1,0 +1,3 @@
+from asyncz.local.servers.provision import main
+
+raise SystemExit(main())
