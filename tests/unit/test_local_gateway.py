@@ -17,7 +17,7 @@ import pytest
 from fastapi import FastAPI, Request, Response
 from mangum import Mangum
 
-from asyncz.local.apigateway.gateway import Gateway, SandboxPool
+from asyncz.local.apigateway.gateway import Gateway
 from asyncz.local.apigateway.proxy_events import (
     BadResponseError,
     build_event,
@@ -25,6 +25,7 @@ from asyncz.local.apigateway.proxy_events import (
     parse_result,
 )
 from asyncz.local.context import LambdaContext
+from asyncz.local.lambda_.pool import SandboxPool
 from asyncz.local.lambda_.sandbox import SandboxTimeoutError
 
 pytestmark = pytest.mark.unit

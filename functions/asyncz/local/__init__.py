@@ -1,1 +1,3 @@
-"""The no-cloud local runner: embedded servers, an API Gateway front and Lambda-like sandboxes."""
+"""The no-cloud local runner (`asyncz dev`), filed by the AWS service it stands in for:
+apigateway/, lambda_/, eventbridge.py, servers/ (PostgreSQL and Redis), and the
+supervisor that starts them all."""

@@ -2,7 +2,7 @@
 
 Starts (or reuses) Postgres and Redis, applies migrations, runs api sandboxes behind the
 local API Gateway front, worker sandboxes as separate processes, and the fleet and recovery
-functions on their schedules. SIGINT/SIGTERM stop it in order: front, schedules, workers
+functions on their rate rules. SIGINT/SIGTERM stop it in order: front, rules, workers
 (deadline brought forward, then killed after a grace period), api sandboxes, servers.
 """
 
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from asyncz.local.apigateway.gateway import Gateway, SandboxPool
+from asyncz.local.apigateway.gateway import Gateway
 from asyncz.local.config import (
     API_HANDLER,
     FLEET_HANDLER,
@@ -32,9 +32,11 @@ from asyncz.local.config import (
     sandbox_env,
 )
 from asyncz.local.context import log_line
+from asyncz.local.eventbridge import RateRule
 from asyncz.local.lambda_.endpoint import LambdaEndpoint
+from asyncz.local.lambda_.pool import SandboxPool
 from asyncz.local.lambda_.sandbox import SandboxError, SandboxProcess, SandboxSpec
-from asyncz.local.lambda_.workers import Schedule, WorkerFleet
+from asyncz.local.lambda_.workers import WorkerFleet
 from asyncz.local.servers.embedded import ServerError, ServerUrls
 from asyncz.local.servers.provision import LocalServers
 
@@ -164,8 +166,8 @@ class DevRunner:
             )
             return lambda: SandboxProcess(spec)
 
-        schedules = [
-            Schedule(
+        rules = [
+            RateRule(
                 "recovery",
                 opts.recovery_interval_s,
                 sandbox("recovery", RECOVERY_HANDLER),
@@ -173,17 +175,17 @@ class DevRunner:
             )
         ]
         if not opts.workers:
-            schedules.append(
-                Schedule(
+            rules.append(
+                RateRule(
                     "fleet",
                     opts.fleet_interval_s,
                     sandbox("fleet", FLEET_HANDLER),
                     self.stopping,
                 )
             )
-        for schedule in schedules:
-            schedule.start()
-            self._cleanups.append(lambda s=schedule: s.stop(opts.shutdown_grace_s))  # type: ignore[misc]
+        for rule in rules:
+            rule.start()
+            self._cleanups.append(lambda s=rule: s.stop(opts.shutdown_grace_s))  # type: ignore[misc]
         self._banner(gateway.url, urls, api_key, key_source)
 
     def _api_backend(self, env: dict[str, str]) -> SandboxPool:

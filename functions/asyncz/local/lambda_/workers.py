@@ -1,5 +1,5 @@
-"""Who invokes functions locally: the worker fleet (async invocations in worker sandboxes)
-and EventBridge-like rate rules for the fleet and recovery functions."""
+"""The worker fleet: async invocations of the worker function, each run in a worker sandbox
+(started as needed, up to the runner's limit, reused while warm)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable
 
 from asyncz.local.config import FUNCTION_PREFIX, WORKER_HANDLER, DevOptions
 from asyncz.local.context import log_line
@@ -169,53 +168,3 @@ class WorkerFleet:
     def counts(self) -> tuple[int, int]:
         with self._lock:
             return len(self._busy), len(self._idle)
-
-
-class Schedule:
-    """An EventBridge-like rate rule: invokes a function sandbox now, then every interval."""
-
-    def __init__(
-        self,
-        name: str,
-        interval_s: float,
-        make_sandbox: Callable[[], SandboxProcess],
-        stopping: threading.Event,
-    ) -> None:
-        self.name = name
-        self.interval_s = interval_s
-        self.make_sandbox = make_sandbox
-        self.stopping = stopping
-        self.sandbox: SandboxProcess | None = None
-        self.thread = threading.Thread(target=self._loop, name=f"schedule-{name}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _loop(self) -> None:
-        while not self.stopping.is_set():
-            started = time.monotonic()
-            try:
-                if self.sandbox is None or not self.sandbox.alive():
-                    if self.sandbox is not None:
-                        self.sandbox.stop(grace_s=0)
-                    self.sandbox = self.make_sandbox()
-                    self.sandbox.wait_ready()
-                reply = self.sandbox.invoke({}, 900.0)
-                log_line(
-                    self.name,
-                    "REPORT",
-                    "INFO" if reply.get("ok") else "ERROR",
-                    duration_ms=round((time.monotonic() - started) * 1000, 1),
-                    result=reply.get("result"),
-                    error=reply.get("error"),
-                    trace=reply.get("trace"),
-                )
-            except SandboxError as exc:
-                if not self.stopping.is_set():
-                    log_line(self.name, f"invocation failed: {exc}", "ERROR")
-            self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
-
-    def stop(self, grace_s: float) -> None:
-        if self.sandbox is not None:
-            self.sandbox.stop(grace_s)
-        self.thread.join(grace_s + 5)
