@@ -13,7 +13,7 @@ from constructs import Construct
 
 from asyncz_cdk.code_asset import check_task_modules, stage_code
 from asyncz_cdk.config import StageConfig, aws_stage
-from asyncz_cdk.constructs.runtime import CODE_EXCLUDES
+from asyncz_cdk.constructs.function_defaults import CODE_EXCLUDES
 from asyncz_cdk.layer_build import RUNTIME_REQUIREMENTS, cached_layer
 from asyncz_cdk.nag import acknowledge_data, acknowledge_service
 from asyncz_cdk.stacks import DataStack, ServiceStack, local_data_access

@@ -15,6 +15,12 @@ from asyncz_cdk.config import StageConfig
 from asyncz_cdk.constructs.api import Api
 from asyncz_cdk.constructs.cache import Cache
 from asyncz_cdk.constructs.database import Database
+from asyncz_cdk.constructs.function_defaults import (
+    DataAccess,
+    FunctionDefaults,
+    FunctionNetwork,
+    metrics_namespace,
+)
 from asyncz_cdk.constructs.functions import Functions
 from asyncz_cdk.constructs.iam_cache import IamCache
 from asyncz_cdk.constructs.iam_database import IamDatabase
@@ -22,13 +28,7 @@ from asyncz_cdk.constructs.layer import DependencyLayer
 from asyncz_cdk.constructs.migration import Migration
 from asyncz_cdk.constructs.monitoring import Monitoring
 from asyncz_cdk.constructs.network import Network
-from asyncz_cdk.constructs.runtime import (
-    DataAccess,
-    FunctionDefaults,
-    FunctionNetwork,
-    metrics_namespace,
-)
-from asyncz_cdk.constructs.schedules import Schedules
+from asyncz_cdk.constructs.rules import MinuteRules
 
 _ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
 
@@ -270,7 +270,7 @@ def local_data_access(*, database_url: str, redis_url: str) -> DataAccess:
 
 
 class ServiceStack(Stack):
-    """Stateless service: layer, functions, migration, API, schedules, monitoring."""
+    """Stateless service: layer, functions, migration, API, minute rules, monitoring."""
 
     def __init__(
         self,
@@ -337,9 +337,10 @@ class ServiceStack(Stack):
             tracing=config.tracing,
             log_retention=log_retention,
         )
-        schedules = Schedules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery)
+        # the construct id stays "Schedules": a deployed stack keeps its rules' logical ids
+        rules = MinuteRules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery)
         self.migration = Migration(
-            self, "Migration", defaults=defaults, data=data, run_before=[api, schedules]
+            self, "Migration", defaults=defaults, data=data, run_before=[api, rules]
         )
         monitoring = Monitoring(
             self,
@@ -359,7 +360,7 @@ class ServiceStack(Stack):
         )
         self.functions = functions
         self.api = api
-        self.schedules = schedules
+        self.rules = rules
         self.monitoring = monitoring
 
         outputs = {

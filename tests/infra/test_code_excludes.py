@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from asyncz_cdk.code_asset import stage_code
-from asyncz_cdk.constructs.runtime import CODE_EXCLUDES
+from asyncz_cdk.constructs.function_defaults import CODE_EXCLUDES
 
 pytestmark = pytest.mark.infra
 

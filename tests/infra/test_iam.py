@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from asyncz_cdk.constructs.runtime import VPC_NETWORK_INTERFACE_ACTIONS
+from asyncz_cdk.constructs.function_defaults import VPC_NETWORK_INTERFACE_ACTIONS
 from tests.infra.conftest import Synth
 from tests.infra.helpers import (
     actions,

@@ -8,7 +8,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from asyncz_cdk.constructs.runtime import (
+from asyncz_cdk.constructs.function_defaults import (
     DataAccess,
     FunctionDefaults,
     python_function,

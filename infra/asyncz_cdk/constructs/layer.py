@@ -8,7 +8,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from asyncz_cdk.constructs.runtime import RUNTIME
+from asyncz_cdk.constructs.function_defaults import RUNTIME
 
 
 class LayerNotBuiltError(RuntimeError):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from aws_cdk import Duration, triggers
 from constructs import Construct
 
-from asyncz_cdk.constructs.runtime import DataAccess, FunctionDefaults, python_function
+from asyncz_cdk.constructs.function_defaults import DataAccess, FunctionDefaults, python_function
 
 
 class Migration(Construct):

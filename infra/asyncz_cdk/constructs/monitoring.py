@@ -17,7 +17,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from asyncz_cdk.constructs.runtime import SERVICE_NAME
+from asyncz_cdk.constructs.function_defaults import SERVICE_NAME
 
 
 def _gauge(namespace: str, name: str, period: Duration) -> cloudwatch.Metric:

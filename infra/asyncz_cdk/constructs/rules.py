@@ -1,4 +1,5 @@
-"""EventBridge rules: the fleet controller and recovery run every minute."""
+"""EventBridge rules: the fleet controller and recovery run every minute (the one "schedule"
+word of the tree is a periodic task's cron schedule; these are rate rules)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 
-class Schedules(Construct):
+class MinuteRules(Construct):
     """``rate(1 minute)`` rules targeting ``fleet`` and ``recovery``."""
 
     def __init__(
