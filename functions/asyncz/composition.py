@@ -1,16 +1,14 @@
-"""Composition root: builds the job service once per sandbox (per event loop), lazily.
-
-Nothing connects at import time. The api handler runs on Mangum's event loop; the other
-handlers run their coroutines on one loop kept for the life of the sandbox, so pools made
-at the first invocation are reused by every warm one.
+"""Composition root: builds the job service (store, broker, task registry, settings) once
+per sandbox and event loop, lazily. Nothing connects at import time; every handler runs on
+the sandbox's long-lived loop (:func:`asyncz.eventloop.sandbox_loop`), so the pools made at
+the first invocation are reused by every warm one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from asyncz.broker.redis import RedisBroker
 from asyncz.connections import (
@@ -19,7 +17,6 @@ from asyncz.connections import (
     redis_credentials,
     redis_password,
 )
-from asyncz.eventloop import new_event_loop
 from asyncz.ports import MetricsSink
 from asyncz.service import JobService
 from asyncz.settings import Settings
@@ -31,7 +28,6 @@ T = TypeVar("T")
 _services: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Settings, JobService]] = (
     weakref.WeakKeyDictionary()
 )
-_loop: asyncio.AbstractEventLoop | None = None
 
 
 async def build_service(
@@ -95,24 +91,3 @@ async def current_service(
         service = await build_service(settings, metrics=metrics, pool_max=pool_max)
         per_loop[settings] = service
     return service
-
-
-def sandbox_loop(*, plain: bool = False) -> asyncio.AbstractEventLoop:
-    """The sandbox's long-lived event loop, made current for this thread; the first call of
-    the sandbox makes it, uvloop's unless ``plain`` asks for asyncio's own.
-
-    The api handler asks for asyncio's: it runs one request's few awaits per invocation, on
-    the main thread, where uvloop opens and closes a signal self-pipe at every run (about a
-    dozen system calls) and re-registers psycopg's socket with epoll at every wait. A submit
-    cost ~11% less CPU on asyncio's loop (BENCHMARKS.md); a worker's many tasks run faster
-    on uvloop's."""
-    global _loop
-    if _loop is None or _loop.is_closed():
-        _loop = asyncio.new_event_loop() if plain else new_event_loop()
-    asyncio.set_event_loop(_loop)
-    return _loop
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on the sandbox's long-lived loop (created at first use)."""
-    return sandbox_loop().run_until_complete(coro)

@@ -189,24 +189,24 @@ def test_the_api_sandbox_runs_on_asyncios_own_loop(
     set-up costs more than it saves on one request's few awaits); both fronts share it."""
     import uvloop
 
-    from asyncz import composition
+    from asyncz import composition, eventloop
 
-    monkeypatch.setattr(composition, "_loop", None)  # a fresh sandbox
+    monkeypatch.setattr(eventloop, "_loop", None)  # a fresh sandbox
     api_handler._sandbox = both_fronts(settings)["lane"]
     try:
         event = rest_event("POST", "/jobs", body={"task": "echo"}, api_key=KEY)
         assert api_handler.handler(event, FakeContext())["statusCode"] == 202
-        loop = composition._loop
+        loop = eventloop._loop
         assert loop is not None and not isinstance(loop, uvloop.Loop)
         event = rest_event("GET", "/stats", api_key=KEY)
         assert api_handler.handler(event, FakeContext())["statusCode"] == 200
-        assert composition._loop is loop
+        assert eventloop._loop is loop
     finally:
         api_handler.reset()
-        if composition._loop is not None:
-            for service in list(composition._services.get(composition._loop, {}).values()):
-                composition.run(composition.close_service(service))
-            composition._loop.close()
+        if eventloop._loop is not None:
+            for service in list(composition._services.get(eventloop._loop, {}).values()):
+                eventloop.run(composition.close_service(service))
+            eventloop._loop.close()
 
 
 def test_building_a_sandbox_leaves_its_own_loop_current(
@@ -214,18 +214,18 @@ def test_building_a_sandbox_leaves_its_own_loop_current(
 ) -> None:
     """Mangum looks for a current loop when it is built; it must find the sandbox's, not make
     one of its own that no invocation runs on (and that is never closed)."""
-    from asyncz import composition
+    from asyncz import eventloop
 
-    before = composition._loop  # the loop earlier tests left current (restored afterwards)
-    monkeypatch.setattr(composition, "_loop", None)  # a fresh sandbox
+    before = eventloop._loop  # the loop earlier tests left current (restored afterwards)
+    monkeypatch.setattr(eventloop, "_loop", None)  # a fresh sandbox
     asyncio.set_event_loop(None)  # nothing current: Mangum would make a loop
     try:
         api_handler.build_sandbox(settings)
-        assert composition._loop is not None
-        assert asyncio.get_event_loop() is composition._loop
+        assert eventloop._loop is not None
+        assert asyncio.get_event_loop() is eventloop._loop
     finally:
-        if composition._loop is not None:
-            composition._loop.close()
+        if eventloop._loop is not None:
+            eventloop._loop.close()
         asyncio.set_event_loop(before if before is not None and not before.is_closed() else None)
 
 

@@ -236,15 +236,15 @@ def test_an_api_sandbox_runs_on_asyncios_loop_and_a_worker_sandbox_on_uvloop(
     awaits: uvloop's per-run signal set-up costs more there), uvloop's for the others."""
     import uvloop
 
-    from asyncz import composition
+    from asyncz import eventloop
 
     kinds = []
     for plain in (True, False):
-        monkeypatch.setattr(composition, "_loop", None)
-        loop = composition.sandbox_loop(plain=plain)
+        monkeypatch.setattr(eventloop, "_loop", None)
+        loop = eventloop.sandbox_loop(plain=plain)
         try:
-            assert composition.sandbox_loop() is loop  # later calls (the lane's run) reuse it
-            assert composition.run(asyncio.sleep(0, "ran")) == "ran"
+            assert eventloop.sandbox_loop() is loop  # later calls (the lane's run) reuse it
+            assert eventloop.run(asyncio.sleep(0, "ran")) == "ran"
             kinds.append(isinstance(loop, uvloop.Loop))
         finally:
             loop.close()

@@ -14,7 +14,7 @@ from typing import Any
 
 from mangum import Mangum
 
-from asyncz import composition
+from asyncz import eventloop
 from asyncz.api import lane
 from asyncz.api.app import Waker, create_app
 from asyncz.api.guards import KeyCheck
@@ -44,7 +44,7 @@ class Sandbox:
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         # Both run on the sandbox's one event loop, so the pools bound to it at the first
         # request serve every warm invocation, whichever path took it.
-        composition.sandbox_loop(plain=True)
+        eventloop.sandbox_loop(plain=True)
         if self.lane is not None and lane.accepts(event):
             return self.lane(event, context)
         try:
@@ -67,7 +67,7 @@ def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
         warm_in_background()
     # The sandbox's one loop, current before Mangum looks for one: else Mangum makes (and
     # leaves open) a loop of its own that no invocation runs on.
-    composition.sandbox_loop(plain=True)
+    eventloop.sandbox_loop(plain=True)
     app = create_app(
         settings,
         metrics=metrics,

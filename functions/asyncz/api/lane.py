@@ -19,7 +19,7 @@ from typing import Any
 from mangum.handlers import APIGateway
 from mangum.types import LambdaConfig, Response
 
-from asyncz import composition
+from asyncz import composition, eventloop
 from asyncz.api.guards import UNAUTHORIZED, KeyCheck, body_rejection
 from asyncz.api.replies import (
     Reply,
@@ -116,11 +116,11 @@ class SubmitLane:
             news = parse_batch(body)
             if isinstance(news, Reply):
                 return news
-            return accepted_batch(composition.run(self._submit_many(news)))
+            return accepted_batch(eventloop.run(self._submit_many(news)))
         new = parse_submit(body, headers.get("idempotency-key"))
         if isinstance(new, Reply):
             return new
-        return accepted(composition.run(self._submit(new)))
+        return accepted(eventloop.run(self._submit(new)))
 
     async def _submit(self, new: NewJob) -> SubmitOutcome:
         service = await composition.current_service(self.settings, metrics=self.metrics)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from asyncz import composition
+from asyncz import composition, eventloop
 from asyncz.fleet.invoke import invoke_worker
 from asyncz.fleet.plan import plan_workers
 from asyncz.fleet.scale_out import STARTING_TTL_SECONDS
@@ -28,7 +28,7 @@ def scale(invoke: Callable[[], None]) -> dict[str, int]:
     """Compute the shortfall and call ``invoke`` once per worker to start. The summary says
     how many workers were already starting (invoked by an earlier tick or an api sandbox,
     not registered yet): they count against the shortfall."""
-    backlog, live, starting, start = composition.run(_plan())
+    backlog, live, starting, start = eventloop.run(_plan())
     for _ in range(start):
         invoke()
     return {

@@ -40,9 +40,8 @@ def default_max_workers() -> int:
 
     In AWS each sandbox has its own CPU; here they all share this machine's cores. Past about
     two per core (a no-op worker spends half its time waiting on Postgres and Redis) a new
-    sandbox adds no throughput, only a cold start (~0.5 s of CPU) and context switches: on 2
-    cores, 10 000 no-op jobs drained 1.5x faster with at most 4 worker sandboxes than with 10
-    (BENCHMARKS.md, End-to-end drain). Each sandbox still runs ``ASYNCZ_WORKER_CONCURRENCY``
+    sandbox adds no throughput, only a cold start and context switches (BENCHMARKS.md, the
+    drain benchmark). Each sandbox still runs ``ASYNCZ_WORKER_CONCURRENCY``
     jobs at once; a project of slow I/O-bound jobs can raise the cap."""
     return min(DEPLOYED_MAX_WORKERS, 2 * local_cores())
 

@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from asyncz import composition
+from asyncz import composition, eventloop
 from asyncz.errors import BrokerUnavailableError
 from asyncz.fleet.invoke import lambda_scale_out
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger
@@ -132,6 +132,6 @@ async def _recover() -> dict[str, Any]:
 
 @lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    summary = composition.run(_recover())
+    summary = eventloop.run(_recover())
     logger.info("recovery finished", extra=summary)
     return summary

@@ -32,8 +32,8 @@ class _Item:
 class TaskThreads:
     """Daemon threads for sync tasks, reused from one task to the next.
 
-    Starting a thread per task cost ~100 µs of the worker's CPU per job (a third of a no-op
-    job's cost). A thread whose task returned takes the next one; a task abandoned at its
+    Starting a thread per task costs a large share of a short job's CPU (BENCHMARKS.md,
+    "Measured reasons"). A thread whose task returned takes the next one; a task abandoned at its
     timeout keeps its thread (a thread cannot be killed) and is counted as hung until it
     returns, while a fresh thread serves the others. Results that come back together wake
     the event loop once. Each task runs in a fresh ``contextvars`` context, as on a new

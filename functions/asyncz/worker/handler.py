@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from asyncz import composition
+from asyncz import composition, eventloop
 from asyncz.fleet.invoke import lambda_scale_out
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger, metrics
 from asyncz.settings import get_settings
@@ -34,7 +34,7 @@ async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    summary = composition.run(_work(event or {}, context))
+    summary = eventloop.run(_work(event or {}, context))
     logger.info("worker finished", extra=summary)
     if summary.get("hung_threads"):
         # Threads of hung tasks cannot be killed; a fresh sandbox is the only clean slate.
