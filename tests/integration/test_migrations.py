@@ -154,10 +154,15 @@ def test_the_runtime_role_runs_the_service_and_can_change_no_schema(
             await svc.recover()
             await svc.prune()  # retention and periodic slots: the role may read and delete
             slot = datetime.now(UTC)
-            await svc.store.mark_periodic_seen("echo", slot)
+            await svc.store.maintenance.mark_periodic_seen("echo", slot)
             done = NewJob(task="echo", payload={}, max_retries=0, timeout_seconds=5)
-            assert await svc.store.insert_periodic_job(str(uuid.uuid4()), slot, done) is None
-            assert (await svc.store.last_periodic_runs(["echo"]))["echo"]["slot"] == slot
+            assert (
+                await svc.store.maintenance.insert_periodic_job(str(uuid.uuid4()), slot, done)
+                is None
+            )
+            assert (await svc.store.maintenance.last_periodic_runs(["echo"]))["echo"][
+                "slot"
+            ] == slot
 
     run(lifecycle())
     with psycopg.connect(app_url, autocommit=True) as conn:

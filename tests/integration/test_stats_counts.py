@@ -59,17 +59,19 @@ def test_counts_stay_exact_through_finishing_folding_and_pruning(settings: Setti
             finish(url, "cancelled", 3)
             finish(url, "completed", 4, "other")
             await check()  # nothing folded yet: all from the recent rows
-            assert await svc.store.fold_finished_counts(0.0) == 17
+            assert await svc.store.maintenance.fold_finished_counts(0.0) == 17
             await check()  # all folded
             finish(url, "completed", 5)
             await check()  # folded + recent
             rows(url, "UPDATE jobs SET status = 'dead', finished_at = now() WHERE id IN ("
                       " SELECT id FROM jobs WHERE status = 'queued' LIMIT 2)")  # fmt: skip
-            pruned = await svc.store.prune_finished(0.0, 6)  # folded and recent rows alike
+            pruned = await svc.store.maintenance.prune_finished(
+                0.0, 6
+            )  # folded and recent rows alike
             assert pruned == 6
             await check()
-            await svc.store.fold_finished_counts(0.0)
-            assert await svc.store.prune_finished(0.0, 1000) == 16
+            await svc.store.maintenance.fold_finished_counts(0.0)
+            assert await svc.store.maintenance.prune_finished(0.0, 1000) == 16
             await check()
             finish(url, "completed", 1)
             rows(url, "TRUNCATE jobs, job_attempts")
@@ -88,7 +90,8 @@ def test_two_folds_at_once_count_each_job_once(settings: Settings) -> None:
             await a.submit_many([NewJob(task="echo", payload={})] * 50)
             finish(url, "completed", 50)
             folded = await asyncio.gather(
-                a.store.fold_finished_counts(0.0), b.store.fold_finished_counts(0.0)
+                a.store.maintenance.fold_finished_counts(0.0),
+                b.store.maintenance.fold_finished_counts(0.0),
             )
             return list(folded), counted(await a.stats())
 

@@ -146,7 +146,10 @@ def test_stale_leases_are_recovered_with_a_lost_attempt(ports: Ports) -> None:
         again, out = await insert(store), await insert(store, max_retries=0)
         await store.claim([again, out], "w1", 600)
         await asyncio.sleep(0.05)
-        moved = {str(r["id"]): r["status"] for r in await store.recover_stale_leases(0.01, 10)}
+        moved = {
+            str(r["id"]): r["status"]
+            for r in await store.maintenance.recover_stale_leases(0.01, 10)
+        }
         assert moved == {again: "queued", out: "dead"}
         [attempt] = await store.list_attempts(again)
         assert attempt.outcome == "lost" and "stopped heartbeating" in attempt.error
@@ -174,8 +177,8 @@ def test_lists_page_newest_first_by_keyset(ports: Ports) -> None:
 def test_the_queued_scan_resumes_after_a_position(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
         ids = {await insert(store, delay_seconds=100 + i) for i in range(5)}
-        first = await store.scan_queued(None, 3)
-        rest = await store.scan_queued((first[-1]["run_at"], str(first[-1]["id"])), 3)
+        first = await store.maintenance.scan_queued(None, 3)
+        rest = await store.maintenance.scan_queued((first[-1]["run_at"], str(first[-1]["id"])), 3)
         assert {str(r["id"]) for r in first + rest} == ids and len(rest) == 2
         assert not any(r["due"] for r in first + rest)
 
@@ -245,13 +248,13 @@ def test_retention_deletes_only_old_finished_jobs_with_their_attempts(ports: Por
         )
         await store.cancel(cancelled)
         await asyncio.sleep(0.05)
-        assert await store.prune_finished(60, 10) == 0  # too young
-        assert await store.prune_finished(0.01, 1) == 1  # bounded: one per call
-        assert await store.prune_finished(0.01, 10) == 1
+        assert await store.maintenance.prune_finished(60, 10) == 0  # too young
+        assert await store.maintenance.prune_finished(0.01, 1) == 1  # bounded: one per call
+        assert await store.maintenance.prune_finished(0.01, 10) == 1
         assert await store.get_job(done) is None and await store.get_job(cancelled) is None
         assert await store.list_attempts(done) == []
         assert (await store.get_job(dead)).status == "dead"
-        assert await store.prune_dead(0.01, 10) == 1
+        assert await store.maintenance.prune_dead(0.01, 10) == 1
         assert await store.get_job(dead) is None
         assert {(await store.get_job(i)).status for i in (queued, running)} == {
             "queued",
@@ -314,19 +317,23 @@ def test_one_job_per_periodic_slot(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
         task = f"t-{uuid.uuid4().hex[:6]}"
         base = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
-        assert await store.last_periodic_runs([task]) == {}
-        await store.mark_periodic_seen(task, base)
-        assert await store.last_periodic_runs([task]) == {task: {"slot": base, "job_id": None}}
+        assert await store.maintenance.last_periodic_runs([task]) == {}
+        await store.maintenance.mark_periodic_seen(task, base)
+        assert await store.maintenance.last_periodic_runs([task]) == {
+            task: {"slot": base, "job_id": None}
+        }
         slot = base + timedelta(minutes=1)
         first, second = str(uuid.uuid4()), str(uuid.uuid4())
-        row = await store.insert_periodic_job(first, slot, new(task=task))
+        row = await store.maintenance.insert_periodic_job(first, slot, new(task=task))
         assert row is not None and row["due"] is True
-        assert await store.insert_periodic_job(second, slot, new(task=task)) is None
+        assert await store.maintenance.insert_periodic_job(second, slot, new(task=task)) is None
         assert await store.get_job(second) is None
         assert (await store.get_job(first)).task == task
-        assert await store.last_periodic_runs([task]) == {task: {"slot": slot, "job_id": first}}
-        await store.prune_periodic_runs(0)  # the latest slot of a task always stays
-        assert (await store.last_periodic_runs([task]))[task]["slot"] == slot
+        assert await store.maintenance.last_periodic_runs([task]) == {
+            task: {"slot": slot, "job_id": first}
+        }
+        await store.maintenance.prune_periodic_runs(0)  # the latest slot of a task always stays
+        assert (await store.maintenance.last_periodic_runs([task]))[task]["slot"] == slot
 
     scenario(ports, body)
 
@@ -377,7 +384,9 @@ def test_finished_attempts_and_dead_jobs_are_counted_per_minute(ports: Ports) ->
         await store.finish_failed(leases[dead], status=JobStatus.DEAD,
                                   outcome=AttemptOutcome.FAILED, error="boom")  # fmt: skip
         await asyncio.sleep(0.05)
-        await store.recover_stale_leases(0.01, 10)  # `lost` is out of retries: lost + dead
+        await store.maintenance.recover_stale_leases(
+            0.01, 10
+        )  # `lost` is out of retries: lost + dead
 
         def totals(rows: list[Any]) -> tuple[int, int, int]:
             return tuple(sum(int(r[k]) for r in rows) for k in ("completed", "failed", "dead"))

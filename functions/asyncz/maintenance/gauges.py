@@ -69,10 +69,10 @@ class Gauges:
         processing = await self.store.list_jobs(
             status=JobStatus.PROCESSING.value, queue=None, task=None, limit=1, after=None
         )
-        if processing or await self.store.scan_queued(None, 1):
+        if processing or await self.store.maintenance.scan_queued(None, 1):
             return False
         scheduled = [spec.name for spec in self.registry.scheduled()]
-        last = await self.store.last_periodic_runs(scheduled) if scheduled else {}
+        last = await self.store.maintenance.last_periodic_runs(scheduled) if scheduled else {}
         periodic = {task: row["slot"].isoformat() for task, row in last.items()}
         note = json.dumps({"activity": activity, "gauges": gauges, "periodic": periodic})
         await self.broker.set_idle_mark(note, self.settings.recovery_idle_check_seconds)

@@ -41,21 +41,21 @@ class Periodic:
         specs = self.registry.scheduled()
         if not specs:
             return []
-        last = await self.store.last_periodic_runs([spec.name for spec in specs])
+        last = await self.store.maintenance.last_periodic_runs([spec.name for spec in specs])
         queue = self.settings.queue_list[0]
         started: list[str] = []
         for spec in specs:
             plan = spec.schedule
             assert plan is not None
             if spec.name not in last:
-                await self.store.mark_periodic_seen(spec.name, plan.latest_slot(now))
+                await self.store.maintenance.mark_periodic_seen(spec.name, plan.latest_slot(now))
                 continue
             for slot in plan.due_slots(last[spec.name]["slot"], now):
                 new = self.submitting.complete_defaults(
                     NewJob(task=spec.name, payload={"scheduled_for": slot.isoformat()}, queue=queue)
                 )
                 job_id = str(uuid.uuid4())
-                row = await self.store.insert_periodic_job(job_id, slot, new)
+                row = await self.store.maintenance.insert_periodic_job(job_id, slot, new)
                 if row is None:
                     continue  # another scheduler enqueued this slot
                 started.append(job_id)
@@ -68,7 +68,11 @@ class Periodic:
         """Each scheduled task with its schedule, last run and next run."""
         now = now or datetime.now(UTC)
         specs = self.registry.scheduled()
-        last = await self.store.last_periodic_runs([s.name for s in specs]) if specs else {}
+        last = (
+            await self.store.maintenance.last_periodic_runs([s.name for s in specs])
+            if specs
+            else {}
+        )
         out: list[dict[str, Any]] = []
         for spec in specs:
             plan = spec.schedule

@@ -31,7 +31,7 @@ class Recovery:
         s = self.settings
         report = RecoveryReport()
         for _ in range(s.recovery_max_batches):
-            rows = await self.store.recover_stale_leases(
+            rows = await self.store.maintenance.recover_stale_leases(
                 s.lease_timeout_seconds, s.recovery_batch_size
             )
             for r in rows:
@@ -50,7 +50,7 @@ class Recovery:
         except InvalidCursorError:
             after = None
         for _ in range(s.recovery_max_batches):
-            rows = await self.store.scan_queued(after, s.recovery_batch_size)
+            rows = await self.store.maintenance.scan_queued(after, s.recovery_batch_size)
             if rows:
                 await self.broker.enqueue([dispatch_of(r) for r in rows], register=True)
                 report.reenqueued += sum(1 for r in rows if r["due"])
@@ -68,4 +68,4 @@ class Recovery:
     async def fold_counts(self) -> int:
         """Fold the jobs finished since the last run into GET /stats' per-queue counts (so
         it never counts history); returns how many."""
-        return await self.store.fold_finished_counts(FOLD_LAG_SECONDS)
+        return await self.store.maintenance.fold_finished_counts(FOLD_LAG_SECONDS)

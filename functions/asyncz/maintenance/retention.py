@@ -19,8 +19,8 @@ class Retention:
         s = self.settings
         pruned = 0
         for older_than, prune in (
-            (s.retain_finished_seconds, self.store.prune_finished),
-            (s.retain_dead_seconds, self.store.prune_dead),
+            (s.retain_finished_seconds, self.store.maintenance.prune_finished),
+            (s.retain_dead_seconds, self.store.maintenance.prune_dead),
         ):
             if older_than <= 0:  # 0 keeps forever
                 continue
@@ -30,7 +30,7 @@ class Retention:
                 if n < s.recovery_batch_size:
                     break
         if s.retain_finished_seconds > 0:
-            await self.store.prune_periodic_runs(s.retain_finished_seconds)
+            await self.store.maintenance.prune_periodic_runs(s.retain_finished_seconds)
         if pruned:
             self.metrics.add_metric("JobsPruned", "Count", pruned)
         return pruned

@@ -1,6 +1,5 @@
 """The PostgreSQL adapter's queries for maintenance (recovery, retention, periodic jobs,
-count folding) and for progress reports: a part of
-:class:`asyncz.store.postgres.PostgresStore`, which delegates to it."""
+count folding): the store's ``maintenance`` part (:class:`asyncz.ports.MaintenanceStore`)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from asyncz.jobs import Lease, NewJob
+from asyncz.jobs import NewJob
 from asyncz.store.queries import QUERIES
 from asyncz.store.runner import QueryRunner, db_errors
 
@@ -74,21 +73,6 @@ class MaintenanceQueries:
 
     async def prune_periodic_runs(self, older_than: float) -> None:
         await self._run.rows("prune_periodic_runs", {"older_than": float(older_than)})
-
-    # --- progress ------------------------------------------------------------------------
-
-    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
-        """Store each attempt's latest progress (fenced); returns the ids whose lease held."""
-        rows = await self._run.rows(
-            "save_progress",
-            {
-                "ids": [lease.job_id for lease, _, _ in reports],
-                "tokens": [lease.token for lease, _, _ in reports],
-                "fractions": [fraction for _, fraction, _ in reports],
-                "messages": [message for _, _, message in reports],
-            },
-        )
-        return {str(r["id"]) for r in rows}
 
     # --- periodic jobs -------------------------------------------------------------------
 

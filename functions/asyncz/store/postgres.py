@@ -103,38 +103,6 @@ class PostgresStore:
     async def close(self) -> None:
         await self._pool.close()
 
-    # --- maintenance (asyncz.store.maintenance) -------------------------------------------
-
-    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]:
-        return await self.maintenance.recover_stale_leases(lease_timeout, limit)
-
-    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
-        return await self.maintenance.scan_queued(after, limit)
-
-    async def fold_finished_counts(self, lag_seconds: float) -> int:
-        return await self.maintenance.fold_finished_counts(lag_seconds)
-
-    async def prune_finished(self, older_than: float, limit: int) -> int:
-        return await self.maintenance.prune_finished(older_than, limit)
-
-    async def prune_dead(self, older_than: float, limit: int) -> int:
-        return await self.maintenance.prune_dead(older_than, limit)
-
-    async def prune_periodic_runs(self, older_than: float) -> None:
-        return await self.maintenance.prune_periodic_runs(older_than)
-
-    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
-        return await self.maintenance.save_progress(reports)
-
-    async def last_periodic_runs(self, tasks: Sequence[str]) -> dict[str, Row]:
-        return await self.maintenance.last_periodic_runs(tasks)
-
-    async def mark_periodic_seen(self, task: str, slot: datetime) -> None:
-        return await self.maintenance.mark_periodic_seen(task, slot)
-
-    async def insert_periodic_job(self, job_id: str, slot: datetime, new: NewJob) -> Row | None:
-        return await self.maintenance.insert_periodic_job(job_id, slot, new)
-
     # --- submit and read -----------------------------------------------------------------
 
     async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
@@ -268,6 +236,19 @@ class PostgresStore:
             },
         )
         return {str(r["id"]): r["cancel_requested"] for r in rows}
+
+    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
+        """Store each attempt's latest progress (fenced); returns the ids whose lease held."""
+        rows = await self._run.rows(
+            "save_progress",
+            {
+                "ids": [lease.job_id for lease, _, _ in reports],
+                "tokens": [lease.token for lease, _, _ in reports],
+                "fractions": [fraction for _, fraction, _ in reports],
+                "messages": [message for _, _, message in reports],
+            },
+        )
+        return {str(r["id"]) for r in rows}
 
     async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
         """Complete a batch of attempts in one statement; returns the ids whose lease held."""

@@ -1,6 +1,5 @@
-"""The in-memory store's maintenance (recovery, retention, periodic jobs) and progress
-reports: a part of :class:`asyncz.testing.store.MemoryStore`, which owns the dicts and
-delegates to it."""
+"""The in-memory store's maintenance (recovery, retention, periodic jobs): its
+``maintenance`` part (:class:`asyncz.ports.MaintenanceStore`) on the store's dicts."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from asyncz.jobs import JobStatus, Lease, NewJob
+from asyncz.jobs import JobStatus, NewJob
 from asyncz.ports import Row, epoch_ms
 
 if TYPE_CHECKING:
@@ -89,17 +88,6 @@ class MemoryMaintenance:
         for task, slot in list(self.store.periodic):
             if slot < cutoff and slot < latest[task]:
                 del self.store.periodic[(task, slot)]
-
-    # --- progress ------------------------------------------------------------------------
-
-    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
-        held = set()
-        for lease, fraction, message in reports:
-            j = self.store.jobs.get(lease.job_id)
-            if j and j["status"] == "processing" and j["lease_token"] == lease.token:
-                j.update(progress=fraction, progress_message=message, updated_at=now_utc())
-                held.add(lease.job_id)
-        return held
 
     # --- periodic jobs -------------------------------------------------------------------
 

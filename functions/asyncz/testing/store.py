@@ -29,35 +29,6 @@ class MemoryStore:
         self.periodic: dict[tuple[str, datetime], str | None] = {}  # (task, slot) -> job id
         self.maintenance = MemoryMaintenance(self)
 
-    # --- maintenance (asyncz.testing.maintenance) -----------------------------------------
-
-    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]:
-        return await self.maintenance.recover_stale_leases(lease_timeout, limit)
-
-    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
-        return await self.maintenance.scan_queued(after, limit)
-
-    async def prune_finished(self, older_than: float, limit: int) -> int:
-        return await self.maintenance.prune_finished(older_than, limit)
-
-    async def prune_dead(self, older_than: float, limit: int) -> int:
-        return await self.maintenance.prune_dead(older_than, limit)
-
-    async def prune_periodic_runs(self, older_than: float) -> None:
-        return await self.maintenance.prune_periodic_runs(older_than)
-
-    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
-        return await self.maintenance.save_progress(reports)
-
-    async def last_periodic_runs(self, tasks: Sequence[str]) -> dict[str, Row]:
-        return await self.maintenance.last_periodic_runs(tasks)
-
-    async def mark_periodic_seen(self, task: str, slot: datetime) -> None:
-        return await self.maintenance.mark_periodic_seen(task, slot)
-
-    async def insert_periodic_job(self, job_id: str, slot: datetime, new: NewJob) -> Row | None:
-        return await self.maintenance.insert_periodic_job(job_id, slot, new)
-
     # --- submit and read -----------------------------------------------------------------
 
     async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
@@ -249,6 +220,15 @@ class MemoryStore:
             if (j := self._held(lease)) is not None:
                 j["heartbeat_at"] = j["updated_at"] = _now()
                 held[lease.job_id] = bool(j["cancel_requested"])
+        return held
+
+    async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
+        held = set()
+        for lease, fraction, message in reports:
+            j = self.jobs.get(lease.job_id)
+            if j and j["status"] == "processing" and j["lease_token"] == lease.token:
+                j.update(progress=fraction, progress_message=message, updated_at=now_utc())
+                held.add(lease.job_id)
         return held
 
     def close_attempt(self, j: dict[str, Any], outcome: str, error: str | None) -> None:
