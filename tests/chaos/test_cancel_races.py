@@ -33,7 +33,7 @@ from tests.chaos.conftest import (
     submit_jobs,
 )
 from tests.conftest import open_service, run
-from tests.integration.helpers import rows, wait_until
+from tests.support.ledger import rows, wait_until
 
 pytestmark = pytest.mark.chaos
 

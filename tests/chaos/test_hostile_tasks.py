@@ -27,7 +27,7 @@ from tests.chaos.conftest import (
     wait_terminal,
 )
 from tests.conftest import run
-from tests.integration.helpers import rows, wait_until
+from tests.support.ledger import rows, wait_until
 
 pytestmark = pytest.mark.chaos
 

@@ -26,7 +26,7 @@ from tests.chaos.conftest import (
     wait_terminal,
 )
 from tests.conftest import run
-from tests.integration.helpers import wait_until
+from tests.support.ledger import wait_until
 
 pytestmark = pytest.mark.chaos
 

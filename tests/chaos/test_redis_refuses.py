@@ -16,7 +16,7 @@ import pytest
 
 from tests.chaos.conftest import ApiSandbox, Fleet, RedisServer, chaos_settings, submit_jobs
 from tests.conftest import run
-from tests.integration.helpers import rows, wait_until
+from tests.support.ledger import rows, wait_until
 
 pytestmark = pytest.mark.chaos
 

@@ -15,7 +15,7 @@ from asyncz.settings import Settings
 from asyncz.tasks import task
 from asyncz.worker.loop import WorkerLoop
 from tests.conftest import make_settings, open_service, run
-from tests.integration.helpers import rows
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
 

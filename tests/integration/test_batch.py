@@ -11,7 +11,6 @@ import pytest
 import redis
 
 from asyncz.settings import Settings
-from tests.integration.helpers import rows
 from tests.integration.test_api import (  # noqa: F401 - fixtures
     FRONTS,
     api,
@@ -20,6 +19,7 @@ from tests.integration.test_api import (  # noqa: F401 - fixtures
     front,
     job_row,
 )
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
 

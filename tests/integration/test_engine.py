@@ -16,7 +16,7 @@ from asyncz.jobs import JobStatus, NewJob
 from asyncz.settings import Settings
 from asyncz.worker.loop import WorkerLoop
 from tests.conftest import make_settings, open_service, run
-from tests.integration.helpers import (
+from tests.support.ledger import (
     rows,
     start_worker_process,
     status_counts,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.first_task import ROOT, blocks, parts
 from tests.support.databases import fresh_database, sibling_url
+from tests.support.first_task import ROOT, blocks, parts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(400)]
 

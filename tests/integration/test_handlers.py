@@ -22,8 +22,8 @@ from asyncz.recovery import handler as recovery_handler
 from asyncz.settings import Settings, get_settings
 from asyncz.worker import handler as worker_handler
 from tests.conftest import open_service, run, settings_env
-from tests.integration.helpers import rows, status_counts
 from tests.support.apigw import FakeContext
+from tests.support.ledger import rows, status_counts
 
 pytestmark = pytest.mark.integration
 

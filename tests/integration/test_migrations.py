@@ -13,8 +13,8 @@ from asyncz.jobs import NewJob
 from asyncz.settings import Settings
 from asyncz.store.migrations import apply_migrations, available_migrations
 from tests.conftest import open_service, run
-from tests.integration.helpers import rows
 from tests.support.databases import fresh_database, sibling_url
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
 

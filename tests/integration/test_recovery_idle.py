@@ -19,8 +19,8 @@ from asyncz.recovery import handler as recovery_handler
 from asyncz.settings import Settings, get_settings
 from asyncz.tasks.registry import REGISTRY
 from tests.conftest import open_service, run, settings_env
-from tests.integration.helpers import rows
 from tests.support.apigw import FakeContext
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
 

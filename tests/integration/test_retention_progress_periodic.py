@@ -20,8 +20,8 @@ from asyncz.tasks import builtin
 from asyncz.tasks.registry import REGISTRY, TaskContext, TaskRegistry, task
 from asyncz.worker.loop import WorkerLoop
 from tests.conftest import open_service, run, settings_env
-from tests.integration.helpers import rows, wait_until
 from tests.support.apigw import FakeContext, call
+from tests.support.ledger import rows, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,8 @@ from asyncz.jobs import NewJob
 from asyncz.settings import Settings
 from asyncz.store import postgres
 from tests.conftest import open_service, run
-from tests.integration.helpers import rows
 from tests.support.apigw import call
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
 from tests.conftest import open_service, run
-from tests.integration.helpers import rows
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
 
