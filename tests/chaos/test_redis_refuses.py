@@ -8,6 +8,7 @@ while its attempts were still running.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.conftest import ApiSandbox, Fleet, RedisServer, chaos_settings, submit_jobs
-from tests.conftest import run
 from tests.support.ledger import rows, wait_until
 
 pytestmark = pytest.mark.chaos
@@ -35,7 +35,7 @@ def test_redis_refusing_writes_keeps_submits_and_leases_alive(
     fleet_factory: Callable[..., Fleet],
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
-    [long_job] = run(submit_jobs(settings, [{"task": "sleep", "payload": {"seconds": 20}}]))
+    [long_job] = asyncio.run(submit_jobs(settings, [{"task": "sleep", "payload": {"seconds": 20}}]))
     fleet = fleet_factory(settings)
     fleet.start(concurrency=2)
     wait_until(

@@ -14,8 +14,8 @@ from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
 from asyncz.settings import Settings
 from asyncz.tasks import task
 from asyncz.worker.loop import WorkerLoop
-from tests.conftest import make_settings, open_service, run
 from tests.support.ledger import rows
+from tests.support.settings import make_settings, open_service
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ def test_cancel_requested_during_a_failing_attempt_ends_cancelled(
             done = await svc.fail(lease, "boom", outcome)
             return done, await svc.get(sub.job_id)
 
-    done, job = run(scenario())
+    done, job = asyncio.run(scenario())
     assert done is not None and done.status is JobStatus.CANCELLED
     assert job.status is JobStatus.CANCELLED and job.finished_at is not None
     [attempt] = rows(
@@ -77,7 +77,7 @@ def test_cancel_during_an_attempt_that_then_times_out_ends_cancelled(
             await runner
             return job
 
-    job = run(scenario())
+    job = asyncio.run(scenario())
     assert job.status is JobStatus.CANCELLED, f"ended {job.status} (cancel flag lost)"
     stranded = rows(
         settings.database_url or "",
@@ -95,7 +95,7 @@ def test_a_queue_no_worker_polls_is_refused_at_submit(settings: Settings) -> Non
             async with open_service(declared) as other:
                 await other.submit(NewJob(task="echo", payload={}, queue="emails"))
 
-    run(scenario())
+    asyncio.run(scenario())
     assert [r["queue"] for r in rows(settings.database_url or "", "SELECT queue FROM jobs")] == [
         "emails"
     ]
@@ -127,7 +127,7 @@ def test_after_a_redis_flush_every_queued_row_is_restored_beyond_one_runs_cap(
                 )
             return restored
 
-    restored = run(scenario())
+    restored = asyncio.run(scenario())
     assert restored[-1] == 300, f"restored after each run: {restored}"
     assert restored[0] == 100  # each run stays within its cap
 
@@ -158,7 +158,7 @@ def test_an_unexpected_error_in_one_heartbeat_does_not_end_the_heartbeats(
             await runner
             return calls, await svc.get(sub.job_id)
 
-    calls, job = run(scenario())
+    calls, job = asyncio.run(scenario())
     assert job.status is JobStatus.COMPLETED, job
     assert calls >= 3, f"the heartbeat stopped after {calls} call(s)"
 
@@ -179,7 +179,7 @@ def test_one_unstorable_result_fails_only_its_own_attempt_in_a_batch(settings: S
                 return_exceptions=True,
             )
 
-    outcomes = run(scenario())
+    outcomes = asyncio.run(scenario())
     assert outcomes[0] is True and outcomes[2] is True, outcomes
     assert isinstance(outcomes[1], InvalidInputError), outcomes
     counts = rows(
@@ -221,7 +221,7 @@ def test_a_task_returning_nan_or_nul_fails_with_a_clear_error_others_complete(
             await runner
             return jobs
 
-    jobs = run(scenario())
+    jobs = asyncio.run(scenario())
     assert (
         jobs["fine"].status is JobStatus.COMPLETED and jobs["fine2"].status is JobStatus.COMPLETED
     )
@@ -260,7 +260,7 @@ def test_health_is_a_cached_ping_without_error_text(settings: Settings) -> None:
             # it to keep their count), and that worker then waits on its queue for ever.
             await runtime.close_service(svc)
 
-    reports = run(asyncio.wait_for(scenario(), 60))
+    reports = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert reports[-1] == {
         "status": "degraded",
         "dependencies": {"postgres": "ok", "redis": "down"},
@@ -283,7 +283,7 @@ def test_error_bodies_carry_no_driver_text(settings: Settings) -> None:
                 await svc.get("00000000-0000-0000-0000-000000000000")
             assert str(gone.value) == "database unavailable: try again shortly"
 
-    run(scenario())
+    asyncio.run(scenario())
 
 
 @task("audit_big_result")
@@ -323,7 +323,7 @@ def test_pages_stay_under_a_lambda_response_and_big_results_fail_clearly(
             await runner
             return len(pages), pages, await svc.get(sub.job_id)
 
-    n, pages, big = run(scenario())
+    n, pages, big = asyncio.run(scenario())
     assert n >= 2 and sum(len(p) for p in pages) == 40
     for items in pages:
         assert sum(len(j.payload["blob"]) for j in items) <= PAGE_BUDGET_BYTES

@@ -4,14 +4,15 @@ state each job is in."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
-from tests.conftest import open_service, run
 from tests.support.ledger import rows
+from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ def test_task_and_queue_filters_page_through_live_and_ended_jobs(settings: Setti
                            queue=("default", "other")[n % 3 == 0])
                 )  # fmt: skip
 
-    run(submit())
+    asyncio.run(submit())
     # a mix of every status, spread over the creation order
     rows(url, "UPDATE jobs SET status = 'completed', finished_at = now() "
               "WHERE (payload->>'n')::int / 2 % 4 = 0")  # fmt: skip
@@ -59,7 +60,7 @@ def test_task_and_queue_filters_page_through_live_and_ended_jobs(settings: Setti
                 got = await _pages(svc, filters)
                 assert got == expected, filters
 
-    run(check())
+    asyncio.run(check())
 
 
 async def _pages(svc: Any, filters: dict[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ from asyncz.tasks.registry import TaskContext, TaskRegistry, task
 from asyncz.testing import MemoryBroker
 from asyncz.worker import upkeep as worker_upkeep
 from asyncz.worker.loop import WorkerLoop
-from tests.unit.test_service_logic import run, service
+from tests.support.memory import service
 
 pytestmark = pytest.mark.unit
 
@@ -70,7 +70,7 @@ def test_a_burst_starts_the_missing_workers_once_across_sandboxes() -> None:
         counts.append(await a(broker))
         return counts
 
-    assert run(go()) == [4, 0, 0, 0, 0, 1]
+    assert asyncio.run(go()) == [4, 0, 0, 0, 0, 1]
     assert len(started) == 5
 
 
@@ -82,7 +82,7 @@ def test_a_small_backlog_needs_one_worker_and_max_caps_the_rest() -> None:
         nop = _nop_waker()
         return await ScaleOut(settings(), nop)(small), await ScaleOut(settings(), nop)(big)
 
-    assert run(go()) == (1, 4)
+    assert asyncio.run(go()) == (1, 4)
 
 
 def test_with_scale_out_off_only_one_worker_is_woken_when_none_is_alive() -> None:
@@ -97,7 +97,7 @@ def test_with_scale_out_off_only_one_worker_is_woken_when_none_is_alive() -> Non
         counts.append(await ScaleOut(off, _nop_waker())(broker))
         return counts
 
-    assert run(go()) == [1, 0, 0]
+    assert asyncio.run(go()) == [1, 0, 0]
 
 
 def test_a_broker_outage_starts_nothing_and_raises_nothing() -> None:
@@ -105,7 +105,7 @@ def test_a_broker_outage_starts_nothing_and_raises_nothing() -> None:
         async def try_lock(self, name: str, ttl_seconds: float) -> bool:
             raise BrokerUnavailableError("down")
 
-    assert run(ScaleOut(settings(), _nop_waker())(Down())) == 0
+    assert asyncio.run(ScaleOut(settings(), _nop_waker())(Down())) == 0
 
 
 def test_between_looks_the_check_is_answered_from_the_sandboxs_memory() -> None:
@@ -128,7 +128,7 @@ def test_between_looks_the_check_is_answered_from_the_sandboxs_memory() -> None:
         check = ScaleOut(settings(scale_out_seconds=3600), _nop_waker())
         return [await check(broker) for _ in range(1000)]
 
-    assert run(go()) == [4] + [0] * 999
+    assert asyncio.run(go()) == [4] + [0] * 999
     assert calls == ["try_lock", "live_workers"]
 
 
@@ -137,7 +137,7 @@ def test_no_waker_no_redis_call() -> None:
         async def try_lock(self, name: str, ttl_seconds: float) -> bool:
             raise AssertionError("called")
 
-    assert run(ScaleOut(settings(), None)(Loud())) == 0
+    assert asyncio.run(ScaleOut(settings(), None)(Loud())) == 0
 
 
 def _nop_waker() -> Any:
@@ -209,9 +209,9 @@ def test_pruning_counts_in_a_metric_and_zero_keeps_forever() -> None:
         row["finished_at"] -= timedelta(seconds=5)
         return await svc.prune()
 
-    assert run(go()) == 1
+    assert asyncio.run(go()) == 1
     assert svc.metrics.seen["JobsPruned"] == 1  # type: ignore[attr-defined]
-    assert run(service(retain_finished_seconds=0).prune()) == 0
+    assert asyncio.run(service(retain_finished_seconds=0).prune()) == 0
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, "half"])
@@ -253,7 +253,7 @@ def test_progress_is_written_at_most_about_once_a_second(monkeypatch: pytest.Mon
         await running
         return await svc.get(job.job_id)
 
-    done = run(go())
+    done = asyncio.run(go())
     assert (done.progress, done.progress_message) == (1.0, "step 100")  # the last one is kept
     assert 1 <= len(writes) <= 6, writes  # not a hundred
 
@@ -292,7 +292,7 @@ def test_a_busy_worker_starts_the_workers_a_backlog_submitted_at_once_still_lack
         stop.set()
         await running
 
-    run(go())
+    asyncio.run(go())
     # this worker is live: it starts the other three (at most the maximum, never more)
     assert 1 <= len(started) <= 3, started
 
