@@ -32,8 +32,9 @@ from tests.chaos.conftest import (
     check_ledger,
     submit_jobs,
 )
-from tests.support.ledger import rows, wait_until
+from tests.support.ledger import rows
 from tests.support.settings import open_service
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 

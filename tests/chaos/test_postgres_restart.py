@@ -31,7 +31,8 @@ from tests.chaos.conftest import (
     submit_jobs,
     wait_terminal,
 )
-from tests.support.ledger import rows, wait_until
+from tests.support.ledger import rows
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 

@@ -26,7 +26,7 @@ from tests.chaos.conftest import (
     submit_jobs,
     wait_terminal,
 )
-from tests.support.ledger import wait_until
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 

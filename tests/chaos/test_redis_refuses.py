@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.conftest import ApiSandbox, Fleet, RedisServer, chaos_settings, submit_jobs
-from tests.support.ledger import rows, wait_until
+from tests.support.ledger import rows
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 

@@ -20,8 +20,9 @@ from asyncz.connections import hash_api_key
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
 from tests.support.apigw import FakeContext, Reply, call, rest_event
-from tests.support.ledger import rows, wait_until
+from tests.support.ledger import rows
 from tests.support.settings import make_settings, open_service, settings_env
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -15,14 +15,10 @@ from asyncz.errors import DuplicateJobError
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.settings import Settings
 from asyncz.worker.loop import WorkerLoop
-from tests.support.ledger import (
-    rows,
-    start_worker_process,
-    status_counts,
-    stop_process,
-    wait_until,
-)
+from tests.support.ledger import rows, status_counts
 from tests.support.settings import make_settings, open_service
+from tests.support.waiting import wait_until
+from tests.support.workers import start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +65,7 @@ def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
     settings: Settings,
 ) -> None:
     ids = asyncio.run(submit_many(settings, 1000))
-    workers = [start_worker_process(settings, idle_exit=3) for _ in range(4)]
+    workers = [start_worker(settings, idle_exit=3) for _ in range(4)]
     try:
         wait_until(
             lambda: status_counts(settings.database_url or "").get("completed") == 1000,
@@ -78,7 +74,7 @@ def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
             what="1,000 completed jobs",
         )
     finally:
-        outputs = [stop_process(w) for w in workers]
+        outputs = [stop_worker(w) for w in workers]
     per_job = rows(
         settings.database_url,
         """
@@ -150,7 +146,7 @@ def test_ids_that_are_not_job_ids_in_the_ready_set_are_skipped(settings: Setting
 
 def test_sigkilled_worker_job_is_recovered_and_completed(settings: Settings) -> None:
     [job_id] = asyncio.run(submit_many(settings, 1, task="sleep", seconds=30))
-    victim = start_worker_process(settings)
+    victim = start_worker(settings)
     try:
         wait_until(
             lambda: rows(
@@ -164,7 +160,7 @@ def test_sigkilled_worker_job_is_recovered_and_completed(settings: Settings) -> 
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
     finally:
-        stop_process(victim)
+        stop_worker(victim)
     # Nobody heartbeats now. Make the job short so the second worker finishes quickly.
     rows(
         settings.database_url,

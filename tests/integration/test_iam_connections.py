@@ -116,7 +116,7 @@ def test_a_wrong_cache_token_is_refused_as_an_unavailable_broker(
 def test_a_pool_with_no_minimum_lets_go_of_idle_connections(settings: Settings) -> None:
     """Serverless profile: Aurora pauses only when no connection is open, so the pool keeps
     none once idle (ASYNCZ_DB_POOL_MIN=0, a short ASYNCZ_DB_POOL_MAX_IDLE_SECONDS)."""
-    from tests.support.ledger import wait_until
+    from tests.support.waiting import wait_until
 
     name = f"asyncz-idle-{uuid.uuid4().hex[:6]}"
     lean = settings.model_copy(

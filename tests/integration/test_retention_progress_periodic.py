@@ -20,8 +20,9 @@ from asyncz.tasks import builtin
 from asyncz.tasks.registry import REGISTRY, TaskContext, TaskRegistry, task
 from asyncz.worker.loop import WorkerLoop
 from tests.support.apigw import FakeContext, call
-from tests.support.ledger import rows, wait_until
+from tests.support.ledger import rows
 from tests.support.settings import open_service, settings_env
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
