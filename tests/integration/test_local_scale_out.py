@@ -15,15 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_local_dev import (  # noqa: F401 - fixtures
-    DevProcess,
-    _free_port,
-    call,
-    dev_env,
-    fresh_backends,
-    runs,
-    wait_terminal,
-)
+from tests.support.devrun import API_KEY, DevRun, free_port, wait_terminal
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -37,9 +29,9 @@ ALL_LIVE_WITHIN_S = 60.0
 
 
 def test_a_burst_gets_every_worker_within_seconds(
-    dev_env: dict[str, str],  # noqa: F811
+    dev_env: dict[str, str],
     tmp_path: Path,
-    runs: list[DevProcess],  # noqa: F811
+    runs: list[DevRun],
 ) -> None:
     env = {
         **dev_env,
@@ -48,10 +40,10 @@ def test_a_burst_gets_every_worker_within_seconds(
         "ASYNCZ_FLEET_INTERVAL_SECONDS": "600",  # the tick runs once at start, then never
         "ASYNCZ_WORKER_IDLE_EXIT_SECONDS": "30",
     }
-    dev = DevProcess(_free_port(), tmp_path / "data", env, [])
+    dev = DevRun(tmp_path / "data", env, API_KEY, port=free_port())
     runs.append(dev)
     dev.wait_healthy()
-    assert call(dev.url, "GET", "/stats")[1]["live_workers"] == 0
+    assert dev.call("GET", "/stats")[1]["live_workers"] == 0
 
     ids: list[str] = []
     failures: list[BaseException] = []
@@ -60,7 +52,7 @@ def test_a_burst_gets_every_worker_within_seconds(
         try:
             body = {"jobs": [{"task": "sleep", "payload": {"seconds": SLEEP_S}}] * 100}
             for _ in range(BURST // 100):
-                status, reply = call(dev.url, "POST", "/jobs/batch", body)
+                status, reply = dev.call("POST", "/jobs/batch", body)
                 assert status == 202, reply
                 ids.extend(item["job_id"] for item in reply["jobs"])
         except BaseException as exc:  # noqa: BLE001 - reported by the test, not the thread
@@ -71,7 +63,7 @@ def test_a_burst_gets_every_worker_within_seconds(
     burst.start()
     seen: list[int] = []
     while time.monotonic() - first_submit < ALL_LIVE_WITHIN_S:
-        seen.append(call(dev.url, "GET", "/stats")[1]["live_workers"])
+        seen.append(dev.call("GET", "/stats")[1]["live_workers"])
         if seen[-1] == 4:
             break
         time.sleep(0.2)
@@ -80,6 +72,6 @@ def test_a_burst_gets_every_worker_within_seconds(
     print(f"4 live workers {took:.1f} s after the first submit")  # seen with -s
     burst.join(120)
     assert not failures and len(ids) == BURST, failures
-    jobs = wait_terminal(dev.url, ids, timeout=120)
+    jobs = wait_terminal(dev.url, API_KEY, ids, timeout=120)
     assert {job["status"] for job in jobs.values()} == {"completed"}
-    assert call(dev.url, "GET", "/stats")[1]["live_workers"] <= 4  # never past the maximum
+    assert dev.call("GET", "/stats")[1]["live_workers"] <= 4  # never past the maximum
