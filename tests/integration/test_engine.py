@@ -6,12 +6,13 @@ import asyncio
 import signal
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
 import redis
 
-from asyncz.errors import DuplicateJobError
+from asyncz.errors import DuplicateJobError, UnknownQueueError
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.settings import Settings
 from asyncz.worker.loop import WorkerLoop
@@ -433,3 +434,80 @@ def test_batched_completion_is_fenced_per_attempt(settings: Settings) -> None:
             assert outcomes == ["completed"]
 
     asyncio.run(scenario())
+
+
+def test_a_queue_no_worker_polls_is_refused_at_submit(settings: Settings) -> None:
+    async def scenario() -> None:
+        async with open_service(settings) as svc:
+            with pytest.raises(UnknownQueueError, match="emails"):
+                await svc.submit(NewJob(task="echo", payload={}, queue="emails"))
+            declared = settings.model_copy(update={"queues": "default,emails"})
+            async with open_service(declared) as other:
+                await other.submit(NewJob(task="echo", payload={}, queue="emails"))
+
+    asyncio.run(scenario())
+    assert [r["queue"] for r in rows(settings.database_url or "", "SELECT queue FROM jobs")] == [
+        "emails"
+    ]
+
+
+def test_after_a_redis_flush_every_queued_row_is_restored_beyond_one_runs_cap(
+    clean: None, pg_url: str, redis_server_url: str, tmp_path: Any
+) -> None:
+    # one recovery run re-enqueues at most 2 x 50 = 100 rows
+    settings = make_settings(
+        pg_url,
+        redis_server_url,
+        recovery_batch_size=50,
+        recovery_max_batches=2,
+        artifact_dir=str(tmp_path),
+    )
+
+    async def scenario() -> list[int]:
+        async with open_service(settings) as svc:
+            for i in range(300):
+                await svc.submit(NewJob(task="echo", payload={"i": i}, delay_seconds=3600))
+            r = redis.Redis.from_url(redis_server_url)
+            r.flushdb()
+            restored = []
+            for _ in range(4):
+                await svc.recover()
+                restored.append(
+                    sum(r.zcard(k) for k in r.keys(f"{settings.redis_prefix}:*:delayed"))
+                )
+            return restored
+
+    restored = asyncio.run(scenario())
+    assert restored[-1] == 300, f"restored after each run: {restored}"
+    assert restored[0] == 100  # each run stays within its cap
+
+
+def test_an_unexpected_error_in_one_heartbeat_does_not_end_the_heartbeats(
+    settings: Settings,
+) -> None:
+    async def scenario() -> tuple[int, Any]:
+        async with open_service(settings) as svc:
+            sub = await svc.submit(NewJob(task="sleep", payload={"seconds": 3}))
+            real = svc.heartbeat
+            calls = 0
+
+            async def flaky_heartbeat(leases: Any) -> Any:
+                nonlocal calls
+                calls += 1
+                if calls == 1:
+                    raise RuntimeError("an error no guard expected")
+                return await real(leases)
+
+            svc.heartbeat = flaky_heartbeat  # type: ignore[method-assign]
+            stop = asyncio.Event()
+            loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
+            runner = asyncio.create_task(loop.run())
+            while (await svc.get(sub.job_id)).status in (JobStatus.QUEUED, JobStatus.PROCESSING):
+                await asyncio.sleep(0.1)
+            stop.set()
+            await runner
+            return calls, await svc.get(sub.job_id)
+
+    calls, job = asyncio.run(scenario())
+    assert job.status is JobStatus.COMPLETED, job
+    assert calls >= 3, f"the heartbeat stopped after {calls} call(s)"
