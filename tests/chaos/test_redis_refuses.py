@@ -1,9 +1,9 @@
 """Redis answers with errors instead of going away: OOM under ``maxmemory`` (READONLY after
 a failover is the same class of reply). Writes are refused, the server still answers.
 
-Before issue 14 the guards handled only connection errors: the api answered 500 after the
-row was committed, and a worker's heartbeat coroutine died silently, so its leases expired
-while its attempts were still running.
+Guards that handled only connection errors would answer 500 after the row was committed,
+and let a worker's heartbeat coroutine die silently, so its leases would expire while its
+attempts were still running.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""asyncz.client and the CLI against a started ``asyncz dev`` (issue 17's acceptance): the
+"""asyncz.client and the CLI against a started ``asyncz dev``: the
 echo result, JobFailed with the error text, submit_many of 1,000 (sync and async under
 asyncio.gather), and ``asyncz replay --all`` over 250 dead jobs."""
 

@@ -1,4 +1,7 @@
-"""Acceptance tests of the engine (issue 2) against real PostgreSQL and Redis."""
+"""The engine's promises against real PostgreSQL and Redis: each job completed exactly once
+by competing workers, nothing lost to a killed worker or a flushed Redis (however many
+recovery runs it takes), fenced leases, retries with backoff, the dead-letter queue,
+idempotency keys, declared queues only, heartbeats that outlive an error."""
 
 from __future__ import annotations
 

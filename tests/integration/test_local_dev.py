@@ -96,10 +96,10 @@ def test_dev_completes_200_jobs_and_loses_none_across_sigkill(
     assert '"message": "stopped"' in second.log()
 
 
-def test_dev_keeps_the_audits_promises(
+def test_dev_ends_a_cancel_refuses_bad_input_and_restores_a_flushed_redis(
     dev_env: dict[str, str], tmp_path: Path, runs: list[DevRun]
 ) -> None:
-    """Issue 14 against `asyncz dev`: a cancel during a timing-out attempt ends cancelled,
+    """Against `asyncz dev`: a cancel during a timing-out attempt ends cancelled,
     an undeclared queue is refused, NUL and NaN payloads get a 4xx with a code, and after a
     Redis flush every queued row comes back however many runs of recovery it takes."""
     env = {

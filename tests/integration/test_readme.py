@@ -1,4 +1,4 @@
-"""The README's quickstart, run as written against a started ``asyncz dev`` (issue 17): the
+"""The README's quickstart, run as written against a started ``asyncz dev``: the
 bash block line for line (but its first line, ``scripts/dev``, which the test starts itself)
 and the Python block, so the README cannot drift from what works. Only the port differs:
 the run listens on a free one, and the CLI is told so through ``ASYNCZ_API_URL``."""

@@ -1,4 +1,4 @@
-"""Issue 18 over real PostgreSQL and Redis: retention in the recovery sweep, progress
+"""Over real PostgreSQL and Redis: retention in the recovery sweep, progress
 reports from a running task, and periodic jobs (one job per slot, GET /schedules)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dashboard, the docs and the chart's series through the api Lambda handler (issue 19):
+"""The dashboard, the docs and the chart's series through the api Lambda handler:
 pages without a key and with a strict CSP, data only with one, assets from the package."""
 
 from __future__ import annotations

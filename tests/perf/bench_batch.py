@@ -1,4 +1,4 @@
-"""Batch submit vs single submits through ``asyncz dev`` (issue 17): jobs accepted per
+"""Batch submit vs single submits through ``asyncz dev``: jobs accepted per
 second with ``POST /jobs/batch`` of 100 jobs (``Client.submit_many``) beside one
 ``POST /jobs`` per job (``Client.submit``), measured back to back in the same run, through
 the same front, sandboxes, Postgres and Redis, with the same client library (httpx,

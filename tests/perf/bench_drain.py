@@ -1,4 +1,4 @@
-"""End-to-end drain (issue 20, item 4): ``asyncz dev`` in its default configuration (access
+"""End-to-end drain: ``asyncz dev`` in its default configuration (access
 log, metrics, wake-on-submit, scale-out and the fleet all on; system PostgreSQL and Redis by
 URL, as a user points it at them), ``--jobs`` ``echo`` jobs submitted in ``POST /jobs/batch``
 of 100 from two client threads, timed from the first submit to the last ``finished_at``

@@ -1,5 +1,5 @@
 """Scale-out benchmark: a burst of slow jobs drained by ``asyncz dev``, with the scale-out in
-seconds (issue 18, ``ASYNCZ_SCALE_OUT_SECONDS=1``) and without it (``=0``: the api wakes one
+seconds (``ASYNCZ_SCALE_OUT_SECONDS=1``) and without it (``=0``: the api wakes one
 worker when none is alive and the fleet tick adds the rest, today's behaviour before it),
 in the same run, alternating.
 
@@ -31,7 +31,7 @@ import psycopg
 from tests.perf.bench_submit_http import free_port, launch_dev, stop_dev
 from tests.perf.common import API_KEY, DB, bench_env, command, load_line, machine, prepare
 
-MODES = {"scale-out off (before)": "0", "scale-out on (issue 18)": "1"}
+MODES = {"scale-out off (before)": "0", "scale-out on": "1"}
 
 
 def call(port: int, method: str, path: str, body: Any = None) -> Any:
@@ -76,7 +76,7 @@ def burst(port: int, jobs: int, body: dict[str, Any]) -> dict[str, float]:
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    # POST /jobs/batch of 100 (issue 17): the backlog is there at once, so the drain measures
+    # POST /jobs/batch of 100: the backlog is there at once, so the drain measures
     # the workers, not how fast the clients of a loaded 2-core box can submit one by one.
     batches = [min(100, jobs - i) for i in range(0, jobs, 100)]
     with ThreadPoolExecutor(2) as pool:

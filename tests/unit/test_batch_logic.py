@@ -1,4 +1,4 @@
-"""The service's batch submit on the in-memory store and broker (issue 17): defaults and
+"""The service's batch submit on the in-memory store and broker: defaults and
 validation per item (an error names its index, nothing is stored), per-item idempotency,
 one enqueue after the commit, and a crash in between left to recovery."""
 

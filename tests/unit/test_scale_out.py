@@ -108,7 +108,7 @@ def test_a_broker_outage_starts_nothing_and_raises_nothing() -> None:
 
 def test_between_looks_the_check_is_answered_from_the_sandboxs_memory() -> None:
     """The api runs the check after every submit: only the first call of an interval may
-    reach Redis (issue 20: the default's wake check must cost the submit nothing)."""
+    reach Redis: the default's wake check must cost the submit nothing."""
     calls: list[str] = []
 
     class Counting(MemoryBroker):
