@@ -52,8 +52,8 @@ REQUEST = (
 class _KeepAliveClient:
     """One keep-alive connection sending a prebuilt request and reading just enough of the
     reply (status line, Content-Length, body). The load generator shares the two cores with
-    the system under test, so it must cost little: ``http.client`` spent ~0.2 ms of CPU per
-    request parsing headers with the email package; this is a few µs."""
+    the system under test, so it must cost little: ``http.client`` parses every reply's
+    headers with the email package, which costs far more CPU per request than this."""
 
     def __init__(self, port: int) -> None:
         self._port = port
@@ -192,7 +192,7 @@ def wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: str) -> subpr
             raise SystemExit(f"asyncz dev exited with {proc.returncode}; see {log_path}")
         try:
             # the front serves once ONE sandbox is up; the rest initialise behind it
-            # (≈1.7 s of CPU each): measure only once all of them are warm
+            # (seconds of CPU each): measure only once all of them are warm
             with (
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r,
                 open(log_path) as f,
