@@ -28,8 +28,18 @@ from typing import Any
 
 import psycopg
 
-from tests.perf.bench_submit_http import free_port, launch_dev, stop_dev
-from tests.perf.common import API_KEY, DB, bench_env, command, load_line, machine, prepare
+from tests.perf.common import (
+    API_KEY,
+    DB,
+    bench_env,
+    command,
+    load_line,
+    machine,
+    prepare,
+    start_dev,
+    stop_dev,
+)
+from tests.support.devrun import free_port
 
 MODES = {"scale-out off (before)": "0", "scale-out on": "1"}
 
@@ -41,24 +51,6 @@ def call(port: int, method: str, path: str, body: Any = None) -> Any:
     req.add_header("content-type", "application/json")
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read() or b"null")
-
-
-def start_dev(port: int, scale_out: str, log_path: str) -> Any:
-    env = bench_env(
-        ASYNCZ_DEV_API_KEY=API_KEY,
-        ASYNCZ_DEV_DATA_DIR=tempfile.mkdtemp(prefix="asyncz-bench-scale-"),
-        ASYNCZ_WAKE_WORKER="true",
-        ASYNCZ_SCALE_OUT_SECONDS=scale_out,
-        ASYNCZ_FLEET_MAX_WORKERS="4",
-        ASYNCZ_FLEET_JOBS_PER_WORKER="50",
-        ASYNCZ_FLEET_INTERVAL_SECONDS="60",
-        ASYNCZ_RECOVERY_INTERVAL_SECONDS="60",
-        ASYNCZ_WORKER_IDLE_EXIT_SECONDS="30",
-        ASYNCZ_DB_POOL_MAX="2",
-    )
-    proc = launch_dev(port, ["--quiet"], env, log_path)
-    time.sleep(5)  # the fleet's first tick (at start) has run on an empty queue
-    return proc
 
 
 def burst(port: int, jobs: int, body: dict[str, Any]) -> dict[str, float]:
@@ -122,7 +114,19 @@ def main() -> None:
         for mode in order:
             prepare()
             port = free_port()
-            dev = start_dev(port, MODES[mode], os.path.join(log_dir, f"{rnd}-{MODES[mode]}.log"))
+            dev = start_dev(
+                port,
+                os.path.join(log_dir, f"{rnd}-{MODES[mode]}.log"),
+                settle=5,  # the fleet's first tick (at start) has run on an empty queue
+                ASYNCZ_WAKE_WORKER="true",
+                ASYNCZ_SCALE_OUT_SECONDS=MODES[mode],
+                ASYNCZ_FLEET_MAX_WORKERS="4",
+                ASYNCZ_FLEET_JOBS_PER_WORKER="50",
+                ASYNCZ_FLEET_INTERVAL_SECONDS="60",
+                ASYNCZ_RECOVERY_INTERVAL_SECONDS="60",
+                ASYNCZ_WORKER_IDLE_EXIT_SECONDS="30",
+                ASYNCZ_DB_POOL_MAX="2",
+            )
             try:
                 r = burst(port, args.jobs, {"task": "sleep", "payload": {"seconds": args.seconds}})
             finally:
