@@ -22,21 +22,24 @@ class Recorder:
         self.seen[name] = self.seen.get(name, 0) + value
 
 
-def service(**settings: Any) -> JobService:
-    """A service over a fresh in-memory store and broker; ``settings`` override the defaults."""
+def settings(**overrides: Any) -> Settings:
+    """Settings that name no real server (nothing here connects), with ``overrides``."""
+    return Settings(database_url="postgresql://unused", redis_url="redis://unused", **overrides)
+
+
+def service(**overrides: Any) -> JobService:
+    """A service over a fresh in-memory store and broker; ``overrides`` change its settings."""
     values: dict[str, Any] = {
-        "database_url": "postgresql://unused",
-        "redis_url": "redis://unused",
         "backoff_base_seconds": 2.0,
         "backoff_max_seconds": 60.0,
         "lease_timeout_seconds": 0.01,
+        **overrides,
     }
-    values.update(settings)
     return JobService(
         MemoryStore(),
         MemoryBroker(),
         load_task_modules([], TaskRegistry()),
-        Settings(**values),
+        settings(**values),
         metrics=Recorder(),
         rand=lambda: 0.5,
     )

@@ -15,6 +15,7 @@ from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskContext
 from asyncz.testing import MemoryBroker
 from asyncz.worker.loop import WorkerLoop
+from tests.support import memory
 from tests.support.memory import service
 
 pytestmark = pytest.mark.unit
@@ -22,14 +23,12 @@ pytestmark = pytest.mark.unit
 
 def settings(**kw: Any) -> Settings:
     values: dict[str, Any] = {
-        "database_url": "postgresql://unused",
-        "redis_url": "redis://unused",
         "fleet_max_workers": 4,
         "fleet_jobs_per_worker": 50,
         "scale_out_seconds": 0.2,
+        **kw,
     }
-    values.update(kw)
-    return Settings(**values)
+    return memory.settings(**values)
 
 
 async def backlog_of(broker: MemoryBroker, n: int) -> None:
