@@ -7,8 +7,6 @@ fails the test loudly; nothing is skipped.
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,10 +16,7 @@ import redis
 
 from asyncz.settings import Settings
 from tests.support.databases import database_url, ensure_database, redis_url
-from tests.support.settings import make_settings, open_service, settings_env
-
-# Tests import these from here too (the fixtures' home); they live in tests/support.
-__all__ = ["database_url", "make_settings", "open_service", "redis_url", "settings_env"]
+from tests.support.settings import make_settings
 
 
 @pytest.fixture(scope="session")
@@ -56,14 +51,6 @@ def clean(pg_url: str, redis_server_url: str) -> Iterator[None]:
 @pytest.fixture
 def settings(clean: None, pg_url: str, redis_server_url: str, tmp_path: Any) -> Settings:
     return make_settings(pg_url, redis_server_url, artifact_dir=str(tmp_path / "artifacts"))
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-def new_key() -> str:
-    return str(uuid.uuid4())
 
 
 _TIER_OF_FOLDER = {

@@ -18,7 +18,7 @@ from tests.support.devrun import DevRun
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
-XSS = "<img src=x onerror=alert(1)>"  # the payload: a dialog would open
+XSS = "<img src=x onerror=alert(1)>"  # shown as text in a payload or an error, or a dialog opens
 XSS_FLAG = "<svg onload=window.__xss=1><script>window.__xss=2</script>"  # or a flag be set
 Page = tuple[Any, PageWatch]
 

@@ -30,9 +30,9 @@ import redis
 from asyncz.local.procs import free_port, redis_answers, wait_for
 from asyncz.local.servers.embedded import EmbeddedPostgres
 from asyncz.settings import Settings
-from tests.conftest import make_settings, open_service, settings_env
-from tests.integration.helpers import rows
 from tests.support.databases import drop_database, fresh_database, sibling_url
+from tests.support.ledger import rows
+from tests.support.settings import make_settings, open_service, settings_env
 from tests.support.workers import start_worker
 
 REPO = Path(__file__).resolve().parents[2]

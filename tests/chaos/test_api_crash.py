@@ -23,7 +23,7 @@ from tests.chaos.conftest import (
     mixed_jobs,
     wait_terminal,
 )
-from tests.integration.helpers import rows
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.chaos
 

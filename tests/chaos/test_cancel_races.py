@@ -32,8 +32,9 @@ from tests.chaos.conftest import (
     check_ledger,
     submit_jobs,
 )
-from tests.conftest import open_service, run
-from tests.integration.helpers import rows, wait_until
+from tests.support.ledger import rows
+from tests.support.settings import open_service
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -48,7 +49,7 @@ def test_worker_dies_after_a_cancel_request_the_job_ends_cancelled(
     recovery_factory: Callable[..., RecoveryLoop],
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path)
-    [job_id] = run(submit_jobs(settings, [{"task": "sleep", "payload": {"seconds": 30}}]))
+    [job_id] = asyncio.run(submit_jobs(settings, [{"task": "sleep", "payload": {"seconds": 30}}]))
     fleet = fleet_factory(settings)
     worker = fleet.start(concurrency=1)
     wait_until(
@@ -65,7 +66,7 @@ def test_worker_dies_after_a_cancel_request_the_job_ends_cancelled(
         async with open_service(settings) as svc:
             return await svc.cancel(job_id)
 
-    assert run(cancel()) is JobStatus.PROCESSING
+    assert asyncio.run(cancel()) is JobStatus.PROCESSING
     os.killpg(worker.pid, signal.SIGKILL)
     worker.wait(10)
     recovery = recovery_factory(settings, interval=0.5)
@@ -120,7 +121,7 @@ def test_cancel_request_while_the_attempt_records_its_result_strands_nothing(
                 summary = await asyncio.wait_for(runner, 20)
             return job, summary
 
-    job, summary = run(scenario())
+    job, summary = asyncio.run(scenario())
     assert job.status in TERMINAL, (
         f"the job is still {job.status.value} with nobody heartbeating it: the heartbeat "
         "cancelled the attempt while it was recording its result"

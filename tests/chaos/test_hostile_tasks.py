@@ -6,6 +6,7 @@ The custom tasks live in :mod:`tests.chaos.tasks`; workers load them through
 
 from __future__ import annotations
 
+import asyncio
 import resource
 import subprocess
 import time
@@ -26,8 +27,8 @@ from tests.chaos.conftest import (
     submit_jobs,
     wait_terminal,
 )
-from tests.conftest import run
-from tests.integration.helpers import rows, wait_until
+from tests.support.ledger import rows
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -50,15 +51,19 @@ def test_hung_task_is_cut_off_at_its_timeout_and_the_worker_keeps_working(
     recovery_factory: Callable[..., RecoveryLoop],
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
-    [hang] = run(submit_jobs(settings, [{"task": "chaos_hang", "payload": {}, "max_retries": 0}]))
-    ids = [hang, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
+    [hang] = asyncio.run(
+        submit_jobs(settings, [{"task": "chaos_hang", "payload": {}, "max_retries": 0}])
+    )
+    ids = [hang, *asyncio.run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
     fleet = fleet_factory(settings)
     worker = fleet.start(concurrency=4)  # the only worker: it must carry on alone
     recovery = recovery_factory(settings)
     started = time.monotonic()
     wait_until(lambda: job_status(chaos_db, hang) == "dead", timeout=20, what="the hang cut off")
     cut_after = time.monotonic() - started
-    later = run(submit_jobs(settings, [{"task": "echo", "payload": {"n": i}} for i in range(20)]))
+    later = asyncio.run(
+        submit_jobs(settings, [{"task": "echo", "payload": {"n": i}} for i in range(20)])
+    )
     ids += later
     wait_terminal(chaos_db, len(ids), timeout=30)
     assert worker.poll() is None, fleet.output(worker)[1][-2000:]
@@ -85,8 +90,10 @@ def test_task_that_exits_the_process_is_recovered_and_ends_dead(
     recovery_factory: Callable[..., RecoveryLoop],
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path)
-    [killer] = run(submit_jobs(settings, [{"task": "chaos_exit", "payload": {}, "max_retries": 1}]))
-    ids = [killer, *run(submit_jobs(settings, mixed_jobs(60, sleep_max=0.5)))]
+    [killer] = asyncio.run(
+        submit_jobs(settings, [{"task": "chaos_exit", "payload": {}, "max_retries": 1}])
+    )
+    ids = [killer, *asyncio.run(submit_jobs(settings, mixed_jobs(60, sleep_max=0.5)))]
     fleet = fleet_factory(settings)
     recovery = recovery_factory(settings)
     deadline = time.monotonic() + 60
@@ -130,13 +137,15 @@ def _hog_then_mix(
     """A memory hog (max_retries 0) on a capped worker, then a normal mix on the same
     worker; returns once every job is terminal and the worker was checked alive."""
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
-    [hog] = run(submit_jobs(settings, [{"task": "chaos_oom", "payload": {}, "max_retries": 0}]))
+    [hog] = asyncio.run(
+        submit_jobs(settings, [{"task": "chaos_oom", "payload": {}, "max_retries": 0}])
+    )
     fleet = fleet_factory(settings)
     worker = start_capped_worker(fleet)
     recovery = recovery_factory(settings)
     wait_until(lambda: attempt_ended(chaos_db, hog), timeout=30, what="the hog's attempt to end")
     # the hog's failure is on record: the same worker then runs a normal mix
-    ids = [hog, *run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
+    ids = [hog, *asyncio.run(submit_jobs(settings, mixed_jobs(30, sleep_max=0.2)))]
     wait_terminal(chaos_db, len(ids), timeout=timeout)
     alive = worker.poll() is None
     recovery.stop()

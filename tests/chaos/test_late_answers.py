@@ -26,7 +26,7 @@ from tests.chaos.conftest import (
     check_ledger,
     wait_terminal,
 )
-from tests.integration.helpers import rows
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.chaos
 

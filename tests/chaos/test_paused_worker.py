@@ -7,6 +7,7 @@ the job is completed exactly once and the attempt log reads ``lost``, ``complete
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -25,8 +26,8 @@ from tests.chaos.conftest import (
     submit_jobs,
     wait_terminal,
 )
-from tests.conftest import run
-from tests.integration.helpers import rows, wait_until
+from tests.support.ledger import rows
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -40,7 +41,7 @@ def test_paused_worker_is_fenced_out_and_the_job_completes_once(
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path)
     fleet = fleet_factory(settings)
-    [victim] = run(submit_jobs(settings, [{"task": "sleep", "payload": {"seconds": 1.0}}]))
+    [victim] = asyncio.run(submit_jobs(settings, [{"task": "sleep", "payload": {"seconds": 1.0}}]))
     sleeper = fleet.start(concurrency=1)
     claimed = wait_until(
         lambda: rows(
@@ -54,7 +55,7 @@ def test_paused_worker_is_fenced_out_and_the_job_completes_once(
     frozen_at = time.monotonic()
     try:
         recovery = recovery_factory(settings, interval=0.5)
-        ids = [victim, *run(submit_jobs(settings, mixed_jobs(40, sleep_max=0.2)))]
+        ids = [victim, *asyncio.run(submit_jobs(settings, mixed_jobs(40, sleep_max=0.2)))]
         rescuer = fleet.start(concurrency=4)
         wait_terminal(chaos_db, len(ids), timeout=60, what="the rescuer to finish every job")
         assert time.monotonic() - frozen_at > settings.lease_timeout_seconds

@@ -7,6 +7,7 @@ reconnect by themselves, and every job ends terminal with a clean attempt log.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,8 +31,8 @@ from tests.chaos.conftest import (
     submit_jobs,
     wait_terminal,
 )
-from tests.conftest import run
-from tests.integration.helpers import rows, wait_until
+from tests.support.ledger import rows
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -58,7 +59,7 @@ def test_postgres_restart_mid_run_api_says_503_and_everyone_reconnects(
     db = create_database(own_postgres.server_url, "asyncz_chaos")
     settings = chaos_settings(db, own_redis.url, tmp_path)
     api = api_factory(settings)
-    ids = run(submit_jobs(settings, mixed_jobs(JOBS, sleep_max=0.5)))
+    ids = asyncio.run(submit_jobs(settings, mixed_jobs(JOBS, sleep_max=0.5)))
     for spec in mixed_jobs(10):
         reply = api.request("POST", "/jobs", spec, timeout=30)
         assert reply is not None and reply["status"] == 202, reply

@@ -7,6 +7,7 @@ job still ends terminal with a clean attempt log.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,8 +26,7 @@ from tests.chaos.conftest import (
     submit_jobs,
     wait_terminal,
 )
-from tests.conftest import run
-from tests.integration.helpers import wait_until
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -46,7 +46,7 @@ def test_redis_flushall_mid_run_loses_no_job(
     recovery_factory: Callable[..., RecoveryLoop],
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path)
-    ids = run(submit_jobs(settings, mixed_jobs(JOBS, sleep_max=0.5)))
+    ids = asyncio.run(submit_jobs(settings, mixed_jobs(JOBS, sleep_max=0.5)))
     fleet = fleet_factory(settings)
     for _ in range(2):
         fleet.start(concurrency=4)
@@ -76,7 +76,7 @@ def test_redis_stopped_and_restarted_mid_run(
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path)
     api = api_factory(settings)
-    ids = run(submit_jobs(settings, mixed_jobs(JOBS, sleep_max=0.5)))
+    ids = asyncio.run(submit_jobs(settings, mixed_jobs(JOBS, sleep_max=0.5)))
     fleet = fleet_factory(settings)
     for _ in range(2):
         fleet.start(concurrency=4)

@@ -1,13 +1,14 @@
 """Redis answers with errors instead of going away: OOM under ``maxmemory`` (READONLY after
 a failover is the same class of reply). Writes are refused, the server still answers.
 
-Before issue 14 the guards handled only connection errors: the api answered 500 after the
-row was committed, and a worker's heartbeat coroutine died silently, so its leases expired
-while its attempts were still running.
+Guards that handled only connection errors would answer 500 after the row was committed,
+and let a worker's heartbeat coroutine die silently, so its leases would expire while its
+attempts were still running.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.conftest import ApiSandbox, Fleet, RedisServer, chaos_settings, submit_jobs
-from tests.conftest import run
-from tests.integration.helpers import rows, wait_until
+from tests.support.ledger import rows
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -35,7 +36,7 @@ def test_redis_refusing_writes_keeps_submits_and_leases_alive(
     fleet_factory: Callable[..., Fleet],
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path, lease_timeout_seconds=3.0)
-    [long_job] = run(submit_jobs(settings, [{"task": "sleep", "payload": {"seconds": 20}}]))
+    [long_job] = asyncio.run(submit_jobs(settings, [{"task": "sleep", "payload": {"seconds": 20}}]))
     fleet = fleet_factory(settings)
     fleet.start(concurrency=2)
     wait_until(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -23,7 +24,6 @@ from tests.chaos.conftest import (
     submit_jobs,
     wait_terminal,
 )
-from tests.conftest import run
 
 pytestmark = pytest.mark.chaos
 
@@ -67,7 +67,7 @@ def test_random_worker_sigkills_during_a_thousand_job_run(
     recovery_factory: Callable[..., RecoveryLoop],
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path)
-    ids = run(submit_jobs(settings, mixed_jobs(JOBS, sleep_max=0.5)))
+    ids = asyncio.run(submit_jobs(settings, mixed_jobs(JOBS, sleep_max=0.5)))
     fleet = fleet_factory(settings)
     for _ in range(WORKERS):
         fleet.start(concurrency=CONCURRENCY)

@@ -1,4 +1,4 @@
-"""The functions' code asset ships the package, not the dev tools (issue 15, part 2)."""
+"""The functions' code asset ships the package, not the dev tools."""
 
 from __future__ import annotations
 

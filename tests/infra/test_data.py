@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from tests.infra.conftest import Synth
-from tests.infra.helpers import asyncz_functions, export_target, resources
+from tests.support.templates import asyncz_functions, export_target, resources
 
 pytestmark = pytest.mark.infra
 

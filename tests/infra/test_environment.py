@@ -6,7 +6,7 @@ import pytest
 
 from asyncz.settings import Settings
 from tests.infra.conftest import Synth
-from tests.infra.helpers import asyncz_functions, environment, export_target, placeholder
+from tests.support.templates import asyncz_functions, environment, export_target, placeholder
 
 pytestmark = pytest.mark.infra
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.first_task import block_with, blocks
-from tests.infra.helpers import asyncz_functions, environment
 from tests.infra.test_cli import CDK, offline_env
 from tests.infra.test_example import asset_dir
+from tests.support.first_task import block_with, blocks
+from tests.support.templates import asyncz_functions, environment
 
 pytestmark = [pytest.mark.infra, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ import pytest
 
 from asyncz_cdk.constructs.function_defaults import VPC_NETWORK_INTERFACE_ACTIONS
 from tests.infra.conftest import Synth
-from tests.infra.helpers import (
+from tests.support.templates import (
     actions,
     as_list,
     asyncz_functions,

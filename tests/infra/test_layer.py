@@ -11,7 +11,7 @@ from asyncz_cdk.config import local_stage
 from asyncz_cdk.layer_build import RUNTIME_REQUIREMENTS, cached_layer
 from infra.app import BUILD_DIR, ROOT
 from tests.infra.conftest import Synth, synthesize
-from tests.infra.helpers import asyncz_functions, resources
+from tests.support.templates import asyncz_functions, resources
 
 pytestmark = pytest.mark.infra
 

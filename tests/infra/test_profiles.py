@@ -17,7 +17,8 @@ from asyncz_cdk.budget import RESERVED_CONNECTIONS, check_connection_budget, max
 from asyncz_cdk.config import aws_stage
 from asyncz_cdk.context import settings_from_context
 from tests.infra.conftest import Synth
-from tests.infra.helpers import (
+from tests.infra.test_cli import CDK, offline_env, stacks_in
+from tests.support.templates import (
     actions,
     asyncz_functions,
     environment,
@@ -26,7 +27,6 @@ from tests.infra.helpers import (
     role_of,
     statements_of_role,
 )
-from tests.infra.test_cli import CDK, offline_env, stacks_in
 
 pytestmark = pytest.mark.infra
 

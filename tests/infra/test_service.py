@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.infra.conftest import Synth
-from tests.infra.helpers import asyncz_functions, environment, resources
+from tests.support.templates import asyncz_functions, environment, resources
 
 pytestmark = pytest.mark.infra
 

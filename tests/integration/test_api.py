@@ -1,4 +1,4 @@
-"""The api Lambda handler driven with API Gateway REST proxy events (issue 3)."""
+"""The api Lambda handler driven with API Gateway REST proxy events."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from asyncz.api.app import Waker
 from asyncz.connections import hash_api_key
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
-from tests.conftest import make_settings, open_service, settings_env
-from tests.integration.helpers import rows, wait_until
 from tests.support.apigw import FakeContext, Reply, call, rest_event
+from tests.support.ledger import rows
+from tests.support.settings import make_settings, open_service, settings_env
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
 
 from asyncz.api.app import create_app
 from asyncz.connections import hash_api_key
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 pytestmark = pytest.mark.integration
 KEY = "schemathesis-key-0123456789"

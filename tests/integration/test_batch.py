@@ -1,5 +1,5 @@
 # ruff: noqa: F811 - the fixtures imported from test_api are parameters here
-"""POST /jobs/batch (issue 17): all-or-nothing validation, one INSERT and one enqueue,
+"""POST /jobs/batch: all-or-nothing validation, one INSERT and one enqueue,
 per-item idempotency, results in order, on both fronts (submit lane and FastAPI)."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pytest
 import redis
 
 from asyncz.settings import Settings
-from tests.integration.helpers import rows
 from tests.integration.test_api import (  # noqa: F401 - fixtures
     FRONTS,
     api,
@@ -20,6 +19,7 @@ from tests.integration.test_api import (  # noqa: F401 - fixtures
     front,
     job_row,
 )
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""asyncz.client and the CLI against a started ``asyncz dev`` (issue 17's acceptance): the
+"""asyncz.client and the CLI against a started ``asyncz dev``: the
 echo result, JobFailed with the error text, submit_many of 1,000 (sync and async under
 asyncio.gather), and ``asyncz replay --all`` over 250 dead jobs."""
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from asyncz.client import AsyncClient, Client, Job, JobFailed
-from tests.integration.test_local_dev import API_KEY, DevProcess, _free_port
 from tests.support.databases import empty_backends
+from tests.support.devrun import API_KEY, DevRun, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -39,12 +39,16 @@ def dev_environment(database_url: str, redis_url: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevProcess]:
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
     """One ``asyncz dev`` with two workers for the module, on empty backends of its own."""
     database_url, redis_url = empty_backends("dev", 8)
     data_dir = tmp_path_factory.mktemp("client-dev") / "data"
-    run = DevProcess(
-        _free_port(), data_dir, dev_environment(database_url, redis_url), ["--workers", "2"]
+    run = DevRun(
+        data_dir,
+        dev_environment(database_url, redis_url),
+        API_KEY,
+        port=free_port(),
+        args=["--workers", "2"],
     )
     try:
         run.wait_healthy()
@@ -56,7 +60,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevProcess]:
 
 
 @pytest.fixture
-def client(dev: DevProcess) -> Iterator[Client]:
+def client(dev: DevRun) -> Iterator[Client]:
     with Client(dev.url, API_KEY) as c:
         yield c
 
@@ -87,7 +91,7 @@ def test_submit_many_of_1000_all_complete(client: Client) -> None:
     assert finished[617].result == {"i": 617}
 
 
-def test_the_async_client_under_gather(dev: DevProcess) -> None:
+def test_the_async_client_under_gather(dev: DevRun) -> None:
     async def go() -> list[Job]:
         async with AsyncClient(dev.url, API_KEY) as c:
             groups = await asyncio.gather(
@@ -103,7 +107,7 @@ def test_the_async_client_under_gather(dev: DevProcess) -> None:
     assert finished[260].result == {"g": 1, "i": 10}
 
 
-def test_cli_replay_all_replays_250_dead_jobs(dev: DevProcess, client: Client) -> None:
+def test_cli_replay_all_replays_250_dead_jobs(dev: DevRun, client: Client) -> None:
     task = "fail"
     jobs = client.submit_many(
         [{"task": task, "queue": "default", "max_retries": 0, "payload": {"n": i}}
@@ -129,7 +133,7 @@ def test_cli_replay_all_replays_250_dead_jobs(dev: DevProcess, client: Client) -
     assert all(len(client.attempts(i)) == 2 for i in list(ids)[:20])
 
 
-def test_cli_talks_to_dev_with_its_written_key(dev: DevProcess, tmp_path: Path) -> None:
+def test_cli_talks_to_dev_with_its_written_key(dev: DevRun, tmp_path: Path) -> None:
     (tmp_path / ".asyncz").mkdir()
     (tmp_path / ".asyncz" / "api-key").write_text(API_KEY + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCZ_")}

@@ -1,4 +1,7 @@
-"""Acceptance tests of the engine (issue 2) against real PostgreSQL and Redis."""
+"""The engine's promises against real PostgreSQL and Redis: each job completed exactly once
+by competing workers, nothing lost to a killed worker or a flushed Redis (however many
+recovery runs it takes), fenced leases, retries with backoff, the dead-letter queue,
+idempotency keys, declared queues only, heartbeats that outlive an error."""
 
 from __future__ import annotations
 
@@ -6,23 +9,20 @@ import asyncio
 import signal
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
 import redis
 
-from asyncz.errors import DuplicateJobError
+from asyncz.errors import DuplicateJobError, UnknownQueueError
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.settings import Settings
 from asyncz.worker.loop import WorkerLoop
-from tests.conftest import make_settings, open_service, run
-from tests.integration.helpers import (
-    rows,
-    start_worker_process,
-    status_counts,
-    stop_process,
-    wait_until,
-)
+from tests.support.ledger import rows, status_counts
+from tests.support.settings import make_settings, open_service
+from tests.support.waiting import wait_until
+from tests.support.workers import start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
 
@@ -68,8 +68,8 @@ async def work_until(
 def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
     settings: Settings,
 ) -> None:
-    ids = run(submit_many(settings, 1000))
-    workers = [start_worker_process(settings, idle_exit=3) for _ in range(4)]
+    ids = asyncio.run(submit_many(settings, 1000))
+    workers = [start_worker(settings, idle_exit=3) for _ in range(4)]
     try:
         wait_until(
             lambda: status_counts(settings.database_url or "").get("completed") == 1000,
@@ -78,7 +78,7 @@ def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
             what="1,000 completed jobs",
         )
     finally:
-        outputs = [stop_process(w) for w in workers]
+        outputs = [stop_worker(w) for w in workers]
     per_job = rows(
         settings.database_url,
         """
@@ -97,7 +97,7 @@ def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
 
 
 def test_same_id_pushed_five_times_runs_once(settings: Settings) -> None:
-    [job_id] = run(submit_many(settings, 1, task="sleep", seconds=1.0))
+    [job_id] = asyncio.run(submit_many(settings, 1, task="sleep", seconds=1.0))
     r = redis.Redis.from_url(settings.redis_url or "")
     ready = f"{settings.redis_prefix}:{{default}}:ready"
     delayed = f"{settings.redis_prefix}:{{default}}:delayed"
@@ -119,7 +119,7 @@ def test_same_id_pushed_five_times_runs_once(settings: Settings) -> None:
         after = getattr(done, "after", None)
         return after is not None and time.monotonic() - after > 2.0
 
-    summary = run(work_until(settings, done))
+    summary = asyncio.run(work_until(settings, done))
     attempts = rows(
         settings.database_url, "SELECT * FROM job_attempts WHERE job_id = %s", (job_id,)
     )
@@ -133,7 +133,7 @@ def test_same_id_pushed_five_times_runs_once(settings: Settings) -> None:
 def test_ids_that_are_not_job_ids_in_the_ready_set_are_skipped(settings: Settings) -> None:
     """A member that is no job id (another program's, or a UUID in a form PostgreSQL refuses)
     must not sink the claim of the real ids popped with it."""
-    [job_id] = run(submit_many(settings, 1))
+    [job_id] = asyncio.run(submit_many(settings, 1))
     r = redis.Redis.from_url(settings.redis_url or "")
     ready = f"{settings.redis_prefix}:{{default}}:ready"
     foreign = ["not-a-job", f"urn:uuid:{job_id}", job_id.replace("-", "") + "0", ""]
@@ -144,13 +144,13 @@ def test_ids_that_are_not_job_ids_in_the_ready_set_are_skipped(settings: Setting
             leases = await svc.claim_next("w", ["default"], 10, 0.5, 3600)
             return [lease.job_id for lease in leases]
 
-    assert run(claim()) == [job_id]
+    assert asyncio.run(claim()) == [job_id]
     assert r.zcard(ready) == 0
 
 
 def test_sigkilled_worker_job_is_recovered_and_completed(settings: Settings) -> None:
-    [job_id] = run(submit_many(settings, 1, task="sleep", seconds=30))
-    victim = start_worker_process(settings)
+    [job_id] = asyncio.run(submit_many(settings, 1, task="sleep", seconds=30))
+    victim = start_worker(settings)
     try:
         wait_until(
             lambda: rows(
@@ -164,7 +164,7 @@ def test_sigkilled_worker_job_is_recovered_and_completed(settings: Settings) -> 
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
     finally:
-        stop_process(victim)
+        stop_worker(victim)
     # Nobody heartbeats now. Make the job short so the second worker finishes quickly.
     rows(
         settings.database_url,
@@ -179,9 +179,11 @@ def test_sigkilled_worker_job_is_recovered_and_completed(settings: Settings) -> 
             await asyncio.sleep(settings.lease_timeout_seconds + 1)
             return await svc.recover()
 
-    report = run(recover_after_lease_timeout())
+    report = asyncio.run(recover_after_lease_timeout())
     assert report.requeued == [job_id]
-    run(work_until(settings, lambda: status_counts(settings.database_url or "").get("completed")))
+    asyncio.run(
+        work_until(settings, lambda: status_counts(settings.database_url or "").get("completed"))
+    )
     outcomes = rows(
         settings.database_url,
         "SELECT outcome, worker_id FROM job_attempts WHERE job_id=%s ORDER BY attempt",
@@ -216,7 +218,7 @@ def test_a_worker_whose_lease_was_taken_cannot_heartbeat_complete_or_fail(
             outcomes = [a.outcome for a in await svc.attempts(sub.job_id)]
             assert [str(o) for o in outcomes] == ["lost", "completed"]
 
-    run(scenario())
+    asyncio.run(scenario())
 
 
 def test_flushall_with_500_queued_and_delayed_jobs_loses_nothing(settings: Settings) -> None:
@@ -226,7 +228,7 @@ def test_flushall_with_500_queued_and_delayed_jobs_loses_nothing(settings: Setti
                 delay = 1.5 if i % 2 else 0.0
                 await svc.submit(NewJob(task="echo", payload={"i": i}, delay_seconds=delay))
 
-    run(submit())
+    asyncio.run(submit())
     assert redis_ids(settings) == 500
     redis.Redis.from_url(settings.redis_url or "").flushdb()  # FLUSHALL, scoped to our test db
     assert redis_ids(settings) == 0
@@ -235,9 +237,9 @@ def test_flushall_with_500_queued_and_delayed_jobs_loses_nothing(settings: Setti
         async with open_service(settings) as svc:
             return await svc.recover()
 
-    report = run(recover())
+    report = asyncio.run(recover())
     assert report.reenqueued + report.restored_delayed == 500
-    run(
+    asyncio.run(
         work_until(
             settings, lambda: status_counts(settings.database_url or "").get("completed") == 500
         )
@@ -259,7 +261,7 @@ def test_redis_down_during_submit_the_job_is_accepted_and_later_completes(
         async with open_service(down) as svc:
             return await svc.submit(NewJob(task="echo", payload={"durable": True}))
 
-    sub = run(submit())
+    sub = asyncio.run(submit())
     assert sub.status is JobStatus.QUEUED and sub.enqueued is False
     assert redis_ids(settings) == 0
 
@@ -267,8 +269,10 @@ def test_redis_down_during_submit_the_job_is_accepted_and_later_completes(
         async with open_service(settings) as svc:
             return await svc.recover()
 
-    assert run(recover()).reenqueued == 1
-    run(work_until(settings, lambda: status_counts(settings.database_url or "").get("completed")))
+    assert asyncio.run(recover()).reenqueued == 1
+    asyncio.run(
+        work_until(settings, lambda: status_counts(settings.database_url or "").get("completed"))
+    )
     job = rows(settings.database_url, "SELECT status, result FROM jobs WHERE id=%s", (sub.job_id,))
     assert job == [{"status": "completed", "result": {"durable": True}}]
 
@@ -284,7 +288,7 @@ def test_flaky_completes_on_attempt_three_after_growing_scheduled_delays(
             sub = await svc.submit(NewJob(task="flaky", payload={"failures": 2}, max_retries=3))
             return [{"id": sub.job_id}]
 
-    [job] = run(scenario())
+    [job] = asyncio.run(scenario())
     job_id = job["id"]
     seen: list[dict[str, object]] = []
 
@@ -299,7 +303,7 @@ def test_flaky_completes_on_attempt_three_after_growing_scheduled_delays(
         return r["status"] == "completed"
 
     # rand() = 1 makes the full-jitter delay its ceiling: base, 2 x base.
-    run(work_until(settings, done, rand=lambda: 1.0))
+    asyncio.run(work_until(settings, done, rand=lambda: 1.0))
     attempts = rows(
         settings.database_url,
         "SELECT * FROM job_attempts WHERE job_id=%s ORDER BY attempt",
@@ -327,8 +331,10 @@ def test_fail_ends_dead_after_three_attempts_and_replay_sends_it_back(settings: 
                 await svc.submit(NewJob(task="fail", payload={"message": "boom"}, max_retries=2))
             ).job_id
 
-    job_id = run(submit())
-    run(work_until(settings, lambda: status_counts(settings.database_url or "").get("dead")))
+    job_id = asyncio.run(submit())
+    asyncio.run(
+        work_until(settings, lambda: status_counts(settings.database_url or "").get("dead"))
+    )
     job = rows(settings.database_url, "SELECT * FROM jobs WHERE id=%s", (job_id,))[0]
     assert job["status"] == "dead" and job["attempts"] == 3
     assert job["last_error"] == "TaskFailedError: boom"
@@ -343,11 +349,11 @@ def test_fail_ends_dead_after_three_attempts_and_replay_sends_it_back(settings: 
         async with open_service(settings) as svc:
             return await svc.replay(job_id)
 
-    replayed = run(replay())
+    replayed = asyncio.run(replay())
     assert replayed.status is JobStatus.QUEUED
     assert redis_ids(settings) == 1
     # it runs again with a fresh retry budget: three more attempts, then dead again
-    run(
+    asyncio.run(
         work_until(
             settings,
             lambda: rows(
@@ -369,7 +375,7 @@ def test_two_concurrent_submits_with_one_idempotency_key_create_one_row(settings
             new = NewJob(task="echo", payload={}, idempotency_key="order-42")
             return await asyncio.gather(a.submit(new), b.submit(new), return_exceptions=True)
 
-    results = run(scenario())
+    results = asyncio.run(scenario())
     ok = [r for r in results if not isinstance(r, BaseException)]
     dup = [r for r in results if isinstance(r, DuplicateJobError)]
     assert len(ok) == 1 and len(dup) == 1
@@ -391,7 +397,7 @@ def test_all_timestamps_are_timezone_aware_utc_from_postgres(settings: Settings)
             await svc.complete(lease, {})
             return await svc.get(sub.job_id), await svc.attempts(sub.job_id)
 
-    job, attempts = run(scenario())
+    job, attempts = asyncio.run(scenario())
     stamps = [
         job.created_at,
         job.run_at,
@@ -430,4 +436,81 @@ def test_batched_completion_is_fenced_per_attempt(settings: Settings) -> None:
             outcomes = [str(a.outcome) for a in await svc.attempts(leases[1].job_id)]
             assert outcomes == ["completed"]
 
-    run(scenario())
+    asyncio.run(scenario())
+
+
+def test_a_queue_no_worker_polls_is_refused_at_submit(settings: Settings) -> None:
+    async def scenario() -> None:
+        async with open_service(settings) as svc:
+            with pytest.raises(UnknownQueueError, match="emails"):
+                await svc.submit(NewJob(task="echo", payload={}, queue="emails"))
+            declared = settings.model_copy(update={"queues": "default,emails"})
+            async with open_service(declared) as other:
+                await other.submit(NewJob(task="echo", payload={}, queue="emails"))
+
+    asyncio.run(scenario())
+    assert [r["queue"] for r in rows(settings.database_url or "", "SELECT queue FROM jobs")] == [
+        "emails"
+    ]
+
+
+def test_after_a_redis_flush_every_queued_row_is_restored_beyond_one_runs_cap(
+    clean: None, pg_url: str, redis_server_url: str, tmp_path: Any
+) -> None:
+    # one recovery run re-enqueues at most 2 x 50 = 100 rows
+    settings = make_settings(
+        pg_url,
+        redis_server_url,
+        recovery_batch_size=50,
+        recovery_max_batches=2,
+        artifact_dir=str(tmp_path),
+    )
+
+    async def scenario() -> list[int]:
+        async with open_service(settings) as svc:
+            for i in range(300):
+                await svc.submit(NewJob(task="echo", payload={"i": i}, delay_seconds=3600))
+            r = redis.Redis.from_url(redis_server_url)
+            r.flushdb()
+            restored = []
+            for _ in range(4):
+                await svc.recover()
+                restored.append(
+                    sum(r.zcard(k) for k in r.keys(f"{settings.redis_prefix}:*:delayed"))
+                )
+            return restored
+
+    restored = asyncio.run(scenario())
+    assert restored[-1] == 300, f"restored after each run: {restored}"
+    assert restored[0] == 100  # each run stays within its cap
+
+
+def test_an_unexpected_error_in_one_heartbeat_does_not_end_the_heartbeats(
+    settings: Settings,
+) -> None:
+    async def scenario() -> tuple[int, Any]:
+        async with open_service(settings) as svc:
+            sub = await svc.submit(NewJob(task="sleep", payload={"seconds": 3}))
+            real = svc.heartbeat
+            calls = 0
+
+            async def flaky_heartbeat(leases: Any) -> Any:
+                nonlocal calls
+                calls += 1
+                if calls == 1:
+                    raise RuntimeError("an error no guard expected")
+                return await real(leases)
+
+            svc.heartbeat = flaky_heartbeat  # type: ignore[method-assign]
+            stop = asyncio.Event()
+            loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
+            runner = asyncio.create_task(loop.run())
+            while (await svc.get(sub.job_id)).status in (JobStatus.QUEUED, JobStatus.PROCESSING):
+                await asyncio.sleep(0.1)
+            stop.set()
+            await runner
+            return calls, await svc.get(sub.job_id)
+
+    calls, job = asyncio.run(scenario())
+    assert job.status is JobStatus.COMPLETED, job
+    assert calls >= 3, f"the heartbeat stopped after {calls} call(s)"

@@ -9,22 +9,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.first_task import ROOT, blocks, parts
 from tests.support.databases import fresh_database, sibling_url
+from tests.support.devrun import free_port
+from tests.support.first_task import ROOT, blocks, parts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(400)]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_every_part_of_the_doc_is_known() -> None:
@@ -35,7 +29,7 @@ def test_every_part_of_the_doc_is_known() -> None:
 
 def test_first_task_runs_locally_as_documented(tmp_path: Path) -> None:
     db_url = fresh_database(sibling_url("first"))
-    port = str(_free_port())
+    port = str(free_port())
     script = blocks("local")
     assert "ASYNCZ_SRC=~/src/asyncz-serverless" in script and "8000" in script
     script = script.replace("ASYNCZ_SRC=~/src/asyncz-serverless", f"ASYNCZ_SRC={ROOT}")

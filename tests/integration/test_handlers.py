@@ -3,6 +3,7 @@ AWS APIs (Lambda invoke, CloudWatch) served by moto."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import zipfile
@@ -21,9 +22,9 @@ from asyncz.jobs import NewJob
 from asyncz.recovery import handler as recovery_handler
 from asyncz.settings import Settings, get_settings
 from asyncz.worker import handler as worker_handler
-from tests.conftest import open_service, run, settings_env
-from tests.integration.helpers import rows, status_counts
 from tests.support.apigw import FakeContext
+from tests.support.ledger import rows, status_counts
+from tests.support.settings import open_service, settings_env
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +62,7 @@ def submit(settings: Settings, n: int, task: str = "echo", **payload: Any) -> li
                 for _ in range(n)
             ]
 
-    return run(go())
+    return asyncio.run(go())
 
 
 def test_fleet_async_invokes_the_shortfall_of_workers(aws_env: Settings) -> None:

@@ -17,7 +17,7 @@ from asyncz import connections
 from asyncz.errors import BrokerUnavailableError
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
-from tests.conftest import open_service, run
+from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +83,7 @@ def test_the_service_connects_with_signed_tokens(
                 assert conn.info.password == "pg-token"
                 assert conn.info.user == iam.database_user
 
-    run(go())
+    asyncio.run(go())
     assert signed["rds"][0] == {
         "host": iam.database_host,
         "port": iam.database_port,
@@ -110,13 +110,13 @@ def test_a_wrong_cache_token_is_refused_as_an_unavailable_broker(
             with pytest.raises(BrokerUnavailableError):
                 await svc.broker.ping()
 
-    run(go())
+    asyncio.run(go())
 
 
 def test_a_pool_with_no_minimum_lets_go_of_idle_connections(settings: Settings) -> None:
     """Serverless profile: Aurora pauses only when no connection is open, so the pool keeps
     none once idle (ASYNCZ_DB_POOL_MIN=0, a short ASYNCZ_DB_POOL_MAX_IDLE_SECONDS)."""
-    from tests.integration.helpers import wait_until
+    from tests.support.waiting import wait_until
 
     name = f"asyncz-idle-{uuid.uuid4().hex[:6]}"
     lean = settings.model_copy(
@@ -124,7 +124,7 @@ def test_a_pool_with_no_minimum_lets_go_of_idle_connections(settings: Settings) 
     )
 
     def open_connections() -> int:
-        from tests.integration.helpers import rows
+        from tests.support.ledger import rows
 
         found = rows(
             settings.database_url,
@@ -145,4 +145,4 @@ def test_a_pool_with_no_minimum_lets_go_of_idle_connections(settings: Settings) 
                 "the idle connection to close",
             )
 
-    run(go())
+    asyncio.run(go())

@@ -1,17 +1,18 @@
-"""GET /jobs with ?task= and ?queue= reads the ended jobs' indexes and the live statuses'
-partial indexes, merged: the pages are the same as a plain scan's, newest first, whatever
-state each job is in."""
+"""Listing jobs: GET /jobs with ?task= and ?queue= reads the ended jobs' indexes and the live
+statuses' partial indexes, merged, so the pages are the same as a plain scan's, newest first,
+whatever state each job is in; and a page of big jobs stays under a Lambda response."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
-from tests.conftest import open_service, run
-from tests.integration.helpers import rows
+from tests.support.ledger import rows
+from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ def test_task_and_queue_filters_page_through_live_and_ended_jobs(settings: Setti
                            queue=("default", "other")[n % 3 == 0])
                 )  # fmt: skip
 
-    run(submit())
+    asyncio.run(submit())
     # a mix of every status, spread over the creation order
     rows(url, "UPDATE jobs SET status = 'completed', finished_at = now() "
               "WHERE (payload->>'n')::int / 2 % 4 = 0")  # fmt: skip
@@ -59,7 +60,7 @@ def test_task_and_queue_filters_page_through_live_and_ended_jobs(settings: Setti
                 got = await _pages(svc, filters)
                 assert got == expected, filters
 
-    run(check())
+    asyncio.run(check())
 
 
 async def _pages(svc: Any, filters: dict[str, Any]) -> list[str]:
@@ -71,3 +72,26 @@ async def _pages(svc: Any, filters: dict[str, Any]) -> list[str]:
         if page.next_cursor is None:
             return seen
         cursor = page.next_cursor
+
+
+def test_pages_stay_under_a_lambda_response(settings: Settings) -> None:
+    from asyncz.pagination import PAGE_BUDGET_BYTES
+
+    async def scenario() -> list[Any]:
+        async with open_service(settings) as svc:
+            for _ in range(40):  # 40 x 200 KB of payload: 8 MB, more than a response holds
+                await svc.submit(NewJob(task="echo", payload={"blob": "y" * 200_000}))
+            pages = []
+            cursor = None
+            while True:
+                page = await svc.list_jobs(limit=500, cursor=cursor)
+                pages.append(page.items)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            return pages
+
+    pages = asyncio.run(scenario())
+    assert len(pages) >= 2 and sum(len(p) for p in pages) == 40
+    for items in pages:
+        assert sum(len(j.payload["blob"]) for j in items) <= PAGE_BUDGET_BYTES

@@ -15,109 +15,51 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from tests.support.databases import empty_backends
-from tests.support.devrun import DevRun, free_port, request
-from tests.support.devrun import dev_env as quick_dev_env
+from tests.support.devrun import (
+    API_KEY,
+    TERMINAL,
+    DevRun,
+    free_port,
+    request,
+    submit_many,
+    wait_terminal,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
-
-API_KEY = "dev-test-key"
-TERMINAL = {"completed", "dead", "cancelled"}
-
-
-_free_port = free_port
-
-
-@pytest.fixture
-def fresh_backends() -> tuple[str, str]:
-    """An empty database and an empty Redis db of this module's own."""
-    return empty_backends("dev", 8)
-
-
-class DevProcess(DevRun):
-    """This module's spelling of :class:`tests.support.devrun.DevRun`: (port, data dir, env,
-    extra arguments), with the module's API key."""
-
-    def __init__(self, port: int, data_dir: Path, env: dict[str, str], args: list[str]) -> None:
-        super().__init__(data_dir, env, API_KEY, port=port, args=args)
 
 
 def call(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     return request(base, API_KEY, method, path, body)
 
 
-def submit_many(base: str, bodies: list[dict[str, Any]]) -> list[str]:
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda b: call(base, "POST", "/jobs", b), bodies))
-    assert all(status == 202 for status, _ in results), results[:3]
-    return [body["job_id"] for _, body in results]
-
-
-def wait_terminal(base: str, ids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
-    pending = set(ids)
-    jobs: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + timeout
-    with ThreadPoolExecutor(8) as pool:
-        while pending and time.monotonic() < deadline:
-            for job_id, (status, job) in zip(
-                list(pending),
-                pool.map(lambda j: call(base, "GET", f"/jobs/{j}"), list(pending)),
-                strict=True,
-            ):
-                assert status == 200, job
-                if job["status"] in TERMINAL:
-                    jobs[job_id] = job
-                    pending.discard(job_id)
-            if pending:
-                time.sleep(0.3)
-    assert not pending, f"{len(pending)} jobs not terminal after {timeout}s"
-    return jobs
-
-
-@pytest.fixture
-def dev_env(fresh_backends: tuple[str, str]) -> dict[str, str]:
-    env = quick_dev_env(*fresh_backends, API_KEY)
-    env["ASYNCZ_DEV_API_SANDBOXES"] = "2"
-    return env
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[list[DevProcess]]:
-    started: list[DevProcess] = []
-    yield started
-    for run in started:  # never leave a run behind, whatever the test did
-        if run.proc.poll() is None:
-            os.killpg(run.pgid, signal.SIGKILL)
-            run.proc.wait(10)
-
-
 def test_dev_completes_200_jobs_and_loses_none_across_sigkill(
-    dev_env: dict[str, str], tmp_path: Path, runs: list[DevProcess]
+    dev_env: dict[str, str], tmp_path: Path, runs: list[DevRun]
 ) -> None:
     data_dir = tmp_path / "data"
-    port = _free_port()
+    port = free_port()
 
-    first = DevProcess(port, data_dir, dev_env, [])  # the fleet controller decides
+    first = DevRun(data_dir, dev_env, API_KEY, port=port, args=[])  # the fleet controller decides
     runs.append(first)
     first.wait_healthy()
     assert "given by ASYNCZ_DATABASE_URL" in first.log()
     assert not (data_dir / "postgres").exists() and not (data_dir / "redis").exists()
 
-    ids = submit_many(first.url, [{"task": "echo", "payload": {"n": i}} for i in range(200)])
-    jobs = wait_terminal(first.url, ids, timeout=90)
+    ids = submit_many(
+        first.url, API_KEY, [{"task": "echo", "payload": {"n": i}} for i in range(200)]
+    )
+    jobs = wait_terminal(first.url, API_KEY, ids, timeout=90)
     assert {job["status"] for job in jobs.values()} == {"completed"}
     assert jobs[ids[7]]["result"] == {"n": 7}
 
     sleepers = submit_many(
         first.url,
+        API_KEY,
         [{"task": "sleep", "payload": {"seconds": 2}, "max_retries": 5} for _ in range(30)],
     )
     deadline = time.monotonic() + 30
@@ -133,10 +75,10 @@ def test_dev_completes_200_jobs_and_loses_none_across_sigkill(
     time.sleep(0.5)
     assert first.live_group_members() == []
 
-    second = DevProcess(port, data_dir, dev_env, ["--workers", "2"])
+    second = DevRun(data_dir, dev_env, API_KEY, port=port, args=["--workers", "2"])
     runs.append(second)
     second.wait_healthy()
-    jobs = wait_terminal(second.url, sleepers, timeout=120)
+    jobs = wait_terminal(second.url, API_KEY, sleepers, timeout=120)
     assert len(jobs) == len(sleepers)
     assert {job["status"] for job in jobs.values()} == {"completed"}, jobs
 
@@ -154,10 +96,10 @@ def test_dev_completes_200_jobs_and_loses_none_across_sigkill(
     assert '"message": "stopped"' in second.log()
 
 
-def test_dev_keeps_the_audits_promises(
-    dev_env: dict[str, str], tmp_path: Path, runs: list[DevProcess]
+def test_dev_ends_a_cancel_refuses_bad_input_and_restores_a_flushed_redis(
+    dev_env: dict[str, str], tmp_path: Path, runs: list[DevRun]
 ) -> None:
-    """Issue 14 against `asyncz dev`: a cancel during a timing-out attempt ends cancelled,
+    """Against `asyncz dev`: a cancel during a timing-out attempt ends cancelled,
     an undeclared queue is refused, NUL and NaN payloads get a 4xx with a code, and after a
     Redis flush every queued row comes back however many runs of recovery it takes."""
     env = {
@@ -167,19 +109,19 @@ def test_dev_keeps_the_audits_promises(
         "ASYNCZ_RECOVERY_BATCH_SIZE": "50",
         "ASYNCZ_RECOVERY_MAX_BATCHES": "2",
     }
-    dev = DevProcess(_free_port(), tmp_path / "data", env, ["--workers", "1"])
+    dev = DevRun(tmp_path / "data", env, API_KEY, port=free_port(), args=["--workers", "1"])
     runs.append(dev)
     dev.wait_healthy()
 
     [job] = submit_many(
-        dev.url, [{"task": "sleep", "payload": {"seconds": 4}, "timeout_seconds": 2}]
+        dev.url, API_KEY, [{"task": "sleep", "payload": {"seconds": 4}, "timeout_seconds": 2}]
     )
     deadline = time.monotonic() + 30
     while call(dev.url, "GET", f"/jobs/{job}")[1]["status"] != "processing":
         assert time.monotonic() < deadline, "the sleep job never started"
         time.sleep(0.05)
     assert call(dev.url, "POST", f"/jobs/{job}/cancel")[0] == 200
-    assert wait_terminal(dev.url, [job], timeout=30)[job]["status"] == "cancelled"
+    assert wait_terminal(dev.url, API_KEY, [job], timeout=30)[job]["status"] == "cancelled"
 
     status, body = call(dev.url, "POST", "/jobs", {"task": "echo", "queue": "emails"})
     assert (status, body["error"]) == (422, "unknown_queue")
@@ -195,7 +137,9 @@ def test_dev_keeps_the_audits_promises(
     assert nan.value.code == 422 and json.loads(nan.value.read())["error"] == "invalid_payload"
 
     delayed = submit_many(
-        dev.url, [{"task": "echo", "payload": {"i": i}, "delay_seconds": 3600} for i in range(300)]
+        dev.url,
+        API_KEY,
+        [{"task": "echo", "payload": {"i": i}, "delay_seconds": 3600} for i in range(300)],
     )
     r = redis.Redis.from_url(env["ASYNCZ_REDIS_URL"])
     r.flushdb()  # one recovery run restores at most 100: it takes three
@@ -237,17 +181,17 @@ def test_dev_runs_the_users_own_tasks_from_the_current_folder(
     project = tmp_path / "myproject"  # outside the repository, like a user's folder
     project.mkdir()
     (project / "mytasks.py").write_text(SHOUT)
-    port = _free_port()
+    port = free_port()
     env = {**dev_env, "PYTHONPATH": ""}
     proc, log_path = _dev_in(project, env, "--tasks", "mytasks", "--port", str(port), "--reload")
     url = f"http://127.0.0.1:{port}"
     try:
-        dev = DevProcess.__new__(DevProcess)  # reuse its health wait on our process
+        dev = DevRun.__new__(DevRun)  # reuse its health wait on our process
         dev.proc, dev.url, dev.log_path, dev.api_key = proc, url, log_path, API_KEY
         dev.wait_healthy()
         status, body = call(url, "POST", "/jobs", {"task": "shout", "payload": {"text": "hi"}})
         assert status == 202, body
-        done = wait_terminal(url, [body["job_id"]], timeout=60)[body["job_id"]]
+        done = wait_terminal(url, API_KEY, [body["job_id"]], timeout=60)[body["job_id"]]
         assert (done["status"], done["result"]) == ("completed", {"text": "HI"}), done
 
         # --reload: the changed task runs after a restart of everything
@@ -285,7 +229,7 @@ def test_dev_stops_at_once_naming_a_task_module_that_does_not_import(
     dev_env: dict[str, str], tmp_path: Path
 ) -> None:
     env = {**dev_env, "ASYNCZ_TASK_MODULES": "no_such_tasks"}
-    proc, log_path = _dev_in(tmp_path, env, "--port", str(_free_port()))
+    proc, log_path = _dev_in(tmp_path, env, "--port", str(free_port()))
     try:
         code = proc.wait(30)
     except subprocess.TimeoutExpired:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -12,9 +13,9 @@ import pytest
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
 from asyncz.store.migrations import apply_migrations, available_migrations
-from tests.conftest import open_service, run
-from tests.integration.helpers import rows
 from tests.support.databases import fresh_database, sibling_url
+from tests.support.ledger import rows
+from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
 
@@ -164,7 +165,7 @@ def test_the_runtime_role_runs_the_service_and_can_change_no_schema(
                 "slot"
             ] == slot
 
-    run(lifecycle())
+    asyncio.run(lifecycle())
     with psycopg.connect(app_url, autocommit=True) as conn:
         assert conn.execute("SELECT current_user").fetchone() == (RUNTIME_ROLE,)
         conn.execute("DELETE FROM jobs")  # DML: allowed

@@ -1,4 +1,4 @@
-"""The README's quickstart, run as written against a started ``asyncz dev`` (issue 17): the
+"""The README's quickstart, run as written against a started ``asyncz dev``: the
 bash block line for line (but its first line, ``scripts/dev``, which the test starts itself)
 and the Python block, so the README cannot drift from what works. Only the port differs:
 the run listens on a free one, and the CLI is told so through ``ASYNCZ_API_URL``."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_local_dev import DevProcess, _free_port
 from tests.support.databases import empty_backends
+from tests.support.devrun import API_KEY, DevRun, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -45,7 +45,7 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, str, dict[str, str]]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCZ_")}
     dev_env = {**env, "ASYNCZ_DATABASE_URL": database_url, "ASYNCZ_REDIS_URL": redis_url,
                "ASYNCZ_DEV_API_SANDBOXES": "2"}  # fmt: skip
-    run = DevProcess(_free_port(), folder / ".asyncz", dev_env, ["--workers", "2"])
+    run = DevRun(folder / ".asyncz", dev_env, API_KEY, port=free_port(), args=["--workers", "2"])
     try:
         run.wait_healthy()
         assert (folder / ".asyncz" / "api-key").is_file()

@@ -4,6 +4,7 @@ paused) and still publishes the gauges, as EMF lines (no CloudWatch endpoint).""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -18,9 +19,9 @@ from asyncz.recovery import handler as recovery_handler
 from asyncz.settings import Settings, get_settings
 from asyncz.tasks.registry import REGISTRY
 from asyncz.tasks.schedule import Schedule
-from tests.conftest import open_service, run, settings_env
-from tests.integration.helpers import rows
 from tests.support.apigw import FakeContext
+from tests.support.ledger import rows
+from tests.support.settings import open_service, settings_env
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +63,7 @@ def submit(settings: Settings, **payload: Any) -> str:
         async with open_service(settings) as svc:
             return (await svc.submit(NewJob(task="echo", payload=payload))).job_id
 
-    return str(run(go()))
+    return str(asyncio.run(go()))
 
 
 def test_an_idle_run_skips_postgres_until_something_is_enqueued(
@@ -181,7 +182,7 @@ def test_a_tracking_broker_counts_every_enqueue(redis_server_url: str, clean: No
             await broker.close()
         return seen
 
-    assert run(go()) == [2, 0]
+    assert asyncio.run(go()) == [2, 0]
 
 
 @pytest.fixture

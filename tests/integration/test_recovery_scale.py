@@ -25,9 +25,9 @@ import redis
 from psycopg.types.json import Jsonb
 
 from asyncz.store.queries import QUERIES
-from tests.conftest import make_settings, open_service
-from tests.conftest import redis_url as conftest_redis_url
+from tests.support import databases
 from tests.support.databases import ensure_database, sibling_url
+from tests.support.settings import make_settings, open_service
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -297,7 +297,7 @@ def test_recovery_dlq_and_claim_queries_use_their_indexes(scale_db: str, mode: s
 
 
 def test_one_recovery_sweep_on_a_million_rows_finishes(scale_db: str) -> None:
-    redis_url = conftest_redis_url()
+    redis_url = databases.redis_url()
     prefix = f"scale-{uuid.uuid4().hex[:8]}"
     settings = make_settings(scale_db, redis_url, redis_prefix=prefix, lease_timeout_seconds=60.0)
     r = redis.Redis.from_url(redis_url)
@@ -332,7 +332,7 @@ def test_stats_on_a_million_rows_read_no_history(scale_db: str) -> None:
     """GET /stats counts completed jobs from job_counts (folded by the sweeps) plus those
     finished since, and live ones from their partial indexes: exact, and bounded by the live
     and recent jobs, not the table."""
-    redis_url = conftest_redis_url()
+    redis_url = databases.redis_url()
     prefix = f"scale-{uuid.uuid4().hex[:8]}"
     settings = make_settings(scale_db, redis_url, redis_prefix=prefix)
 

@@ -1,4 +1,4 @@
-"""Issue 18 over real PostgreSQL and Redis: retention in the recovery sweep, progress
+"""Over real PostgreSQL and Redis: retention in the recovery sweep, progress
 reports from a running task, and periodic jobs (one job per slot, GET /schedules)."""
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from asyncz.settings import Settings, get_settings
 from asyncz.tasks import builtin
 from asyncz.tasks.registry import REGISTRY, TaskContext, TaskRegistry, task
 from asyncz.worker.loop import WorkerLoop
-from tests.conftest import open_service, run, settings_env
-from tests.integration.helpers import rows, wait_until
 from tests.support.apigw import FakeContext, call
+from tests.support.ledger import rows
+from tests.support.settings import open_service, settings_env
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +79,7 @@ def test_the_recovery_sweep_prunes_finished_jobs_and_leaves_live_ones(env: Setti
             queued = (await svc.submit(NewJob(task="echo", payload={}))).job_id
             return done, running, queued
 
-    done, running, queued = run(prepare())
+    done, running, queued = asyncio.run(prepare())
     # finished two seconds ago (the server's clock decides, so move the row, not time)
     rows(env.database_url, "UPDATE jobs SET finished_at = now() - interval '2 s' WHERE id = %s",
          (done,))  # fmt: skip
@@ -103,7 +104,7 @@ def test_retention_zero_keeps_forever(settings: Settings) -> None:
             rows(keep.database_url, "UPDATE jobs SET finished_at = now() - interval '400 days'")
             return await svc.prune()
 
-    assert run(go()) == 0
+    assert asyncio.run(go()) == 0
     assert len(rows(settings.database_url, "SELECT id FROM jobs")) == 1
 
 
@@ -181,7 +182,7 @@ def test_two_schedulers_racing_for_a_slot_enqueue_one_job(settings: Settings) ->
             assert again == []
             return runs
 
-    runs = run(go())
+    runs = asyncio.run(go())
     assert [len(r) for r in runs] == [1, 1, 1]  # one job per slot; one catch-up run
     jobs = rows(
         settings.database_url,

@@ -4,6 +4,7 @@ query_timeout``, a change that runs past it changed nothing; the connection stay
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -22,9 +23,9 @@ from asyncz.errors import (
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
 from asyncz.store import runner
-from tests.conftest import open_service, run
-from tests.integration.helpers import rows
 from tests.support.apigw import call
+from tests.support.ledger import rows
+from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +72,7 @@ def test_the_connection_carries_the_statement_timeout(bounded: Settings) -> None
             async with pool.connection() as conn:
                 return await (await conn.execute("SHOW statement_timeout")).fetchone()
 
-    assert run(setting()) == {"statement_timeout": "300ms"}
+    assert asyncio.run(setting()) == {"statement_timeout": "300ms"}
 
 
 def test_a_read_past_the_statement_timeout_is_a_504_query_timeout(
@@ -96,7 +97,7 @@ def test_a_change_past_the_statement_timeout_changed_nothing(
                 return exc
             raise AssertionError("the submit was not bounded")
 
-    assert isinstance(run(submit()), QueryTimeoutError)
+    assert isinstance(asyncio.run(submit()), QueryTimeoutError)
 
 
 def test_after_a_timeout_the_pool_serves_the_next_statement(bounded: Settings) -> None:
@@ -109,7 +110,7 @@ def test_after_a_timeout_the_pool_serves_the_next_statement(bounded: Settings) -
                 conn.rollback()
             return (await svc.submit(NewJob(task="echo", payload={}))).job_id
 
-    job_id = run(go())
+    job_id = asyncio.run(go())
     assert rows(bounded.database_url or "", "SELECT id::text AS id FROM jobs") == [{"id": job_id}]
 
 
@@ -134,7 +135,7 @@ def test_an_error_the_server_sends_is_a_known_failure_not_an_unknown_outcome(
                 await svc.submit(NewJob(task="echo", payload={}))
             return info.value, (await svc.submit(NewJob(task="echo", payload={}))).job_id
 
-    error, job_id = run(go())
+    error, job_id = asyncio.run(go())
     assert not isinstance(error, StoreOutcomeUnknownError)
     assert not isinstance(error, OutcomeUnknownError)
     assert rows(bounded.database_url or "", "SELECT id::text AS id FROM jobs") == [{"id": job_id}]

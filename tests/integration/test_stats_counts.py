@@ -14,8 +14,8 @@ import pytest
 
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
-from tests.conftest import open_service, run
-from tests.integration.helpers import rows
+from tests.support.ledger import rows
+from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +78,7 @@ def test_counts_stay_exact_through_finishing_folding_and_pruning(settings: Setti
             await check()
         return seen
 
-    for stats, table in run(go()):
+    for stats, table in asyncio.run(go()):
         assert stats == table
 
 
@@ -95,7 +95,7 @@ def test_two_folds_at_once_count_each_job_once(settings: Settings) -> None:
             )
             return list(folded), counted(await a.stats())
 
-    folded, stats = run(go())
+    folded, stats = asyncio.run(go())
     assert sorted(folded) == [0, 50]
     assert stats["default"]["completed"] == 50
     assert rows(url, "SELECT sum(n)::int AS n FROM job_counts") == [{"n": 50}]

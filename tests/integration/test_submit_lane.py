@@ -29,9 +29,9 @@ from asyncz.ports import epoch_ms
 from asyncz.settings import Settings
 from asyncz.store import runner
 from asyncz.store.postgres import PostgresStore
-from tests.conftest import make_settings
-from tests.integration.helpers import rows
 from tests.support.apigw import FakeContext, rest_event
+from tests.support.ledger import rows
+from tests.support.settings import make_settings
 
 pytestmark = pytest.mark.integration
 

@@ -1,8 +1,9 @@
-"""The dashboard, the docs and the chart's series through the api Lambda handler (issue 19):
+"""The dashboard, the docs and the chart's series through the api Lambda handler:
 pages without a key and with a strict CSP, data only with one, assets from the package."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import Iterator
@@ -15,8 +16,8 @@ from asyncz.api.ui import DOCS_CSP, UI_CSP
 from asyncz.connections import hash_api_key
 from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
 from asyncz.settings import Settings
-from tests.conftest import make_settings, open_service, run
 from tests.support.apigw import Reply, call
+from tests.support.settings import make_settings, open_service
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +122,7 @@ def test_the_series_counts_the_last_hour_per_minute(api: Any, settings: Settings
             await svc.store.finish_failed(leases[2], status=JobStatus.DEAD,
                                           outcome=AttemptOutcome.FAILED, error="x")  # fmt: skip
 
-    run(finish_some())
+    asyncio.run(finish_some())
     minutes = api("GET", "/stats/series", key=KEY).json()["minutes"]
     assert len(minutes) == 60
     assert sum(m["completed"] for m in minutes) == 2

@@ -1,4 +1,4 @@
-"""The dashboard and the docs through API Gateway under its stage prefix (issue 19): the pages
+"""The dashboard and the docs through API Gateway under its stage prefix: the pages
 and their assets load without a key, at the URLs a browser resolves from the page's relative
 links, with the security headers; the data calls the page makes still need the key."""
 

@@ -1,4 +1,4 @@
-"""Batch submit vs single submits through ``asyncz dev`` (issue 17): jobs accepted per
+"""Batch submit vs single submits through ``asyncz dev``: jobs accepted per
 second with ``POST /jobs/batch`` of 100 jobs (``Client.submit_many``) beside one
 ``POST /jobs`` per job (``Client.submit``), measured back to back in the same run, through
 the same front, sandboxes, Postgres and Redis, with the same client library (httpx,
@@ -22,8 +22,18 @@ import threading
 import time
 from typing import Any
 
-from tests.perf.bench_submit_http import free_port, start_dev, stop_dev
-from tests.perf.common import API_KEY, bench_env, command, load_line, machine, prepare
+from tests.perf.common import (
+    API_KEY,
+    NOTHING_DRAINS,
+    bench_env,
+    command,
+    load_line,
+    machine,
+    prepare,
+    start_dev,
+    stop_dev,
+)
+from tests.support.devrun import free_port
 
 PAYLOAD = {"user_id": 42, "note": "benchmark"}
 
@@ -102,7 +112,9 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     log = os.path.join(tempfile.mkdtemp(prefix="asyncz-bench-batch-"), "dev.log")
     prepare()
-    dev = start_dev(port, args.api_sandboxes, log)
+    dev = start_dev(
+        port, log, args=("--api-sandboxes", str(args.api_sandboxes), "--quiet"), **NOTHING_DRAINS
+    )
     ratios = []
     try:
         run(url, args.api_sandboxes * 2, 1, 1, 2.0)  # warm every sandbox's pools

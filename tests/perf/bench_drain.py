@@ -1,4 +1,4 @@
-"""End-to-end drain (issue 20, item 4): ``asyncz dev`` in its default configuration (access
+"""End-to-end drain: ``asyncz dev`` in its default configuration (access
 log, metrics, wake-on-submit, scale-out and the fleet all on; system PostgreSQL and Redis by
 URL, as a user points it at them), ``--jobs`` ``echo`` jobs submitted in ``POST /jobs/batch``
 of 100 from two client threads, timed from the first submit to the last ``finished_at``
@@ -11,29 +11,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 import redis
 
 from tests.perf.bench_scale_out import burst
-from tests.perf.bench_submit_http import free_port, launch_dev, stop_dev
-from tests.perf.common import API_KEY, DB, REDIS, command, load_line, machine, prepare
-
-
-def start_dev(port: int, log_path: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCZ_", "POWERTOOLS_"))}
-    env.update(
-        ASYNCZ_DATABASE_URL=DB,
-        ASYNCZ_REDIS_URL=REDIS,
-        ASYNCZ_DEV_API_KEY=API_KEY,
-        ASYNCZ_DEV_DATA_DIR=tempfile.mkdtemp(prefix="asyncz-bench-drain-"),
-    )
-    proc = launch_dev(port, [], env, log_path)
-    time.sleep(3)  # the fleet's first tick (at start) sees an empty queue
-    return proc
+from tests.perf.common import (
+    REDIS,
+    command,
+    load_line,
+    machine,
+    prepare,
+    start_dev,
+    stop_dev,
+)
+from tests.support.devrun import free_port
 
 
 def main() -> None:
@@ -52,7 +45,13 @@ def main() -> None:
         prepare()
         redis.Redis.from_url(REDIS).flushdb()
         port = free_port()
-        dev = start_dev(port, os.path.join(log_dir, f"{rnd}.log"))
+        dev = start_dev(
+            port,
+            os.path.join(log_dir, f"{rnd}.log"),
+            args=(),
+            dev_defaults=True,
+            settle=3,  # the fleet's first tick (at start) sees an empty queue
+        )
         try:
             r = burst(port, args.jobs, {"task": "echo", "payload": {"n": 1}})
         finally:

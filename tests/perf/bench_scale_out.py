@@ -1,5 +1,5 @@
 """Scale-out benchmark: a burst of slow jobs drained by ``asyncz dev``, with the scale-out in
-seconds (issue 18, ``ASYNCZ_SCALE_OUT_SECONDS=1``) and without it (``=0``: the api wakes one
+seconds (``ASYNCZ_SCALE_OUT_SECONDS=1``) and without it (``=0``: the api wakes one
 worker when none is alive and the fleet tick adds the rest, today's behaviour before it),
 in the same run, alternating.
 
@@ -28,10 +28,20 @@ from typing import Any
 
 import psycopg
 
-from tests.perf.bench_submit_http import free_port, launch_dev, stop_dev
-from tests.perf.common import API_KEY, DB, bench_env, command, load_line, machine, prepare
+from tests.perf.common import (
+    API_KEY,
+    DB,
+    bench_env,
+    command,
+    load_line,
+    machine,
+    prepare,
+    start_dev,
+    stop_dev,
+)
+from tests.support.devrun import free_port
 
-MODES = {"scale-out off (before)": "0", "scale-out on (issue 18)": "1"}
+MODES = {"scale-out off (before)": "0", "scale-out on": "1"}
 
 
 def call(port: int, method: str, path: str, body: Any = None) -> Any:
@@ -41,24 +51,6 @@ def call(port: int, method: str, path: str, body: Any = None) -> Any:
     req.add_header("content-type", "application/json")
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read() or b"null")
-
-
-def start_dev(port: int, scale_out: str, log_path: str) -> Any:
-    env = bench_env(
-        ASYNCZ_DEV_API_KEY=API_KEY,
-        ASYNCZ_DEV_DATA_DIR=tempfile.mkdtemp(prefix="asyncz-bench-scale-"),
-        ASYNCZ_WAKE_WORKER="true",
-        ASYNCZ_SCALE_OUT_SECONDS=scale_out,
-        ASYNCZ_FLEET_MAX_WORKERS="4",
-        ASYNCZ_FLEET_JOBS_PER_WORKER="50",
-        ASYNCZ_FLEET_INTERVAL_SECONDS="60",
-        ASYNCZ_RECOVERY_INTERVAL_SECONDS="60",
-        ASYNCZ_WORKER_IDLE_EXIT_SECONDS="30",
-        ASYNCZ_DB_POOL_MAX="2",
-    )
-    proc = launch_dev(port, ["--quiet"], env, log_path)
-    time.sleep(5)  # the fleet's first tick (at start) has run on an empty queue
-    return proc
 
 
 def burst(port: int, jobs: int, body: dict[str, Any]) -> dict[str, float]:
@@ -76,7 +68,7 @@ def burst(port: int, jobs: int, body: dict[str, Any]) -> dict[str, float]:
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    # POST /jobs/batch of 100 (issue 17): the backlog is there at once, so the drain measures
+    # POST /jobs/batch of 100: the backlog is there at once, so the drain measures
     # the workers, not how fast the clients of a loaded 2-core box can submit one by one.
     batches = [min(100, jobs - i) for i in range(0, jobs, 100)]
     with ThreadPoolExecutor(2) as pool:
@@ -122,7 +114,19 @@ def main() -> None:
         for mode in order:
             prepare()
             port = free_port()
-            dev = start_dev(port, MODES[mode], os.path.join(log_dir, f"{rnd}-{MODES[mode]}.log"))
+            dev = start_dev(
+                port,
+                os.path.join(log_dir, f"{rnd}-{MODES[mode]}.log"),
+                settle=5,  # the fleet's first tick (at start) has run on an empty queue
+                ASYNCZ_WAKE_WORKER="true",
+                ASYNCZ_SCALE_OUT_SECONDS=MODES[mode],
+                ASYNCZ_FLEET_MAX_WORKERS="4",
+                ASYNCZ_FLEET_JOBS_PER_WORKER="50",
+                ASYNCZ_FLEET_INTERVAL_SECONDS="60",
+                ASYNCZ_RECOVERY_INTERVAL_SECONDS="60",
+                ASYNCZ_WORKER_IDLE_EXIT_SECONDS="30",
+                ASYNCZ_DB_POOL_MAX="2",
+            )
             try:
                 r = burst(port, args.jobs, {"task": "sleep", "payload": {"seconds": args.seconds}})
             finally:

@@ -2,7 +2,7 @@
 
 Two spreads of the same 1M jobs (one attempt each, plus a failed first try for 5%):
 ``day`` finished evenly over the last 24 h (~42k in the chart's hour) and ``burst`` all in
-the last hour (1M/h, ~280 jobs/s: about this box's processing ceiling). For each: the plan,
+the last hour (1M/h). For each: the plan,
 and the median time with the 0004 index and without it (dropped inside a transaction that
 is rolled back: the same-run baseline). Also the write cost of the index on the hot path:
 the worker's ``complete_jobs`` for 10,000 claimed jobs in batches of 100, with and without.

@@ -19,27 +19,28 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from typing import Any
 
 from tests.perf import bench_submit
 from tests.perf.common import (
     API_KEY,
+    NOTHING_DRAINS,
     bench_env,
     command,
     load_line,
     machine,
     prepare,
+    start_dev,
+    stop_dev,
     summary,
 )
+from tests.support.devrun import free_port
 
 BODY = json.dumps({"task": "echo", "payload": {"user_id": 42, "note": "benchmark"}}).encode()
 REQUEST = (
@@ -52,8 +53,8 @@ REQUEST = (
 class _KeepAliveClient:
     """One keep-alive connection sending a prebuilt request and reading just enough of the
     reply (status line, Content-Length, body). The load generator shares the two cores with
-    the system under test, so it must cost little: ``http.client`` spent ~0.2 ms of CPU per
-    request parsing headers with the email package; this is a few µs."""
+    the system under test, so it must cost little: ``http.client`` parses every reply's
+    headers with the email package, which costs far more CPU per request than this."""
 
     def __init__(self, port: int) -> None:
         self._port = port
@@ -152,70 +153,6 @@ def run_http(port: int, clients: int, procs: int, seconds: float) -> tuple[dict[
     return summary(lat, seconds), errors
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_dev(port: int, sandboxes: int, log_path: str) -> subprocess.Popen[bytes]:
-    data_dir = tempfile.mkdtemp(prefix="asyncz-bench-dev-")
-    env = bench_env(
-        ASYNCZ_DEV_API_KEY=API_KEY,
-        ASYNCZ_DEV_DATA_DIR=data_dir,
-        ASYNCZ_FLEET_INTERVAL_SECONDS="3600",
-        ASYNCZ_RECOVERY_INTERVAL_SECONDS="3600",
-        ASYNCZ_FLEET_MAX_WORKERS="1",
-    )
-    return launch_dev(port, ["--api-sandboxes", str(sandboxes), "--quiet"], env, log_path)
-
-
-def launch_dev(
-    port: int, args: list[str], env: dict[str, str], log_path: str
-) -> subprocess.Popen[bytes]:
-    """``asyncz dev --port PORT *args`` logging to ``log_path``, once every api sandbox is
-    warm (the one launcher of the benchmarks that start ``asyncz dev``)."""
-    argv = [sys.executable, "-m", "asyncz", "dev", "--port", str(port), *args]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return wait_ready(proc, port, log_path)
-
-
-def wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: str) -> subprocess.Popen[bytes]:
-    """``proc`` (an ``asyncz dev``) once every api sandbox is warm; exits the benchmark
-    naming the log when it dies or is not ready in 120 s."""
-    end = time.monotonic() + 120
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise SystemExit(f"asyncz dev exited with {proc.returncode}; see {log_path}")
-        try:
-            # the front serves once ONE sandbox is up; the rest initialise behind it
-            # (≈1.7 s of CPU each): measure only once all of them are warm
-            with (
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r,
-                open(log_path) as f,
-            ):
-                if r.status == 200 and '"api sandboxes ready"' in f.read():
-                    return proc
-        except OSError:
-            pass
-        time.sleep(0.3)
-    stop_dev(proc)
-    raise SystemExit(f"asyncz dev was not ready in 120 s; see {log_path}")
-
-
-def stop_dev(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", type=int, nargs="+", default=[16, 64])
@@ -253,7 +190,12 @@ def main() -> None:
     for c in args.concurrency:
         for n in args.api_sandboxes:
             prepare()
-            dev = start_dev(port, n, os.path.join(log_dir, f"dev-{c}-{n}.log"))
+            dev = start_dev(
+                port,
+                os.path.join(log_dir, f"dev-{c}-{n}.log"),
+                args=("--api-sandboxes", str(n), "--quiet"),
+                **NOTHING_DRAINS,
+            )
             try:
                 run_http(port, n * 2, args.client_procs, 2.0)  # warm every sandbox's pools
                 for rnd in range(1, args.rounds + 1):

@@ -34,8 +34,19 @@ from dataclasses import dataclass, field
 import psycopg
 
 from tests.perf import bench_submit
-from tests.perf.bench_submit_http import BODY, free_port, launch_dev, stop_dev
-from tests.perf.common import API_KEY, DB, bench_env, command, load_line, machine, prepare
+from tests.perf.bench_submit_http import BODY
+from tests.perf.common import (
+    API_KEY,
+    DB,
+    bench_env,
+    command,
+    launch_dev,
+    load_line,
+    machine,
+    prepare,
+    stop_dev,
+)
+from tests.support.devrun import free_port
 
 WRK_SCRIPT = """
 wrk.method = "POST"

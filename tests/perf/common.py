@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import statistics
 import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import psycopg
@@ -177,3 +183,89 @@ def load_line() -> str:
     except OSError:
         return "load average ?"
     return f"load average {one}/{five}/{fifteen} (1/5/15 min) on {os.cpu_count()} cores"
+
+
+# --- the one ``asyncz dev`` launcher of the benchmarks ------------------------------------
+
+# The fleet and recovery pushed out to an hour and one worker at most: nothing drains the
+# queue or competes for the CPU while a submit benchmark measures.
+NOTHING_DRAINS = {
+    "ASYNCZ_FLEET_INTERVAL_SECONDS": "3600",
+    "ASYNCZ_RECOVERY_INTERVAL_SECONDS": "3600",
+    "ASYNCZ_FLEET_MAX_WORKERS": "1",
+}
+
+
+def start_dev(
+    port: int,
+    log_path: str,
+    *,
+    args: Sequence[str] = ("--quiet",),
+    dev_defaults: bool = False,
+    settle: float = 0.0,
+    **variables: str,
+) -> subprocess.Popen[bytes]:
+    """``asyncz dev --port PORT *args`` on the bench servers with ``API_KEY`` and a fresh data
+    dir, logging to ``log_path``, returned once every api sandbox is warm and ``settle``
+    seconds more (time for the fleet's first tick, at start, to see an empty queue).
+
+    The environment is the benchmarks' own (:func:`bench_env`: no wake-on-submit, no gauges,
+    no Powertools) or, with ``dev_defaults``, ``asyncz dev``'s defaults (no ``ASYNCZ_`` or
+    ``POWERTOOLS_`` variable of this process passed on); ``variables`` are set last."""
+    if dev_defaults:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCZ_", "POWERTOOLS_"))}
+        env.update(ASYNCZ_DATABASE_URL=DB, ASYNCZ_REDIS_URL=REDIS)
+    else:
+        env = bench_env()
+    env.update(
+        ASYNCZ_DEV_API_KEY=API_KEY,
+        ASYNCZ_DEV_DATA_DIR=tempfile.mkdtemp(prefix="asyncz-bench-dev-"),
+        **variables,
+    )
+    proc = launch_dev(port, list(args), env, log_path)
+    time.sleep(settle)
+    return proc
+
+
+def launch_dev(
+    port: int, args: list[str], env: dict[str, str], log_path: str
+) -> subprocess.Popen[bytes]:
+    """``asyncz dev --port PORT *args`` in ``env`` logging to ``log_path``, once every api
+    sandbox is warm (:func:`start_dev` builds the environment)."""
+    argv = [sys.executable, "-m", "asyncz", "dev", "--port", str(port), *args]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return wait_ready(proc, port, log_path)
+
+
+def wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: str) -> subprocess.Popen[bytes]:
+    """``proc`` (an ``asyncz dev``) once every api sandbox is warm; exits the benchmark
+    naming the log when it dies or is not ready in 120 s."""
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"asyncz dev exited with {proc.returncode}; see {log_path}")
+        try:
+            # the front serves once ONE sandbox is up; the rest initialise behind it
+            # (seconds of CPU each): measure only once all of them are warm
+            with (
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r,
+                open(log_path) as f,
+            ):
+                if r.status == 200 and '"api sandboxes ready"' in f.read():
+                    return proc
+        except OSError:
+            pass
+        time.sleep(0.3)
+    stop_dev(proc)
+    raise SystemExit(f"asyncz dev was not ready in 120 s; see {log_path}")
+
+
+def stop_dev(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

@@ -13,10 +13,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 TERMINAL = {"completed", "dead", "cancelled"}
+API_KEY = "dev-test-key"  # the key a test run of ``asyncz dev`` is given
 
 
 def free_port() -> int:
@@ -60,6 +62,39 @@ def request(base: str, api_key: str, method: str, path: str, body: Any = None) -
     except urllib.error.HTTPError as err:
         raw = err.read()
         return err.code, json.loads(raw) if raw else None
+
+
+def submit_many(base: str, api_key: str, bodies: list[dict[str, Any]]) -> list[str]:
+    """The ids of ``bodies`` submitted by ``POST /jobs``, eight at a time; each must be 202."""
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda b: request(base, api_key, "POST", "/jobs", b), bodies))
+    assert all(status == 202 for status, _ in results), results[:3]
+    return [body["job_id"] for _, body in results]
+
+
+def wait_terminal(
+    base: str, api_key: str, ids: list[str], timeout: float
+) -> dict[str, dict[str, Any]]:
+    """Every job of ``ids`` as ``GET /jobs/{id}`` shows it once terminal; fails after
+    ``timeout`` naming how many are not."""
+    pending = set(ids)
+    jobs: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout
+    with ThreadPoolExecutor(8) as pool:
+        while pending and time.monotonic() < deadline:
+            for job_id, (status, job) in zip(
+                list(pending),
+                pool.map(lambda j: request(base, api_key, "GET", f"/jobs/{j}"), list(pending)),
+                strict=True,
+            ):
+                assert status == 200, job
+                if job["status"] in TERMINAL:
+                    jobs[job_id] = job
+                    pending.discard(job_id)
+            if pending:
+                time.sleep(0.3)
+    assert not pending, f"{len(pending)} jobs not terminal after {timeout}s"
+    return jobs
 
 
 class DevRun:

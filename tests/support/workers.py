@@ -3,6 +3,7 @@ configured by the settings' environment form."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -49,3 +50,16 @@ def start_worker(
         start_new_session=True,
         preexec_fn=preexec_fn,
     )
+
+
+def stop_worker(proc: subprocess.Popen[str], timeout: float = 30) -> str:
+    """Terminate a worker started by :func:`start_worker` (its whole group if it lingers);
+    returns its stdout and stderr."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+    return f"{out}\n{err}"

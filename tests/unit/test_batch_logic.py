@@ -1,15 +1,17 @@
-"""The service's batch submit on the in-memory store and broker (issue 17): defaults and
+"""The service's batch submit on the in-memory store and broker: defaults and
 validation per item (an error names its index, nothing is stored), per-item idempotency,
 one enqueue after the commit, and a crash in between left to recovery."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
 from asyncz.errors import BatchSizeError, UnknownQueueError, UnknownTaskError
 from asyncz.jobs import NewJob
 from asyncz.testing import MemoryBroker, MemoryStore
-from tests.unit.test_service_logic import run, service
+from tests.support.memory import service
 
 pytestmark = pytest.mark.unit
 
@@ -19,11 +21,11 @@ def test_an_unknown_task_or_queue_names_its_index_and_stores_nothing() -> None:
     jobs = [NewJob(task="echo", payload={"i": i}) for i in range(10)]
     jobs[4] = NewJob(task="nope", payload={})
     with pytest.raises(UnknownTaskError) as info:
-        run(svc.submit_many(jobs))
+        asyncio.run(svc.submit_many(jobs))
     assert info.value.index == 4 and str(info.value).startswith("jobs[4]: ")
     jobs[4] = NewJob(task="echo", payload={}, queue="elsewhere")
     with pytest.raises(UnknownQueueError) as queue_info:
-        run(svc.submit_many(jobs))
+        asyncio.run(svc.submit_many(jobs))
     assert queue_info.value.index == 4
     assert isinstance(svc.store, MemoryStore) and svc.store.jobs == {}
 
@@ -31,13 +33,13 @@ def test_an_unknown_task_or_queue_names_its_index_and_stores_nothing() -> None:
 @pytest.mark.parametrize("n", [0, 501])
 def test_a_batch_holds_1_to_500_jobs(n: int) -> None:
     with pytest.raises(BatchSizeError):
-        run(service().submit_many([NewJob(task="echo", payload={})] * n))
+        asyncio.run(service().submit_many([NewJob(task="echo", payload={})] * n))
 
 
 def test_duplicates_carry_the_existing_job_and_the_rest_are_enqueued_once() -> None:
     svc = service()
-    first = run(svc.submit(NewJob(task="echo", payload={}, idempotency_key="k")))
-    items = run(svc.submit_many([
+    first = asyncio.run(svc.submit(NewJob(task="echo", payload={}, idempotency_key="k")))
+    items = asyncio.run(svc.submit_many([
         NewJob(task="echo", payload={"a": 1}),
         NewJob(task="echo", payload={}, idempotency_key="k"),
         NewJob(task="sleep", payload={}, delay_seconds=60),
@@ -48,7 +50,7 @@ def test_duplicates_carry_the_existing_job_and_the_rest_are_enqueued_once() -> N
     assert isinstance(broker, MemoryBroker)
     assert set(broker.ready["default"]) == {first.job_id, items[0].job_id}
     assert [m.split("|")[1] for m in broker.delayed["default"]] == [items[2].job_id]
-    job = run(svc.get(items[0].job_id or ""))
+    job = asyncio.run(svc.get(items[0].job_id or ""))
     assert job.max_retries == 3 and job.timeout_seconds == 30  # defaults were filled
     assert svc.metrics.seen["JobsSubmitted"] == 3  # type: ignore[attr-defined]
 
@@ -66,8 +68,8 @@ def test_a_crash_between_the_commit_and_the_enqueue_is_recovered(
     svc = service()
     monkeypatch.setattr("asyncz.service.submitting.crash_point", crash)
     with pytest.raises(Crash):
-        run(svc.submit_many([NewJob(task="echo", payload={"i": i}) for i in range(5)]))
+        asyncio.run(svc.submit_many([NewJob(task="echo", payload={"i": i}) for i in range(5)]))
     assert isinstance(svc.store, MemoryStore) and len(svc.store.jobs) == 5
     assert isinstance(svc.broker, MemoryBroker) and not svc.broker.ready.get("default")
-    run(svc.recover())
+    asyncio.run(svc.recover())
     assert set(svc.broker.ready["default"]) == set(svc.store.jobs)

@@ -1,4 +1,4 @@
-"""The api's key check reloads the accepted keys after a short TTL (issue 14, item 8)."""
+"""The api's key check reloads the accepted keys after a short TTL."""
 
 from __future__ import annotations
 

@@ -381,7 +381,7 @@ def test_http_front_serves_requests_concurrently_on_uvloop() -> None:
         for t in threads:
             t.join(10)
         assert statuses == [204] * 4
-        # the front's loop: uvloop's costs ~11% less CPU per request (BENCHMARKS.md)
+        # the front's loop is uvloop's: it costs less CPU per request
         assert len(loops) == 4 and all(isinstance(loop, uvloop.Loop) for loop in loops)
     finally:
         gateway.close()

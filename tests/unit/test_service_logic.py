@@ -11,43 +11,10 @@ import pytest
 from asyncz.errors import DuplicateJobError, InvalidCursorError
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.service import JobService
-from asyncz.settings import Settings
-from asyncz.tasks.loader import load_task_modules
-from asyncz.tasks.registry import TaskRegistry
-from asyncz.testing import MemoryBroker, MemoryStore
+from asyncz.testing import MemoryStore
+from tests.support.memory import service
 
 pytestmark = pytest.mark.unit
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.seen: dict[str, float] = {}
-
-    def add_metric(self, name: str, unit: str, value: float) -> None:
-        self.seen[name] = self.seen.get(name, 0) + value
-
-
-def service(**settings: Any) -> JobService:
-    values: dict[str, Any] = {
-        "database_url": "postgresql://unused",
-        "redis_url": "redis://unused",
-        "backoff_base_seconds": 2.0,
-        "backoff_max_seconds": 60.0,
-        "lease_timeout_seconds": 0.01,
-    }
-    values.update(settings)
-    return JobService(
-        MemoryStore(),
-        MemoryBroker(),
-        load_task_modules([], TaskRegistry()),
-        Settings(**values),
-        metrics=Recorder(),
-        rand=lambda: 0.5,
-    )
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 async def claim_one(svc: JobService) -> Any:
@@ -71,7 +38,7 @@ def test_a_failure_is_retried_later_with_backoff_then_dead_lettered() -> None:
         outcomes.append((await svc.get(job.job_id)).status)
         return outcomes
 
-    first, second, final = run(scenario())
+    first, second, final = asyncio.run(scenario())
     assert first.status is JobStatus.QUEUED and first.delay_seconds == 1.0  # 2 s x 2^0 x 0.5
     assert second.status is JobStatus.DEAD and final is JobStatus.DEAD
     metrics = svc.metrics.seen  # type: ignore[attr-defined]
@@ -91,7 +58,7 @@ def test_backoff_grows_per_attempt_up_to_the_cap() -> None:
             await svc.recover()
         return delays
 
-    assert run(scenario()) == [0.5, 1.0, 1.5, 1.5]  # 0.5 x min(3, 1, 2, 4, 8)
+    assert asyncio.run(scenario()) == [0.5, 1.0, 1.5, 1.5]  # 0.5 x min(3, 1, 2, 4, 8)
 
 
 def test_recovery_requeues_a_stale_lease_and_dead_letters_an_exhausted_one() -> None:
@@ -105,7 +72,7 @@ def test_recovery_requeues_a_stale_lease_and_dead_letters_an_exhausted_one() -> 
         report = await svc.recover()
         return report, again.job_id, done.job_id, await svc.broker.backlog(["default"])
 
-    report, again, done, backlog = run(scenario())
+    report, again, done, backlog = asyncio.run(scenario())
     assert report.requeued == [again] and report.dead == [done]
     assert backlog == {"default": (1, 0)}  # the requeued one is ready again
 
@@ -123,7 +90,7 @@ def test_recovery_restores_every_queued_id_across_runs_within_its_cap() -> None:
             counts.append(len(svc.broker.delayed["default"]))  # type: ignore[attr-defined]
         return counts
 
-    assert run(scenario()) == [20, 40, 55]
+    assert asyncio.run(scenario()) == [20, 40, 55]
 
 
 def test_paging_follows_the_cursor_and_refuses_a_forged_one() -> None:
@@ -143,7 +110,7 @@ def test_paging_follows_the_cursor_and_refuses_a_forged_one() -> None:
         assert seen == list(reversed(ids))
         return seen
 
-    assert len(run(scenario())) == 5
+    assert len(asyncio.run(scenario())) == 5
 
 
 def test_the_series_has_every_minute_of_the_window_oldest_first() -> None:
@@ -152,11 +119,11 @@ def test_the_series_has_every_minute_of_the_window_oldest_first() -> None:
     svc = service()
     assert isinstance(svc.store, MemoryStore)
     now = datetime.now(UTC)
-    job_id = run(svc.submit(NewJob(task="echo", payload={}))).job_id
+    job_id = asyncio.run(svc.submit(NewJob(task="echo", payload={}))).job_id
     svc.store.jobs[job_id].update(status=JobStatus.DEAD, finished_at=now - timedelta(minutes=3))
-    old = run(svc.submit(NewJob(task="echo", payload={}))).job_id
+    old = asyncio.run(svc.submit(NewJob(task="echo", payload={}))).job_id
     svc.store.jobs[old].update(status=JobStatus.DEAD, finished_at=now - timedelta(minutes=90))
-    series = run(svc.series(60))
+    series = asyncio.run(svc.series(60))
     assert len(series) == 60 and series[-1]["minute"] >= now.strftime("%Y-%m-%dT%H:%M:00Z")
     assert [m["minute"] for m in series] == sorted(m["minute"] for m in series)
     assert sum(m["dead"] for m in series) == 1  # the one 90 minutes ago is outside
@@ -185,7 +152,7 @@ def test_a_duplicate_submit_of_a_queued_job_enqueues_it_again() -> None:
         assert item.duplicate and item.job_id == job_id
         assert job_id in svc.broker.ready["default"]  # type: ignore[attr-defined]
 
-    run(go())
+    asyncio.run(go())
 
 
 def test_a_key_whose_job_was_purged_meanwhile_makes_a_new_job() -> None:
@@ -218,6 +185,6 @@ def test_a_key_whose_job_was_purged_meanwhile_makes_a_new_job() -> None:
         [item] = await svc.submit_many([NewJob(task="echo", payload={}, idempotency_key="k-batch")])
         return one, item
 
-    one, item = run(go())
+    one, item = asyncio.run(go())
     assert one.job_id in store.jobs and store.jobs[one.job_id]["idempotency_key"] == "k-one"
     assert not item.duplicate and item.job_id in store.jobs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "first-task.md"
 _BLOCK = re.compile(r"^```bash first-task:(\S+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 

@@ -1,11 +1,9 @@
-"""Issue 18's logic without servers: scale-out decisions, periodic slots, retention
-metrics and progress reports, on the in-memory store and broker."""
+"""Scale-out without servers: how many workers a backlog starts, when the check may reach
+Redis, and who runs it (the api after a submit, a busy worker), on the in-memory broker."""
 
 from __future__ import annotations
 
 import asyncio
-import math
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,28 +12,23 @@ from asyncz.errors import BrokerUnavailableError
 from asyncz.fleet.scale_out import ScaleOut
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
-from asyncz.tasks.registry import TaskContext, TaskRegistry, task
-from asyncz.tasks.schedule import Schedule
+from asyncz.tasks.registry import TaskContext
 from asyncz.testing import MemoryBroker
-from asyncz.worker import upkeep as worker_upkeep
 from asyncz.worker.loop import WorkerLoop
-from tests.unit.test_service_logic import run, service
+from tests.support import memory
+from tests.support.memory import service
 
 pytestmark = pytest.mark.unit
-
-UTC_10 = datetime(2026, 3, 29, 10, 0, tzinfo=UTC)
 
 
 def settings(**kw: Any) -> Settings:
     values: dict[str, Any] = {
-        "database_url": "postgresql://unused",
-        "redis_url": "redis://unused",
         "fleet_max_workers": 4,
         "fleet_jobs_per_worker": 50,
         "scale_out_seconds": 0.2,
+        **kw,
     }
-    values.update(kw)
-    return Settings(**values)
+    return memory.settings(**values)
 
 
 async def backlog_of(broker: MemoryBroker, n: int) -> None:
@@ -44,7 +37,11 @@ async def backlog_of(broker: MemoryBroker, n: int) -> None:
     await broker.enqueue([Dispatch(f"id-{i}", "default", 0, epoch_ms(), True) for i in range(n)])
 
 
-# --- scale-out ------------------------------------------------------------------------------
+def _nop_waker() -> Any:
+    async def waker() -> None:
+        return None
+
+    return waker
 
 
 def test_a_burst_starts_the_missing_workers_once_across_sandboxes() -> None:
@@ -70,7 +67,7 @@ def test_a_burst_starts_the_missing_workers_once_across_sandboxes() -> None:
         counts.append(await a(broker))
         return counts
 
-    assert run(go()) == [4, 0, 0, 0, 0, 1]
+    assert asyncio.run(go()) == [4, 0, 0, 0, 0, 1]
     assert len(started) == 5
 
 
@@ -82,7 +79,7 @@ def test_a_small_backlog_needs_one_worker_and_max_caps_the_rest() -> None:
         nop = _nop_waker()
         return await ScaleOut(settings(), nop)(small), await ScaleOut(settings(), nop)(big)
 
-    assert run(go()) == (1, 4)
+    assert asyncio.run(go()) == (1, 4)
 
 
 def test_with_scale_out_off_only_one_worker_is_woken_when_none_is_alive() -> None:
@@ -97,7 +94,7 @@ def test_with_scale_out_off_only_one_worker_is_woken_when_none_is_alive() -> Non
         counts.append(await ScaleOut(off, _nop_waker())(broker))
         return counts
 
-    assert run(go()) == [1, 0, 0]
+    assert asyncio.run(go()) == [1, 0, 0]
 
 
 def test_a_broker_outage_starts_nothing_and_raises_nothing() -> None:
@@ -105,12 +102,12 @@ def test_a_broker_outage_starts_nothing_and_raises_nothing() -> None:
         async def try_lock(self, name: str, ttl_seconds: float) -> bool:
             raise BrokerUnavailableError("down")
 
-    assert run(ScaleOut(settings(), _nop_waker())(Down())) == 0
+    assert asyncio.run(ScaleOut(settings(), _nop_waker())(Down())) == 0
 
 
 def test_between_looks_the_check_is_answered_from_the_sandboxs_memory() -> None:
     """The api runs the check after every submit: only the first call of an interval may
-    reach Redis (issue 20: the default's wake check must cost the submit nothing)."""
+    reach Redis: the default's wake check must cost the submit nothing."""
     calls: list[str] = []
 
     class Counting(MemoryBroker):
@@ -128,7 +125,7 @@ def test_between_looks_the_check_is_answered_from_the_sandboxs_memory() -> None:
         check = ScaleOut(settings(scale_out_seconds=3600), _nop_waker())
         return [await check(broker) for _ in range(1000)]
 
-    assert run(go()) == [4] + [0] * 999
+    assert asyncio.run(go()) == [4] + [0] * 999
     assert calls == ["try_lock", "live_workers"]
 
 
@@ -137,125 +134,7 @@ def test_no_waker_no_redis_call() -> None:
         async def try_lock(self, name: str, ttl_seconds: float) -> bool:
             raise AssertionError("called")
 
-    assert run(ScaleOut(settings(), None)(Loud())) == 0
-
-
-def _nop_waker() -> Any:
-    async def waker() -> None:
-        return None
-
-    return waker
-
-
-# --- periodic slots -------------------------------------------------------------------------
-
-
-def test_cron_slots_follow_the_time_zone_across_a_dst_change() -> None:
-    daily = Schedule.parse("30 2 * * *", timezone="Europe/Paris")
-    # 2026-03-29: Paris goes from +01:00 to +02:00 at 02:00, so 02:30 local does not exist
-    before = daily.latest_slot(datetime(2026, 3, 28, 12, tzinfo=UTC))
-    assert before == datetime(2026, 3, 28, 1, 30, tzinfo=UTC)
-    after = daily.next_slot(datetime(2026, 3, 29, 12, tzinfo=UTC))
-    assert after == datetime(2026, 3, 30, 0, 30, tzinfo=UTC)
-
-
-def test_due_slots_catch_up_once_unless_told_more() -> None:
-    every = Schedule.parse("*/5 * * * *")
-    last = UTC_10
-    now = UTC_10 + timedelta(hours=1, seconds=3)
-    assert every.due_slots(last, now) == [UTC_10 + timedelta(hours=1)]
-    three = Schedule.parse("*/5 * * * *", catch_up=3)
-    assert three.due_slots(last, now) == [UTC_10 + timedelta(minutes=m) for m in (50, 55, 60)]
-    assert every.due_slots(now, now) == []
-    assert every.latest_slot(UTC_10) == UTC_10  # a slot equal to now is due
-
-
-def test_intervals_align_to_the_epoch() -> None:
-    hourly = Schedule.parse(timedelta(hours=1))
-    assert hourly.latest_slot(UTC_10 + timedelta(minutes=59)) == UTC_10
-    assert hourly.next_slot(UTC_10) == UTC_10 + timedelta(hours=1)
-    assert hourly.describe() == "every 3600 s"
-
-
-@pytest.mark.parametrize(
-    ("spec", "kw"),
-    [
-        ("0 * * *", {}),
-        ("0 * * * * *", {}),
-        ("61 * * * *", {}),
-        ("0 * * * *", {"timezone": "Mars/Olympus"}),
-        ("0 * * * *", {"catch_up": 0}),
-        (30, {}),
-        (90.5, {}),
-        (math.inf, {}),
-    ],
-)
-def test_a_bad_schedule_fails_at_import(spec: Any, kw: dict[str, Any]) -> None:
-    with pytest.raises(ValueError):
-        task("bad", schedule=spec, registry=TaskRegistry(), **kw)
-
-
-# --- retention and progress -------------------------------------------------------------------
-
-
-def test_pruning_counts_in_a_metric_and_zero_keeps_forever() -> None:
-    svc = service(retain_finished_seconds=1, retain_dead_seconds=0)
-
-    async def go() -> int:
-        job = await svc.submit(NewJob(task="echo", payload={}))
-        [lease] = await svc.claim_next("w", ["default"], 1, 0.1, 3600)
-        await svc.complete(lease, None)
-        row = svc.store.jobs[job.job_id]  # type: ignore[attr-defined]
-        row["finished_at"] -= timedelta(seconds=5)
-        return await svc.prune()
-
-    assert run(go()) == 1
-    assert svc.metrics.seen["JobsPruned"] == 1  # type: ignore[attr-defined]
-    assert run(service(retain_finished_seconds=0).prune()) == 0
-
-
-@pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, "half"])
-def test_progress_is_a_fraction(bad: Any) -> None:
-    ctx = TaskContext(job_id="j", attempt=1, queue="q", worker_id="w", artifact_dir="/tmp")
-    with pytest.raises(ValueError):
-        ctx.progress(bad)
-
-
-def test_progress_is_written_at_most_about_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(worker_upkeep, "PROGRESS_SECONDS", 0.2)
-    svc = service()
-    writes: list[Any] = []
-    save = svc.store.save_progress
-
-    async def counting(reports: Any) -> set[str]:
-        writes.append([(r[1], r[2]) for r in reports])
-        return await save(reports)
-
-    svc.store.save_progress = counting  # type: ignore[method-assign]
-
-    def chatty(payload: dict[str, Any], ctx: TaskContext) -> None:
-        import time
-
-        for i in range(1, 101):  # a hundred reports in about half a second
-            ctx.progress(i / 100, f"step {i}")
-            time.sleep(0.005)
-
-    svc.registry.register("chatty", chatty)
-
-    async def go() -> Any:
-        job = await svc.submit(NewJob(task="chatty", payload={}))
-        stop = asyncio.Event()
-        worker = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop)
-        running = asyncio.create_task(worker.run())
-        while (await svc.get(job.job_id)).status.value != "completed":
-            await asyncio.sleep(0.05)
-        stop.set()
-        await running
-        return await svc.get(job.job_id)
-
-    done = run(go())
-    assert (done.progress, done.progress_message) == (1.0, "step 100")  # the last one is kept
-    assert 1 <= len(writes) <= 6, writes  # not a hundred
+    assert asyncio.run(ScaleOut(settings(), None)(Loud())) == 0
 
 
 def test_a_busy_worker_starts_the_workers_a_backlog_submitted_at_once_still_lacks() -> None:
@@ -292,7 +171,7 @@ def test_a_busy_worker_starts_the_workers_a_backlog_submitted_at_once_still_lack
         stop.set()
         await running
 
-    run(go())
+    asyncio.run(go())
     # this worker is live: it starts the other three (at most the maximum, never more)
     assert 1 <= len(started) <= 3, started
 
