@@ -47,10 +47,15 @@ def redis_server_url() -> str:
 @pytest.fixture
 def clean(pg_url: str, redis_server_url: str) -> Iterator[None]:
     """Empty jobs and this test database's Redis db before the test."""
+    empty_servers(pg_url, redis_server_url)
+    yield
+
+
+def empty_servers(pg_url: str, redis_url: str) -> None:
+    """Empty the job tables and the Redis db (also between two halves of one test)."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("TRUNCATE jobs, job_attempts, periodic_runs")
-    redis.Redis.from_url(redis_server_url).flushdb()
-    yield
+    redis.Redis.from_url(redis_url).flushdb()
 
 
 @pytest.fixture

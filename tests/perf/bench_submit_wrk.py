@@ -18,10 +18,10 @@ the window's rows are counted in Postgres: the script exits 1 when a reply was n
 
     .venv/bin/python -m tests.perf.bench_submit_wrk --seconds 10 --rounds 3
 
-The submit lane on and off (``lane_off``: ``ASYNCZ_SUBMIT_LANE=false``), against each other:
+Two variants against each other, in forward-then-backward order:
 
-    .venv/bin/python -m tests.perf.bench_submit_wrk --variants default lane_off \\
-        --order abba --against lane_off --rounds 4
+    .venv/bin/python -m tests.perf.bench_submit_wrk --variants default tuned \\
+        --order abba --against tuned --rounds 4
 """
 
 from __future__ import annotations
@@ -102,11 +102,6 @@ VARIANTS = {
     "metrics_on": Variant(
         "variant: default + metrics on (as in AWS), workers held off",
         {**HELD_OFF_ENV, "POWERTOOLS_METRICS_DISABLED": "false"},
-    ),
-    # the api Lambda's submit lane off: POST /jobs through Mangum and the FastAPI route
-    "lane_off": Variant(
-        "variant: default, submit lane off (POST /jobs through Mangum), workers held off",
-        {**HELD_OFF_ENV, "ASYNCZ_SUBMIT_LANE": "false"},
     ),
 }
 
@@ -195,7 +190,7 @@ def main() -> None:
         "--variants",
         nargs="+",
         choices=sorted(VARIANTS),
-        default=[v for v in VARIANTS if v != "lane_off"],
+        default=list(VARIANTS),
     )
     ap.add_argument(
         "--order",
@@ -276,8 +271,7 @@ def main() -> None:
     print()
     against = args.against
     print(
-        f"| path | req/s, median | to raw, per round | median | to {against}, per round "
-        "| median |"
+        f"| path | req/s, median | to raw, per round | median | to {against}, per round | median |"
     )
     print("|---|---|---|---|---|---|")
     for name in shown:

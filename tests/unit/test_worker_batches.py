@@ -243,7 +243,7 @@ def test_an_api_sandbox_runs_on_asyncios_loop_and_a_worker_sandbox_on_uvloop(
         monkeypatch.setattr(runtime, "_loop", None)
         loop = runtime.sandbox_loop(plain=plain)
         try:
-            assert runtime.sandbox_loop() is loop  # later calls (the lane's run) reuse it
+            assert runtime.sandbox_loop() is loop  # later calls (a handler's run) reuse it
             assert runtime.run(asyncio.sleep(0, "ran")) == "ran"
             kinds.append(isinstance(loop, uvloop.Loop))
         finally:

@@ -1,5 +1,5 @@
-"""PostgreSQL adapter (psycopg 3): the async pool every handler (and the api's submit
-lane) uses. The only module that imports the driver.
+"""PostgreSQL adapter (psycopg 3): the async pool every handler uses. The only module that
+imports the driver.
 
 Every state change is one statement from ``sql/queries.sql``, guarded by the lease token
 where a worker is involved; zero rows means the caller lost the race.
