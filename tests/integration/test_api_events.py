@@ -201,6 +201,22 @@ def test_the_same_key_from_either_event_shape_is_one_job(settings: Settings) -> 
         }
 
 
+def test_a_non_ascii_idempotency_key_header_is_kept_as_sent(settings: Settings) -> None:
+    """API Gateway hands header values as text; the key stored is that text (not its UTF-8
+    bytes read as ISO-8859-1, as ASGI hands header bytes to the app)."""
+    sandbox = api_handler.build_sandbox(settings)
+    for flavour, event in EVENTS.items():
+        key = f"clé-{flavour}-\u00fc\u4e2d"
+        headers = {"Idempotency-Key": key}
+        reply = sandbox(event("POST", "/jobs", body={"task": "echo"}, headers=headers,
+                              api_key=KEY), FakeContext())  # fmt: skip
+        assert reply["statusCode"] == 202, reply
+        job_id = json.loads(reply["body"])["job_id"]
+        stored = rows(settings.database_url or "", "SELECT idempotency_key FROM jobs WHERE id=%s",
+                      (job_id,))  # fmt: skip
+        assert stored[0]["idempotency_key"] == key
+
+
 @pytest.mark.parametrize("flavour", sorted(EVENTS))
 def test_a_base64_body_with_invalid_padding_is_a_4xx(settings: Settings, flavour: str) -> None:
     sandbox = api_handler.build_sandbox(settings)
