@@ -65,7 +65,8 @@ class Sandbox:
         reply = key_rejection(scope["path"], header_map(scope["headers"]), self.key_ok) or reply
         response = json_response(reply)
         headers = [[name, value] for name, value in response.raw_headers]
-        return gateway({"status": response.status_code, "headers": headers, "body": response.body})
+        body = bytes(response.body)
+        return gateway({"status": response.status_code, "headers": headers, "body": body})
 
 
 def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
