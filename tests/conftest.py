@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 import redis
 
 from asyncz.settings import Settings
-from tests.support.databases import database_url, ensure_database, redis_url
+from tests.support.databases import database_url, empty_servers, ensure_database, redis_url
 from tests.support.settings import make_settings
 
 
@@ -42,9 +41,7 @@ def redis_server_url() -> str:
 @pytest.fixture
 def clean(pg_url: str, redis_server_url: str) -> Iterator[None]:
     """Empty jobs and this test database's Redis db before the test."""
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs, job_attempts, periodic_runs")
-    redis.Redis.from_url(redis_server_url).flushdb()
+    empty_servers(pg_url, redis_server_url)
     yield
 
 

@@ -121,8 +121,6 @@ class Settings(BaseSettings):
     # serverless), a deploy-time dynamic reference to the same secret.
     api_keys: str = ""
     wake_worker: bool = True
-    # POST /jobs in the api Lambda on the submit lane (asyncz.api.lane), not through Mangum
-    submit_lane: bool = True
 
     # --- Observability.
     metrics_namespace: str = "AsyncZ"

@@ -5,9 +5,8 @@ Before 660d2eb nothing bounded a query on a pooled connection, so the call hung 
 PRODUCT_FIXES.md here, section 3); the bound is ASYNCZ_DB_QUERY_TIMEOUT_SECONDS (3 s here)
 plus psycopg's own cancel wait. A submit whose INSERT got no answer then says its outcome
 is unknown at once (a server that does not answer a cancel will not answer a look for the
-row). ``POST /jobs`` (the submit lane) and ``GET /jobs/{id}`` (the FastAPI app) run on the
-same async pool under the same ``asyncio.timeout``: both are checked, so neither path can
-lose the bound.
+row). ``POST /jobs`` (the submit) and ``GET /jobs/{id}`` (a read) run on the same async pool
+under the same ``asyncio.timeout``: both are checked, so neither path can lose the bound.
 """
 
 from __future__ import annotations
@@ -72,8 +71,8 @@ def test_frozen_postgres_api_answers_503_within_a_bound(
     try:
         replies = {}
         for method, target, body in (
-            ("GET", f"/jobs/{job_id}", None),  # the FastAPI app
-            ("POST", "/jobs", {"task": "echo", "payload": {}}),  # the submit lane
+            ("GET", f"/jobs/{job_id}", None),  # a read
+            ("POST", "/jobs", {"task": "echo", "payload": {}}),  # the submit
         ):
             started = time.monotonic()
             try:

@@ -1,4 +1,4 @@
-"""The api Lambda handler driven with API Gateway REST proxy events."""
+"""The api Lambda handler driven with API Gateway REST proxy events (issue 3)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from asyncz.api.app import Waker
 from asyncz.connections import hash_api_key
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
-from tests.support.apigw import FakeContext, Reply, call, rest_event
+from tests.support.apigw import EVENTS, FakeContext, Reply, call
 from tests.support.ledger import rows
 from tests.support.settings import make_settings, open_service, settings_env
 from tests.support.waiting import wait_until
@@ -54,30 +54,27 @@ def api_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
         api_handler.reset()
 
 
-# POST /jobs has two fronts: the api Lambda's submit lane (the default in AWS) and the
-# FastAPI route (any ASGI server; the Lambda with ASYNCZ_SUBMIT_LANE=false). Submit tests run
-# on both; the rest of the API has one.
-FRONTS = pytest.mark.parametrize("front", ["lane", "asgi"])
+# The api serves the events of both flavours of API Gateway: REST API (v1, as deployed) and
+# HTTP API (2.0). Submit tests run on both; the rest of the API on REST events.
+FLAVOURS = pytest.mark.parametrize("flavour", sorted(EVENTS))
 
 
-def sandbox(settings: Settings, front: str, waker: Waker | None = None) -> Any:
-    """An api sandbox as the handler builds it, with POST /jobs on ``front``."""
-    return api_handler.build_sandbox(
-        settings.model_copy(update={"submit_lane": front == "lane"}), waker=waker
-    )
+def sandbox(settings: Settings, waker: Waker | None = None) -> Any:
+    """An api sandbox as the handler builds it."""
+    return api_handler.build_sandbox(settings, waker=waker)
 
 
 @pytest.fixture
-def front() -> str:
-    return "lane"  # tests marked with FRONTS run on both
+def flavour() -> str:
+    return "rest"  # tests marked with FLAVOURS run on both
 
 
 @pytest.fixture
-def api(api_settings: Settings, clean: None, front: str) -> Iterator[Any]:
-    api_handler._sandbox = sandbox(api_settings, front)
+def api(api_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
+    api_handler._sandbox = sandbox(api_settings)
 
     def request(method: str, target: str, key: str | None = KEY, **kw: Any) -> Reply:
-        return call(api_handler.handler, method, target, api_key=key, **kw)
+        return call(api_handler.handler, method, target, api_key=key, flavour=flavour, **kw)
 
     yield request
     api_handler.reset()
@@ -114,7 +111,7 @@ def drain(settings: Settings, until: Any, timeout: float = 30) -> None:
 # --- submit ---------------------------------------------------------------------------------
 
 
-@FRONTS
+@FLAVOURS
 def test_submit_returns_202_with_id_and_location_and_enqueues(
     api: Any, api_settings: Settings
 ) -> None:
@@ -131,7 +128,7 @@ def test_submit_returns_202_with_id_and_location_and_enqueues(
     assert ready == [body["job_id"].encode()]
 
 
-@FRONTS
+@FLAVOURS
 def test_seed_curl_bodies_work_verbatim(api: Any, api_settings: Settings) -> None:
     r = api("POST", "/jobs", body={"payload": {"task": "email_send", "user_id": 42}})
     assert r.status == 202
@@ -168,7 +165,7 @@ def test_seed_curl_bodies_work_verbatim(api: Any, api_settings: Settings) -> Non
         assert b"To: user-42@example.invalid" in f.read()
 
 
-@FRONTS
+@FLAVOURS
 def test_idempotency_key_header_is_accepted(api: Any) -> None:
     first = api(
         "POST", "/jobs", body={"task": "echo", "payload": {}}, headers={"Idempotency-Key": "hdr-1"}
@@ -180,7 +177,7 @@ def test_idempotency_key_header_is_accepted(api: Any) -> None:
     assert again.json()["job_id"] == first.json()["job_id"]
 
 
-@FRONTS
+@FLAVOURS
 def test_scheduling_fields(api: Any, api_settings: Settings) -> None:
     r = api(
         "POST",
@@ -368,7 +365,7 @@ def test_health_ok_without_key_and_503_when_redis_is_down(api: Any, api_settings
     broken = make_settings(
         api_settings.database_url or "", "redis://127.0.0.1:1/0", redis_socket_timeout_seconds=0.5
     )
-    adapter = sandbox(broken, front)
+    adapter = sandbox(broken)
     down = call(adapter, "GET", "/health")
     assert down.status == 503
     assert down.json()["dependencies"] == {"redis": "down", "postgres": "ok"}  # no error text
@@ -402,7 +399,7 @@ ENDPOINTS = [
 ]
 
 
-@FRONTS
+@FLAVOURS
 @pytest.mark.parametrize(("method", "path"), ENDPOINTS)
 def test_every_endpoint_but_health_needs_the_key(api: Any, method: str, path: str) -> None:
     body = {"task": "echo", "payload": {}} if method == "POST" else None
@@ -417,7 +414,7 @@ def api_settings_db(_: Any) -> str:
     return get_settings().database_url or ""
 
 
-@FRONTS
+@FLAVOURS
 def test_bad_input_gets_clear_4xx_and_loses_nothing(api: Any, api_settings: Settings) -> None:
     unknown = api("POST", "/jobs", body={"task": "no_such_task", "payload": {}})
     assert unknown.status == 422 and unknown.json()["error"] == "unknown_task"
@@ -474,7 +471,7 @@ def test_bad_input_gets_clear_4xx_and_loses_nothing(api: Any, api_settings: Sett
     assert rows(api_settings.database_url, "SELECT count(*) AS n FROM jobs") == [{"n": 0}]
 
 
-@FRONTS
+@FLAVOURS
 def test_sql_looking_strings_are_stored_verbatim(api: Any, api_settings: Settings) -> None:
     evil = "'; DROP TABLE jobs; -- \" OR 1=1 /* %s %(id)s $1"
     r = api(
@@ -499,29 +496,36 @@ def test_sql_looking_strings_are_stored_verbatim(api: Any, api_settings: Setting
     assert api("GET", "/jobs?task=" + "%27%20OR%201%3D1--").json()["items"] == []
 
 
-@FRONTS
+@FLAVOURS
 def test_wake_worker_once_for_a_burst_when_none_is_alive(
-    api_settings: Settings, clean: None, front: str
+    api_settings: Settings, clean: None, flavour: str
 ) -> None:
     woken: list[int] = []
 
     async def waker() -> None:
         woken.append(1)
 
-    adapter = sandbox(api_settings, front, waker)
+    adapter = sandbox(api_settings, waker)
     for _ in range(5):
         assert (
-            call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY).status
+            call(
+                adapter,
+                "POST",
+                "/jobs",
+                body={"task": "echo", "payload": {}},
+                api_key=KEY,
+                flavour=flavour,
+            ).status
             == 202
         )
     assert woken == [1]
 
 
-@FRONTS
+@FLAVOURS
 def test_handler_event_shape_and_base64_body(
-    api_settings: Settings, clean: None, front: str
+    api_settings: Settings, clean: None, flavour: str
 ) -> None:
-    event = rest_event(
+    event = EVENTS[flavour](
         "POST",
         "/jobs",
         raw_body=json.dumps({"task": "echo", "payload": {"é": "ü"}}).encode(),
@@ -532,14 +536,14 @@ def test_handler_event_shape_and_base64_body(
 
     event["body"] = base64.b64encode(event["body"].encode()).decode()
     event["isBase64Encoded"] = True
-    out = sandbox(api_settings, front)(event, FakeContext())
+    out = sandbox(api_settings)(event, FakeContext())
     assert out["statusCode"] == 202
     assert json.loads(out["body"])["status"] == "queued"
 
 
-@FRONTS
+@FLAVOURS
 def test_submit_survives_redis_outage_with_202(
-    api_settings: Settings, clean: None, front: str
+    api_settings: Settings, clean: None, flavour: str
 ) -> None:
     broken = make_settings(
         api_settings.database_url or "",
@@ -547,15 +551,17 @@ def test_submit_survives_redis_outage_with_202(
         redis_socket_timeout_seconds=0.5,
         api_key_hashes=hash_api_key(KEY),
     )
-    adapter = sandbox(broken, front)
-    r = call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY)
+    adapter = sandbox(broken)
+    r = call(
+        adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY, flavour=flavour
+    )
     assert r.status == 202
     assert job_row(api_settings, r.json()["job_id"])["status"] == "queued"
 
 
-@FRONTS
+@FLAVOURS
 def test_postgres_down_gives_503_with_a_clear_error(
-    api_settings: Settings, clean: None, front: str
+    api_settings: Settings, clean: None, flavour: str
 ) -> None:
     broken = make_settings(
         "postgresql://postgres@127.0.0.1:1/none",
@@ -563,25 +569,29 @@ def test_postgres_down_gives_503_with_a_clear_error(
         db_connect_timeout_seconds=1,
         api_key_hashes=hash_api_key(KEY),
     )
-    adapter = sandbox(broken, front)
-    r = call(adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY)
+    adapter = sandbox(broken)
+    r = call(
+        adapter, "POST", "/jobs", body={"task": "echo", "payload": {}}, api_key=KEY, flavour=flavour
+    )
     assert r.status == 503 and r.json()["error"] == "database_unavailable"
     assert call(adapter, "GET", "/health").status == 503
 
 
-@FRONTS
+@FLAVOURS
 def test_key_rotation_old_key_is_refused_once_removed(
-    api_settings: Settings, clean: None, front: str
+    api_settings: Settings, clean: None, flavour: str
 ) -> None:
     old, new = "old-key-" + "o" * 20, "new-key-" + "n" * 20
     both = api_settings.model_copy(
         update={"api_key_hashes": f"{hash_api_key(old)},{hash_api_key(new)}"}
     )
-    during = sandbox(both, front)
+    during = sandbox(both)
     for key in (old, new):
         assert call(during, "GET", "/stats", api_key=key).status == 200
-    after = sandbox(api_settings.model_copy(update={"api_key_hashes": hash_api_key(new)}), front)
+    after = sandbox(api_settings.model_copy(update={"api_key_hashes": hash_api_key(new)}))
     assert call(after, "GET", "/stats", api_key=new).status == 200
-    refused = call(after, "POST", "/jobs", api_key=old, body={"task": "echo", "payload": {}})
+    refused = call(
+        after, "POST", "/jobs", api_key=old, body={"task": "echo", "payload": {}}, flavour=flavour
+    )
     assert refused.status == 401 and refused.json()["error"] == "unauthorized"
     assert call(after, "GET", "/health", api_key=old).status == 200  # health needs no key

@@ -1,6 +1,6 @@
 # ruff: noqa: F811 - the fixtures imported from test_api are parameters here
-"""POST /jobs/batch: all-or-nothing validation, one INSERT and one enqueue,
-per-item idempotency, results in order, on both fronts (submit lane and FastAPI)."""
+"""POST /jobs/batch (issue 17): all-or-nothing validation, one INSERT and one enqueue,
+per-item idempotency, results in order, from REST API and HTTP API events alike."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import redis
 
 from asyncz.settings import Settings
 from tests.integration.test_api import (  # noqa: F401 - fixtures
-    FRONTS,
+    FLAVOURS,
     api,
     api_settings,
     drain,
-    front,
+    flavour,
     job_row,
 )
 from tests.support.ledger import rows
@@ -28,7 +28,7 @@ def count_jobs(settings: Settings) -> int:
     return int(rows(settings.database_url or "", "SELECT count(*) AS n FROM jobs")[0]["n"])
 
 
-@FRONTS
+@FLAVOURS
 def test_a_batch_is_accepted_in_order_stored_and_enqueued(api: Any, api_settings: Settings) -> None:
     jobs = [{"task": "echo", "payload": {"i": i}, "priority": i % 3} for i in range(10)]
     jobs[9] = {"task": "echo", "payload": {"i": 9}, "delay_seconds": 600}
@@ -47,7 +47,7 @@ def test_a_batch_is_accepted_in_order_stored_and_enqueued(api: Any, api_settings
     assert ready == set(ids[:9]) and delayed == {f"0|{ids[9]}"}
 
 
-@FRONTS
+@FLAVOURS
 @pytest.mark.parametrize(
     ("bad", "code"),
     [
@@ -71,7 +71,7 @@ def test_one_invalid_item_among_10_stores_nothing_and_names_its_index(
     assert count_jobs(api_settings) == 0
 
 
-@FRONTS
+@FLAVOURS
 def test_an_existing_key_is_reported_as_duplicate_and_the_rest_accepted(
     api: Any, api_settings: Settings
 ) -> None:
@@ -91,7 +91,7 @@ def test_an_existing_key_is_reported_as_duplicate_and_the_rest_accepted(
     assert count_jobs(api_settings) == 3
 
 
-@FRONTS
+@FLAVOURS
 @pytest.mark.parametrize(
     ("body", "status"),
     [({"jobs": []}, 422), ({"jobs": [{"task": "echo"}] * 501}, 422), ({"job": []}, 422)],
@@ -118,7 +118,7 @@ def test_redis_down_still_accepts_the_batch(api_settings: Settings, clean: None)
     from tests.support.apigw import call
 
     down = api_settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})
-    api_handler._sandbox = sandbox(down, "lane")
+    api_handler._sandbox = sandbox(down)
     try:
         r = call(api_handler.handler, "POST", "/jobs/batch", api_key=KEY,
                  body={"jobs": [{"task": "echo"}, {"task": "echo"}]})  # fmt: skip
@@ -136,11 +136,3 @@ def test_openapi_describes_the_batch(api: Any) -> None:
     )
     assert "202" in op["responses"] and op["security"] == [{"ApiKey": []}]
     assert schema["components"]["schemas"]["SubmitBatch"]["properties"]["jobs"]["maxItems"] == 500
-
-
-def test_the_submit_lane_takes_the_batch_path() -> None:
-    from asyncz.api import lane
-    from tests.support.apigw import rest_event
-
-    assert lane.accepts(rest_event("POST", "/jobs/batch"))
-    assert not lane.accepts(rest_event("GET", "/jobs/batch"))

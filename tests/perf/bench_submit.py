@@ -4,15 +4,13 @@ Each client is one OS process doing one request at a time (like one Lambda sandb
 one Postgres connection. Every client finishes its imports and a warm-up request before a
 barrier; the clock starts when all have passed it, so no client's cold start eats into
 another's measured window. On a shared two-core machine the load drifts, so the paths are
-measured in alternating rounds (raw, handler, ASGI front, raw, handler, …) and the ratio is
-taken per round, against the raw run just before it; the median of the rounds is the figure.
+measured in alternating rounds (raw, handler, raw, handler, …) and the ratio is taken per
+round, against the raw run just before it; the median of the rounds is the figure.
 
 Paths:
   raw      psycopg INSERT + redis-py ZADD in a bare loop (the baseline)
-  handler  ``asyncz.api.handler.handler`` with REST v1 events: POST /jobs on the submit
-           lane (the product as deployed)
-  asgi     the same handler with ``ASYNCZ_SUBMIT_LANE=false``: POST /jobs through Mangum,
-           Starlette and the async drivers (the path before the lane, kept as a variant)
+  handler  ``asyncz.api.handler.handler`` with REST v1 events: POST /jobs through Mangum and
+           the FastAPI app (the product as deployed)
 
     .venv/bin/python -m tests.perf.bench_submit --concurrency 16 64 --seconds 10 --rounds 3
 """
@@ -36,8 +34,7 @@ from tests.perf.common import API_KEY, DB, REDIS, command, load_line, machine, p
 BODY = json.dumps({"task": "echo", "payload": {"user_id": 42, "note": "benchmark"}})
 PATHS = {
     "raw": "raw INSERT + ZADD",
-    "handler": "api handler, submit lane (product)",
-    "asgi": "api handler, ASGI front (variant)",
+    "handler": "api handler (product)",
 }
 
 
@@ -60,8 +57,7 @@ def _raw_request() -> Any:
     return one
 
 
-def _handler_request(lane: bool) -> Any:
-    os.environ["ASYNCZ_SUBMIT_LANE"] = "true" if lane else "false"
+def _handler_request() -> Any:
     from asyncz.api import handler as api
     from tests.support.apigw import FakeContext, rest_event
 
@@ -82,7 +78,7 @@ def _handler_request(lane: bool) -> Any:
 
 
 def _client(kind: str, seconds: float, barrier: Any, out: Any) -> None:
-    one = _raw_request() if kind == "raw" else _handler_request(lane=kind == "handler")
+    one = _raw_request() if kind == "raw" else _handler_request()
     sink = io.StringIO()
     lat: list[float] = []
     with contextlib.redirect_stdout(sink):  # EMF/log lines would dominate a terminal

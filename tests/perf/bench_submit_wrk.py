@@ -11,11 +11,17 @@ default configuration untouched, the fleet draining jobs during the run on the s
 
 Each round starts every variant afresh on an emptied database (measured only after all api
 sandboxes are warm and a 2-s warm-up; with workers on, once they drained the warm-up's jobs),
-runs ``wrk -t1 -c16`` for ``--seconds``, and stops it; the order rotates from round to round.
+runs ``wrk -t1 -c16`` for ``--seconds``, and stops it; the order rotates from round to round
+(``--order abba``: forward, then backward).
 Every reply must be a 202 (a Lua ``response`` hook counts them; wrk counts the non-2xx) and
 the window's rows are counted in Postgres: the script exits 1 when a reply was not accepted.
 
     .venv/bin/python -m tests.perf.bench_submit_wrk --seconds 10 --rounds 3
+
+Two variants against each other, in forward-then-backward order:
+
+    .venv/bin/python -m tests.perf.bench_submit_wrk --variants default tuned \\
+        --order abba --against tuned --rounds 4
 """
 
 from __future__ import annotations
@@ -191,7 +197,24 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
+    ap.add_argument(
+        "--variants",
+        nargs="+",
+        choices=sorted(VARIANTS),
+        default=list(VARIANTS),
+    )
+    ap.add_argument(
+        "--order",
+        choices=("rotate", "abba"),
+        default="rotate",
+        help="rotate the order per round, or run it forward then backward (A B, B A, ...)",
+    )
+    ap.add_argument(
+        "--against",
+        choices=sorted(VARIANTS),
+        default="tuned",
+        help="the variant the last ratio column divides by, when it is measured",
+    )
     args = ap.parse_args()
     wrk = ensure_wrk()
     os.environ.update(bench_env())
@@ -206,7 +229,7 @@ def main() -> None:
         f"# wrk -t1 -c16 -d{args.seconds:g}s POST /jobs (echo) against asyncz dev (4 api "
         "sandboxes, system Postgres/Redis by URL), started afresh per variant and round; raw: "
         "16 client processes, psycopg INSERT + redis ZADD; workers held off: "
-        "ASYNCZ_FLEET_MAX_WORKERS=0; order rotates per round; logs in " + logs
+        "ASYNCZ_FLEET_MAX_WORKERS=0; order: " + args.order + "; logs in " + logs
     )
     print(
         "| round | path | req/s | p50 ms | p99 ms | 202s | non-2xx | socket errors | rows added "
@@ -220,8 +243,11 @@ def main() -> None:
     refused: list[str] = []
     for rnd in range(args.rounds):
         shift = rnd % len(order)
+        this_round = order[shift:] + order[:shift]
+        if args.order == "abba":
+            this_round = order if rnd % 2 == 0 else order[::-1]
         results: dict[str, dict[str, float]] = {}
-        for name in order[shift:] + order[:shift]:
+        for name in this_round:
             if name == "raw":
                 raw = bench_submit.run("raw", 16, args.seconds)
                 results[name] = {**raw, "p50_us": raw["p50"] * 1000, "p99_us": raw["p99"] * 1000}
@@ -254,12 +280,15 @@ def main() -> None:
     if refused:
         print(f"# NOT ACCEPTED: {', '.join(refused)}")
     print()
-    print("| path | req/s, median | to raw, per round | median | to tuned, per round | median |")
+    against = args.against
+    print(
+        f"| path | req/s, median | to raw, per round | median | to {against}, per round | median |"
+    )
     print("|---|---|---|---|---|---|")
     for name in shown:
         label = "raw INSERT + ZADD (16 processes)" if name == "raw" else VARIANTS[name].label
         to_tuned = (
-            [a / b for a, b in zip(rps[name], rps["tuned"], strict=True)] if "tuned" in rps else []
+            [a / b for a, b in zip(rps[name], rps[against], strict=True)] if against in rps else []
         )
         tuned_cells = (
             f"{', '.join(f'{v:.2f}' for v in to_tuned)} | **{statistics.median(to_tuned):.2f}**"

@@ -1,12 +1,15 @@
-"""API Gateway REST (v1) proxy events and a Lambda context for handler tests: the local
-runner's own builder and context class (asyncz.local), so there is one of each."""
+"""API Gateway proxy events and a Lambda context for handler tests: REST API (v1) events from
+the local runner's own builder and context class (asyncz.local), so there is one of each, and
+the HTTP API (payload format 2.0) event for the same request."""
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from asyncz.local.apigateway.proxy_events import build_event
 from asyncz.local.context import LambdaContext
@@ -39,6 +42,46 @@ def rest_event(
     return event
 
 
+def http_api_event(method: str, target: str, **kwargs: Any) -> dict[str, Any]:
+    """The HTTP API (payload format 2.0) event for the request :func:`rest_event` builds from
+    the same arguments: lower-case headers, repeated ones joined by commas, the raw query."""
+    rest = rest_event(method, target, **kwargs)
+    headers = {k.lower(): ",".join(vs) for k, vs in (rest["multiValueHeaders"] or {}).items()}
+    context = rest["requestContext"]
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": rest["path"],
+        "rawQueryString": urlsplit(target).query,
+        "headers": headers,
+        "requestContext": {
+            "accountId": context["accountId"],
+            "apiId": context["apiId"],
+            "domainName": context["domainName"],
+            "http": {
+                "method": rest["httpMethod"],
+                "path": rest["path"],
+                "protocol": "HTTP/1.1",
+                "sourceIp": context["identity"]["sourceIp"],
+                "userAgent": headers.get("user-agent", ""),
+            },
+            "requestId": context["requestId"],
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": context["requestTime"],
+            "timeEpoch": context["requestTimeEpoch"],
+        },
+        "isBase64Encoded": rest["isBase64Encoded"],
+    }
+    if rest["queryStringParameters"]:
+        event["queryStringParameters"] = {
+            k: ",".join(vs) for k, vs in rest["multiValueQueryStringParameters"].items()
+        }
+    if rest["body"] is not None:
+        event["body"] = rest["body"]
+    return event
+
+
 @dataclass
 class Reply:
     status: int
@@ -49,8 +92,12 @@ class Reply:
         return json.loads(self.body)
 
 
-def call(handler: Any, method: str, target: str, **kwargs: Any) -> Reply:
-    out = handler(rest_event(method, target, **kwargs), FakeContext())
+# the event each flavour of API Gateway sends for one request
+EVENTS: dict[str, Callable[..., dict[str, Any]]] = {"rest": rest_event, "http": http_api_event}
+
+
+def call(handler: Any, method: str, target: str, *, flavour: str = "rest", **kwargs: Any) -> Reply:
+    out = handler(EVENTS[flavour](method, target, **kwargs), FakeContext())
     raw = out.get("body") or ""
     data = base64.b64decode(raw) if out.get("isBase64Encoded") else raw.encode()
     headers = {k.lower(): v for k, v in (out.get("headers") or {}).items()}

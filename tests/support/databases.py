@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+import redis
 from psycopg import sql
 
 DEFAULT_DB = "postgresql://postgres@127.0.0.1:5432/asyncz_test"
@@ -92,3 +93,10 @@ def empty_backends(suffix: str, redis_offset: int) -> tuple[str, str]:
     redis_url = sibling_redis_url(redis_offset)
     redis.Redis.from_url(redis_url).flushdb()
     return fresh_database(sibling_url(suffix)), redis_url
+
+
+def empty_servers(pg_url: str, redis_url: str) -> None:
+    """Empty the job tables and the Redis db (also between two halves of one test)."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("TRUNCATE jobs, job_attempts, periodic_runs")
+    redis.Redis.from_url(redis_url).flushdb()

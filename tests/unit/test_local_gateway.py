@@ -297,7 +297,7 @@ def test_http_front_round_trip_with_binary_response_and_multi_value_headers() ->
                 "statusCode": 201,
                 "headers": {"Content-Type": "application/octet-stream"},
                 # an ASGI server (uvicorn) hands header names lower-cased, unlike API Gateway:
-                # handlers read them case-insensitively (Mangum, Starlette and the lane do)
+                # handlers read them case-insensitively (Mangum and Starlette do)
                 "multiValueHeaders": {"X-Seen": event["multiValueHeaders"]["x-tag"]},
                 "body": base64.b64encode(PNG).decode(),
                 "isBase64Encoded": True,

@@ -1,8 +1,8 @@
 """The FastAPI app: submit, status, list, attempts, cancel, DLQ, replay, health, stats.
 
 Endpoints are ``async def`` on async pools (a sync endpoint costs a thread hop per
-request). Every error leaves through :func:`_error` with one shape:
-``{"error": <code>, "message": <text>}``.
+request). Every error leaves through the app's exception handlers or the input guard, as a
+reply (:mod:`asyncz.api.replies`) of one shape: ``{"error": <code>, "message": <text>}``.
 """
 
 import logging
@@ -20,9 +20,9 @@ from asyncz import composition
 from asyncz.api.guards import InputGuard, KeyCheck
 from asyncz.api.openapi import ERRORS, openapi_with_key
 from asyncz.api.replies import (
-    Reply,
     domain_error_reply,
     error_reply,
+    json_response,
     unexpected_reply,
     validation_reply,
 )
@@ -39,7 +39,7 @@ from asyncz.api.schemas import (
     Stats,
     StatusName,
 )
-from asyncz.api.submit import accepted, accepted_batch, parse_batch, parse_submit
+from asyncz.api.submit import submit_reply
 from asyncz.api.ui import mount_ui
 from asyncz.connections import api_key_hashes
 from asyncz.errors import AsyncZError
@@ -53,10 +53,6 @@ log = logging.getLogger("asyncz.api")
 HEALTH_CACHE_SECONDS = 2.0
 
 __all__ = ["Waker", "create_app"]
-
-
-def _response(reply: Reply) -> JSONResponse:
-    return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers or None)
 
 
 class ApiState:
@@ -112,11 +108,11 @@ def create_app(
 
     @app.exception_handler(AsyncZError)
     async def domain_error(request: Request, exc: AsyncZError) -> JSONResponse:
-        return _response(domain_error_reply(exc))
+        return json_response(domain_error_reply(exc))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _response(validation_reply(exc.errors()))
+        return json_response(validation_reply(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -124,39 +120,31 @@ def create_app(
         reply = error_reply(
             exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail)
         )
-        return _response(reply)
+        return json_response(reply)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return _response(unexpected_reply())
+        return json_response(unexpected_reply())
 
-    # POST /jobs is the hot path: a plain Starlette route (FastAPI's per-request dependency
-    # and response-model machinery cost more than the INSERT); the key is checked by the
-    # InputGuard; its OpenAPI operation is generated from the same models (_openapi_with_key).
-    # In the api Lambda the submit lane (asyncz.api.lane) answers it without this app.
-    async def submit_job(request: Request) -> Response:
-        new = parse_submit(await request.body(), request.headers.get("idempotency-key"))
-        if isinstance(new, Reply):
-            return _response(new)
-        svc = await state.service()
-        sub = await svc.submit(new)
-        logger.append_keys(job_id=sub.job_id)
-        await state.scale_out(svc.broker)
-        return _response(accepted(sub))
+    # The submit routes are the hot path: plain Starlette routes (FastAPI's per-request
+    # dependency and response-model machinery is work the INSERT does not need) around the
+    # one submit function; the InputGuard has checked the key and the body; their OpenAPI
+    # operations are generated from the same models (asyncz.api.openapi).
+    def submit_route(path: str, name: str, *, batch: bool) -> Route:
+        async def submit(request: Request) -> Response:
+            reply = await submit_reply(
+                await request.body(),
+                request.headers,
+                batch=batch,
+                service=state.service,
+                scale_out=state.scale_out,
+            )
+            return json_response(reply)
 
-    async def submit_batch(request: Request) -> Response:
-        news = parse_batch(await request.body())
-        if isinstance(news, Reply):
-            return _response(news)
-        svc = await state.service()
-        items = await svc.submit_many(news)
-        await state.scale_out(svc.broker)
-        return _response(accepted_batch(items))
+        return Route(path, submit, methods=["POST"], name=name)
 
-    app.router.routes.append(Route("/jobs", submit_job, methods=["POST"], name="submit_job"))
-    app.router.routes.append(
-        Route("/jobs/batch", submit_batch, methods=["POST"], name="submit_batch")
-    )
+    app.router.routes.append(submit_route("/jobs", "submit_job", batch=False))
+    app.router.routes.append(submit_route("/jobs/batch", "submit_batch", batch=True))
 
     @app.get("/jobs", response_model=JobPage, summary="List jobs")
     async def list_jobs(

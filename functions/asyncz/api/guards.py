@@ -1,8 +1,8 @@
 """Guards that run before anything parses a body: API key, body size, media type, nesting.
 
-The checks are plain functions (the api Lambda's submit lane runs them too); here a pure
-ASGI middleware (cheap per request) checks the key, buffers the body once, rejects what
-must never reach the JSON parser, then replays the body downstream.
+A pure ASGI middleware (cheap per request) checks the key, buffers the body once, rejects
+what must never reach the JSON parser, then replays the body downstream. The key check is a
+plain function too: the api handler runs it before refusing a body Mangum could not decode.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 import hmac
 import operator
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import accumulate, count
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from asyncz.api.replies import Reply, error_reply, render
+from asyncz.api.replies import Reply, error_reply, json_response
 from asyncz.connections import hash_api_key
 
 MAX_JSON_DEPTH = 64
@@ -89,6 +89,23 @@ class KeyCheck:
 UNAUTHORIZED = error_reply(401, "unauthorized", "missing or invalid API key (x-api-key)")
 
 
+def header_map(raw: Iterable[Sequence[bytes]]) -> dict[str, str]:
+    """An ASGI scope's headers by lower-case name, decoded as ASGI header bytes are
+    (ISO-8859-1); the last of a repeated header wins."""
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+
+
+def key_rejection(
+    path: str, headers: Mapping[str, str], key_ok: Callable[[str], bool]
+) -> Reply | None:
+    """``UNAUTHORIZED`` when ``path`` needs a key and ``headers`` (lower-case names) carry no
+    accepted one, else ``None``."""
+    if is_public(path):
+        return None
+    key = headers.get("x-api-key")
+    return None if key and key_ok(key) else UNAUTHORIZED
+
+
 def too_large(max_body_bytes: int) -> Reply:
     return error_reply(
         413, "payload_too_large", f"the body exceeds {max_body_bytes} bytes",
@@ -115,21 +132,6 @@ def body_rejection(headers: Mapping[str, str], body: bytes, max_body_bytes: int)
     return None
 
 
-async def _reply(send: Send, reply: Reply) -> None:
-    body = render(reply.body)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": reply.status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
 class InputGuard:
     def __init__(self, app: ASGIApp, max_body_bytes: int, key_ok: Callable[[str], bool]) -> None:
         self.app = app
@@ -140,18 +142,17 @@ class InputGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if not is_public(scope["path"]):
-            key = headers.get("x-api-key")
-            if not key or not self.key_ok(key):
-                await _reply(send, UNAUTHORIZED)
-                return
+        headers = header_map(scope["headers"])
+        refused = key_rejection(scope["path"], headers, self.key_ok)
+        if refused is not None:
+            await json_response(refused)(scope, receive, send)
+            return
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
-            await _reply(send, too_large(self.max_body_bytes))
+            await json_response(too_large(self.max_body_bytes))(scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
@@ -161,14 +162,14 @@ class InputGuard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                await _reply(send, too_large(self.max_body_bytes))
+                await json_response(too_large(self.max_body_bytes))(scope, receive, send)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
         rejection = body_rejection(headers, body, self.max_body_bytes)
         if rejection is not None:
-            await _reply(send, rejection)
+            await json_response(rejection)(scope, receive, send)
             return
         sent = False
 

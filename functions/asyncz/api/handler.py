@@ -1,26 +1,29 @@
-"""API Lambda: the FastAPI app behind API Gateway (REST, proxy integration) via Mangum,
-with ``POST /jobs`` on the submit lane (:mod:`asyncz.api.lane`).
+"""API Lambda: the FastAPI app behind API Gateway via Mangum, for every route (REST API proxy
+events, as deployed, and HTTP API ones alike).
 
-Importing this module does no network I/O; the app and the lane are built at the first
-invocation and kept for the sandbox's life, and they connect at the first request that
-needs them.
+Importing this module does no network I/O; the app is built at the first invocation and kept
+for the sandbox's life, and it connects at the first request that needs it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import binascii
 from dataclasses import dataclass
 from typing import Any
 
 from mangum import Mangum
 
 from asyncz import eventloop
-from asyncz.api import lane
 from asyncz.api.app import Waker, create_app
-from asyncz.api.guards import KeyCheck
+from asyncz.api.guards import KeyCheck, header_map, key_rejection
+from asyncz.api.replies import Reply, error_reply, json_response
 from asyncz.connections import api_key_hashes
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry
 from asyncz.settings import Settings, get_settings
+
+INVALID_UTF8 = error_reply(422, "invalid_utf8", "the body is not valid UTF-8")
+INVALID_BASE64 = error_reply(422, "invalid_body", "the body is not valid base64")
 
 
 def lambda_waker(function_name: str) -> Waker:
@@ -36,30 +39,40 @@ def lambda_waker(function_name: str) -> Waker:
 
 @dataclass(frozen=True, slots=True)
 class Sandbox:
-    """What an api sandbox keeps warm: the app behind Mangum, and the submit lane."""
+    """What an api sandbox keeps warm: the app behind Mangum."""
 
     adapter: Mangum
-    lane: lane.SubmitLane | None
+    key_ok: KeyCheck
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        # Both run on the sandbox's one event loop, so the pools bound to it at the first
-        # request serve every warm invocation, whichever path took it.
+        # Every invocation runs on the sandbox's one event loop, so the pools bound to it at
+        # the first request serve every warm invocation.
         eventloop.sandbox_loop(plain=True)
-        if self.lane is not None and lane.accepts(event):
-            return self.lane(event, context)
         try:
             return self.adapter(event, context)
         except UnicodeEncodeError:
             # Mangum encodes a text body before the app runs: lone surrogates have no UTF-8
-            # form. The client's error, answered as the lane answers it, not a crash.
-            return lane.proxy_reply(event, context, self.adapter.config, lane.INVALID_UTF8)
+            # form. The client's error, not a crash.
+            return self.refuse(event, context, INVALID_UTF8)
+        except (binascii.Error, ValueError):  # Mangum decodes a base64 body before the app
+            return self.refuse(event, context, INVALID_BASE64)
+
+    def refuse(self, event: dict[str, Any], context: Any, reply: Reply) -> dict[str, Any]:
+        """A body the app never saw, refused after the key check as the app's guard would
+        refuse it, shaped by Mangum's handler for the event as the app's responses are."""
+        gateway = self.adapter.infer(event, context)
+        scope = gateway.scope
+        reply = key_rejection(scope["path"], header_map(scope["headers"]), self.key_ok) or reply
+        response = json_response(reply)
+        headers = [[name, value] for name, value in response.raw_headers]
+        body = bytes(response.body)
+        return gateway({"status": response.status_code, "headers": headers, "body": body})
 
 
 def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
-    """``waker`` replaces the worker invoke in the app and the lane."""
+    """``waker`` replaces the worker invoke."""
     fn = settings.worker_function_name if settings.wake_worker else None
     key_ok = KeyCheck(lambda: api_key_hashes(settings))
-    metrics = PowertoolsMetricsSink()
     wake = waker or (lambda_waker(fn) if fn else None)
     if waker is None and fn:
         from asyncz.fleet.invoke import warm_in_background
@@ -68,26 +81,15 @@ def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
     # The sandbox's one loop, current before Mangum looks for one: else Mangum makes (and
     # leaves open) a loop of its own that no invocation runs on.
     eventloop.sandbox_loop(plain=True)
-    app = create_app(
-        settings,
-        metrics=metrics,
-        waker=wake,
-        key_ok=key_ok,
-    )
-    adapter = Mangum(app, lifespan="off")
-    submit_lane = (
-        lane.SubmitLane(settings, key_ok=key_ok, config=adapter.config, metrics=metrics, waker=wake)
-        if settings.submit_lane
-        else None
-    )
-    return Sandbox(adapter, submit_lane)
+    app = create_app(settings, metrics=PowertoolsMetricsSink(), waker=wake, key_ok=key_ok)
+    return Sandbox(Mangum(app, lifespan="off"), key_ok)
 
 
 _sandbox: Sandbox | None = None
 
 
 def reset() -> None:
-    """Forget the sandbox's app and lane (tests that change settings)."""
+    """Forget the sandbox's app (tests that change settings)."""
     global _sandbox
     _sandbox = None
 

@@ -1,17 +1,16 @@
-"""Replies without a web framework: status, JSON body, headers.
-
-The FastAPI app turns them into responses; the api Lambda's submit lane
-(:mod:`asyncz.api.lane`) into API Gateway proxy results. One error shape everywhere:
+"""Replies: status, JSON body, headers, made where the answer is decided and rendered in one
+place (:func:`json_response`). One error shape everywhere:
 ``{"error": <code>, "message": <text>, ...}``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from starlette.responses import JSONResponse
 
 from asyncz.errors import (
     AsyncZError,
@@ -57,9 +56,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def render(body: dict[str, Any]) -> bytes:
-    """JSON bytes as Starlette's JSONResponse renders them (compact, UTF-8)."""
-    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+def json_response(reply: Reply) -> JSONResponse:
+    """The response that carries ``reply``, from a route, an error handler or a guard."""
+    return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers or None)
 
 
 def error_reply(http_status: int, code: str, message: str, /, **extra: Any) -> Reply:

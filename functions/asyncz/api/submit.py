@@ -1,18 +1,60 @@
-"""``POST /jobs`` without a web framework: parse and answer, shared by the FastAPI route
-(any ASGI server) and the api Lambda's submit lane (:mod:`asyncz.api.lane`)."""
+"""``POST /jobs`` and ``POST /jobs/batch``: from the request's body and headers to the reply,
+in one function the app's two submit routes call (:func:`submit_reply`)."""
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Awaitable, Callable, Mapping
 
 from pydantic import ValidationError
 
 from asyncz.api.replies import Reply, error_reply, validation_reply
 from asyncz.api.schemas import SubmitBatch, SubmitJob
+from asyncz.fleet.scale_out import ScaleOut
 from asyncz.jobs import NewJob
+from asyncz.observability import logger
 from asyncz.ports import BatchItem, SubmitOutcome
+from asyncz.service import JobService
 
-log = logging.getLogger("asyncz.api")
+
+async def submit_reply(
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    batch: bool,
+    service: Callable[[], Awaitable[JobService]],
+    scale_out: ScaleOut,
+) -> Reply:
+    """Submit the job (``batch``: the jobs) a body the guards let through asks for, then look
+    at the backlog for scale-out; the ``202`` or the ``422`` that says what is wrong. A domain
+    error (a duplicate key, an outage) is raised for the app's one error handler.
+    ``headers`` are looked up by lower-case name."""
+    if batch:
+        news = parse_batch(body)
+        if isinstance(news, Reply):
+            return news
+        svc = await service()
+        reply = accepted_batch(await svc.submit_many(news))
+    else:
+        new = parse_submit(body, header_text(headers.get("idempotency-key")))
+        if isinstance(new, Reply):
+            return new
+        svc = await service()
+        sub = await svc.submit(new)
+        logger.append_keys(job_id=sub.job_id)
+        reply = accepted(sub)
+    await scale_out(svc.broker)
+    return reply
+
+
+def header_text(value: str | None) -> str | None:
+    """A header value as the text the client sent in UTF-8 (ASGI decodes header bytes as
+    ISO-8859-1; Mangum encodes the event's header text as UTF-8)."""
+    if value is None or value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
 
 
 def parse_submit(body: bytes, idempotency_header: str | None) -> NewJob | Reply:
