@@ -1,6 +1,6 @@
 """A cancel request meeting a fault: the job must still reach a terminal state.
 
-Both tests failed before 660d2eb, which fixed them (see PRODUCT_FIXES.md here):
+Both tests failed before 660d2eb, which fixed them (docs/testing.md, the chaos tier):
 
 * a worker that dies while its job has ``cancel_requested`` leaves the job ``queued``
   forever: recovery re-queues it, but claim and the re-enqueue scan both skip

@@ -185,7 +185,7 @@ def test_memory_hog_gives_its_memory_back_for_the_next_attempts(
     fleet_factory: Callable[..., Fleet],
     recovery_factory: Callable[..., RecoveryLoop],
 ) -> None:
-    """Was red before af986f7 (PRODUCT_FIXES.md, section 4): the failed attempt's traceback
+    """Was red before af986f7 (docs/testing.md, the chaos tier): the failed attempt's traceback
     kept the hog's frames in a reference cycle, so its memory stayed taken until the cyclic
     GC happened to run, and the attempts after it failed with MemoryError or "can't start
     new thread"."""

@@ -1,8 +1,8 @@
 """A PostgreSQL that stops answering without closing anything (frozen, or a black-holed
 network as during a failover): the api must still answer ``503`` within a bound.
 
-Before 660d2eb nothing bounded a query on a pooled connection, so the call hung (see
-PRODUCT_FIXES.md here, section 3); the bound is ASYNCZ_DB_QUERY_TIMEOUT_SECONDS (3 s here)
+Before 660d2eb nothing bounded a query on a pooled connection, so the call hung
+(docs/testing.md, the chaos tier); the bound is ASYNCZ_DB_QUERY_TIMEOUT_SECONDS (3 s here)
 plus psycopg's own cancel wait. A submit whose INSERT got no answer then says its outcome
 is unknown at once (a server that does not answer a cancel will not answer a look for the
 row). ``POST /jobs`` (the submit) and ``GET /jobs/{id}`` (a read) run on the same async pool
