@@ -1,4 +1,4 @@
-"""The api Lambda handler driven with API Gateway REST proxy events (issue 3)."""
+"""The api Lambda handler driven with API Gateway proxy events (REST, and HTTP API for submits)."""
 
 from __future__ import annotations
 

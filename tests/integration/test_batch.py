@@ -1,5 +1,5 @@
 # ruff: noqa: F811 - the fixtures imported from test_api are parameters here
-"""POST /jobs/batch (issue 17): all-or-nothing validation, one INSERT and one enqueue,
+"""POST /jobs/batch: all-or-nothing validation, one INSERT and one enqueue,
 per-item idempotency, results in order, from REST API and HTTP API events alike."""
 
 from __future__ import annotations

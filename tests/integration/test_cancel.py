@@ -10,9 +10,9 @@ import pytest
 
 from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
 from asyncz.settings import Settings
-from asyncz.worker.loop import WorkerLoop
 from tests.support.ledger import rows
 from tests.support.settings import make_settings, open_service
+from tests.support.workers import running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -59,19 +59,15 @@ def test_cancel_during_an_attempt_that_then_times_out_ends_cancelled(
             sub = await svc.submit(
                 NewJob(task="sleep", payload={"seconds": 4}, timeout_seconds=2, max_retries=3)
             )
-            stop = asyncio.Event()
-            loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
-            runner = asyncio.create_task(loop.run())
-            while (await svc.get(sub.job_id)).status is not JobStatus.PROCESSING:
-                await asyncio.sleep(0.05)
-            await svc.cancel(sub.job_id)
-            for _ in range(200):
-                job = await svc.get(sub.job_id)
-                if job.status is not JobStatus.PROCESSING:
-                    break
-                await asyncio.sleep(0.05)
-            stop.set()
-            await runner
+            async with running_worker(svc, concurrency=1):
+                while (await svc.get(sub.job_id)).status is not JobStatus.PROCESSING:
+                    await asyncio.sleep(0.05)
+                await svc.cancel(sub.job_id)
+                for _ in range(200):
+                    job = await svc.get(sub.job_id)
+                    if job.status is not JobStatus.PROCESSING:
+                        break
+                    await asyncio.sleep(0.05)
             return job
 
     job = asyncio.run(scenario())

@@ -22,7 +22,7 @@ from asyncz.worker.loop import WorkerLoop
 from tests.support.ledger import rows, status_counts
 from tests.support.settings import make_settings, open_service
 from tests.support.waiting import wait_until
-from tests.support.workers import start_worker, stop_worker
+from tests.support.workers import running_worker, start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
 
@@ -502,13 +502,12 @@ def test_an_unexpected_error_in_one_heartbeat_does_not_end_the_heartbeats(
                 return await real(leases)
 
             svc.heartbeat = flaky_heartbeat  # type: ignore[method-assign]
-            stop = asyncio.Event()
-            loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
-            runner = asyncio.create_task(loop.run())
-            while (await svc.get(sub.job_id)).status in (JobStatus.QUEUED, JobStatus.PROCESSING):
-                await asyncio.sleep(0.1)
-            stop.set()
-            await runner
+            async with running_worker(svc, concurrency=1):
+                while (await svc.get(sub.job_id)).status in (
+                    JobStatus.QUEUED,
+                    JobStatus.PROCESSING,
+                ):
+                    await asyncio.sleep(0.1)
             return calls, await svc.get(sub.job_id)
 
     calls, job = asyncio.run(scenario())

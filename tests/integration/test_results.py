@@ -13,9 +13,9 @@ from asyncz.errors import InvalidInputError
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.settings import Settings
 from asyncz.tasks import task
-from asyncz.worker.loop import WorkerLoop
 from tests.support.ledger import rows
 from tests.support.settings import open_service
+from tests.support.workers import running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -66,16 +66,14 @@ def test_a_task_returning_nan_or_nul_fails_with_a_clear_error_others_complete(
                     NewJob(task="unstorable_result", payload={"kind": kind}, max_retries=0)
                 )
                 ids[kind] = sub.job_id
-            stop = asyncio.Event()
-            loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=4)
-            runner = asyncio.create_task(loop.run())
-            for _ in range(200):
-                jobs = {k: await svc.get(i) for k, i in ids.items()}
-                if all(j.status in (JobStatus.COMPLETED, JobStatus.DEAD) for j in jobs.values()):
-                    break
-                await asyncio.sleep(0.1)
-            stop.set()
-            await runner
+            async with running_worker(svc, concurrency=4):
+                for _ in range(200):
+                    jobs = {k: await svc.get(i) for k, i in ids.items()}
+                    if all(
+                        j.status in (JobStatus.COMPLETED, JobStatus.DEAD) for j in jobs.values()
+                    ):
+                        break
+                    await asyncio.sleep(0.1)
             return jobs
 
     jobs = asyncio.run(scenario())
@@ -100,15 +98,11 @@ def test_a_result_past_the_limit_fails_with_an_error_naming_the_setting(
     async def scenario() -> Any:
         async with open_service(small) as svc:
             sub = await svc.submit(NewJob(task="big_result", payload={"bytes": 5000}))
-            stop = asyncio.Event()
-            loop = WorkerLoop(svc, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
-            runner = asyncio.create_task(loop.run())
-            while (await svc.get(sub.job_id)).attempts == 0 or (
-                await svc.get(sub.job_id)
-            ).status is JobStatus.PROCESSING:
-                await asyncio.sleep(0.05)
-            stop.set()
-            await runner
+            async with running_worker(svc, concurrency=1):
+                while (await svc.get(sub.job_id)).attempts == 0 or (
+                    await svc.get(sub.job_id)
+                ).status is JobStatus.PROCESSING:
+                    await asyncio.sleep(0.05)
             return await svc.get(sub.job_id)
 
     big = asyncio.run(scenario())

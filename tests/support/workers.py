@@ -3,14 +3,18 @@ configured by the settings' environment form."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from asyncz.service import JobService
 from asyncz.settings import Settings
+from asyncz.worker.loop import WorkerLoop
 from tests.support.settings import settings_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,3 +67,17 @@ def stop_worker(proc: subprocess.Popen[str], timeout: float = 30) -> str:
         os.killpg(proc.pid, 9)
         out, err = proc.communicate()
     return f"{out}\n{err}"
+
+
+@asynccontextmanager
+async def running_worker(service: JobService, *, concurrency: int = 1) -> AsyncIterator[WorkerLoop]:
+    """An in-process worker loop on ``service`` while the block runs; stopped (its attempts
+    finished) when it ends."""
+    stop = asyncio.Event()
+    loop = WorkerLoop(service, remaining_seconds=lambda: 3600, stop=stop, concurrency=concurrency)
+    runner = asyncio.create_task(loop.run())
+    try:
+        yield loop
+    finally:
+        stop.set()
+        await runner

@@ -1,4 +1,4 @@
-"""The worker's per-batch machinery (issue 20): reusable task threads, one completion
+"""The worker's per-batch machinery: reusable task threads, one completion
 statement per claim batch, and slots that free when a task returns."""
 
 from __future__ import annotations
