@@ -15,7 +15,7 @@ from asyncz.tasks.registry import TaskContext
 from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, UnstorableResultError, check_storable
 from asyncz.worker.loop import WorkerLoop
-from tests.unit.test_service_logic import run, service
+from tests.support.memory import service
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +61,7 @@ def test_sync_tasks_reuse_a_few_threads_each_in_a_fresh_context() -> None:
             out.extend(await asyncio.gather(*(threads.run(task, "t") for _ in range(3))))
         return out
 
-    out = run(go())
+    out = asyncio.run(go())
     assert out == ["fresh"] * 150
     assert 1 <= len(seen) <= 4, len(seen)  # 150 tasks, not 150 threads
     assert threads.hung() == 0
@@ -80,7 +80,7 @@ def test_a_task_error_comes_back_without_its_traceback() -> None:
             return exc
         raise AssertionError("no error")
 
-    exc = run(go())
+    exc = asyncio.run(go())
     frames, tb = [], exc.__traceback__
     while tb is not None:
         frames.append(tb.tb_frame.f_code.co_name)
@@ -108,7 +108,7 @@ def test_an_abandoned_task_counts_as_hung_until_it_returns_and_others_still_run(
             await asyncio.sleep(0.01)
         return hung, other, threads.hung()
 
-    assert run(go()) == (1, "served by another thread", 0)
+    assert asyncio.run(go()) == (1, "served by another thread", 0)
 
 
 # --- one completion statement per claim batch ---------------------------------------------------
@@ -155,14 +155,14 @@ def test_completions_wait_for_their_claim_mates_and_share_one_statement() -> Non
         last = await batcher.complete(_lease(9), 9, mates_running=False)
         return [last, *await asyncio.gather(*early)]
 
-    assert run(go()) == [True] * 5
+    assert asyncio.run(go()) == [True] * 5
     assert rec.sizes == [5]
 
 
 def test_a_completion_does_not_wait_forever_for_a_mate_that_never_finishes() -> None:
     rec = _Recorder()
     batcher = CompletionBatcher(rec, max_wait=0.01)  # type: ignore[arg-type]
-    assert run(batcher.complete(_lease(1), 1, mates_running=True)) is True
+    assert asyncio.run(batcher.complete(_lease(1), 1, mates_running=True)) is True
     assert rec.sizes == [1]
 
 
@@ -198,7 +198,7 @@ def test_a_worker_completes_a_claimed_batch_of_short_jobs_in_one_statement() -> 
         await working
         return [(await svc.get(i)).status.value for i in ids]
 
-    assert run(go()) == ["completed"] * 10
+    assert asyncio.run(go()) == ["completed"] * 10
     assert sizes == [10], sizes
 
 
