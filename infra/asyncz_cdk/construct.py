@@ -14,9 +14,10 @@ from constructs import Construct
 from asyncz_cdk.code_asset import check_task_modules, stage_code
 from asyncz_cdk.config import StageConfig, aws_stage
 from asyncz_cdk.constructs.function_defaults import CODE_EXCLUDES
+from asyncz_cdk.data_stack import DataStack, local_data_access
 from asyncz_cdk.layer_build import RUNTIME_REQUIREMENTS, cached_layer
 from asyncz_cdk.nag import acknowledge_data, acknowledge_service
-from asyncz_cdk.stacks import DataStack, ServiceStack, local_data_access
+from asyncz_cdk.service_stack import ServiceStack
 
 # Lower-case so it is valid in every physical name it prefixes (RDS proxy, dashboards,
 # alarms, stack names); short so that CloudFormation's generated names keep a readable

@@ -11,7 +11,8 @@ from constructs import IConstruct
 from asyncz_cdk.config import StageConfig
 
 if TYPE_CHECKING:
-    from asyncz_cdk.stacks import DataStack, ServiceStack
+    from asyncz_cdk.data_stack import DataStack
+    from asyncz_cdk.service_stack import ServiceStack
 
 
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:

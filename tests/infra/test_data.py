@@ -152,7 +152,7 @@ def test_nat_gateways_are_a_setting(tmp_path_factory: pytest.TempPathFactory) ->
     from aws_cdk.assertions import Template
 
     from asyncz_cdk.config import aws_stage
-    from asyncz_cdk.stacks import DataStack
+    from asyncz_cdk.data_stack import DataStack
 
     app = cdk.App(context={"aws:cdk:bundling-stacks": []})
     config = aws_stage(overrides={"nat_gateways": 1, "tracing": False})

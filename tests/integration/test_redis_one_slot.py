@@ -1,6 +1,6 @@
 """ElastiCache Serverless is a Redis cluster: a command over several keys must find them in one
 hash slot, or it fails with CROSSSLOT. The serverless profile gives the broker a prefix that
-is a hash tag (``{asyncz}``, see ``infra/asyncz_cdk/stacks.py``); this checks that every key
+is a hash tag (``{asyncz}``, see ``infra/asyncz_cdk/data_stack.py``); this checks that every key
 the broker writes then lands in one slot, the multi-queue BZMPOP included."""
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""One construct per concern; stacks in :mod:`asyncz_cdk.stacks` only compose them."""
+"""One construct per concern; the stacks (:mod:`asyncz_cdk.data_stack`,
+:mod:`asyncz_cdk.service_stack`) only compose them."""

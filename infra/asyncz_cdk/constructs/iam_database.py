@@ -3,7 +3,7 @@
 Two shapes behind one interface: one small RDS instance (``lean``) or an Aurora Serverless v2
 cluster that pauses at 0 ACU (``serverless``). The functions connect as the runtime role with
 a token they sign themselves (``rds-db:connect``); only the migration step uses the owner's
-generated password, which it gets at deploy time (see :mod:`asyncz_cdk.stacks`).
+generated password, which it gets at deploy time (see :mod:`asyncz_cdk.data_stack`).
 """
 
 from __future__ import annotations
