@@ -47,6 +47,29 @@ class DuplicateJobError(AsyncZError):
         self.status = status
 
 
+class UnknownDependencyError(AsyncZError):
+    """``depends_on`` names a job that does not exist (never did, or was purged) or a ref no
+    earlier item of the batch has."""
+
+    code = "unknown_dependency"
+
+    def __init__(self, message: str, *, job_id: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+class DependencyLimitError(AsyncZError):
+    """Too many parents for one job, or a graph deeper than the limit."""
+
+    code = "dependency_limit"
+
+
+class DuplicateKeyError(AsyncZError):
+    """Raised by the store: an idempotency key of a graph submit exists (nothing stored)."""
+
+    code = "duplicate_idempotency_key"
+
+
 class StoreUnavailableError(AsyncZError):
     """PostgreSQL cannot be reached or timed out."""
 

@@ -10,6 +10,7 @@ from typing import Any
 
 
 class JobStatus(enum.StrEnum):
+    WAITING = "waiting"  # for its parents to finish; not in Redis
     QUEUED = "queued"
     PROCESSING = "processing"
     COMPLETED = "completed"
@@ -31,18 +32,44 @@ class AttemptOutcome(enum.StrEnum):
 
 TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED})
 
+LIVE = frozenset({JobStatus.WAITING, JobStatus.QUEUED, JobStatus.PROCESSING})
+
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    # last parent done; a parent failed under the `fail` rule, or cancelled
+    JobStatus.WAITING: frozenset({JobStatus.QUEUED, JobStatus.DEAD, JobStatus.CANCELLED}),
     JobStatus.QUEUED: frozenset({JobStatus.PROCESSING, JobStatus.CANCELLED}),
     JobStatus.PROCESSING: frozenset(
         {JobStatus.COMPLETED, JobStatus.QUEUED, JobStatus.DEAD, JobStatus.CANCELLED}
     ),
-    JobStatus.DEAD: frozenset({JobStatus.QUEUED}),  # replay
+    JobStatus.DEAD: frozenset({JobStatus.QUEUED, JobStatus.WAITING}),  # replay (and heal)
     JobStatus.COMPLETED: frozenset(),
     JobStatus.CANCELLED: frozenset(),
 }
 
 PRIORITY_MIN = -100
 PRIORITY_MAX = 100
+
+# Dependency limits (BENCHMARKS.md, "Dependencies"): parents of one job, and how deep a
+# graph goes (a failure travels down it one statement per level).
+MAX_PARENTS = 1000
+MAX_DEPTH = 100
+PARENT_FAILED = "parent_failed: "  # last_error of a job ended by a parent's failure
+
+
+class ParentRule(enum.StrEnum):
+    """What a waiting job does when this parent ends ``dead`` or ``cancelled``."""
+
+    FAIL = "fail"  # it ends too (dead, or cancelled when the parent was), at once
+    RUN = "run"  # it runs anyway; its task sees the parent's status
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """One parent of a job: its id (or, inside a batch, an earlier item's ref)."""
+
+    job_id: str
+    on_parent_failure: ParentRule = ParentRule.FAIL
+    ref: str | None = None  # the parent's ref, when it was given as one
 
 
 def can_transition(src: JobStatus, dst: JobStatus) -> bool:
@@ -68,6 +95,8 @@ class NewJob:
     delay_seconds: float = 0.0
     run_at: datetime | None = None
     idempotency_key: str | None = None
+    depends_on: tuple[Dependency, ...] = ()
+    ref: str | None = None  # a name other items of the same batch may depend on
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +125,9 @@ class Job:
     updated_at: datetime
     progress: float | None = None  # what the task last reported (ctx.progress), 0..1
     progress_message: str | None = None
+    open_parents: int = 0  # while waiting: parents not finished yet
+    depth: int = 0  # 0 without parents
+    has_dependents: bool = False  # some job names it in depends_on
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +156,7 @@ class Lease:
     attempt_base: int
     max_retries: int
     timeout_seconds: int
+    has_parents: bool = False  # the task is given its parents' statuses and results
 
     @property
     def tries_used(self) -> int:
@@ -137,6 +170,7 @@ class RecoveryReport:
     dead: list[str] = field(default_factory=list)
     reenqueued: int = 0
     restored_delayed: int = 0
+    released: int = 0  # waiting jobs (and parents) the dependency sweep acted on
 
 
 def unstorable(value: Any) -> str | None:

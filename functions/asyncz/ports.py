@@ -4,7 +4,7 @@ result types it returns. Protocols only: no driver is imported here."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -27,6 +27,36 @@ class Dispatch:
     priority: int
     run_at_ms: int
     due: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One parent of a planned job: its rule, its ref in the batch, whether it has finished."""
+
+    parent_id: str
+    on_parent_failure: str
+    parent_ref: str | None
+    settled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedJob:
+    """One job of a submit with dependencies, as planned under its parents' locks: its
+    status (waiting, queued, or ended at once by a failed parent) and its edges."""
+
+    job_id: str
+    new: NewJob
+    status: JobStatus
+    open_parents: int
+    depth: int
+    has_dependents: bool
+    last_error: str | None
+    edges: tuple[Edge, ...]
+
+
+# Given the existing parents found (``{id: {"id", "status", "depth"}}``), the jobs to insert;
+# raising refuses the submit (nothing is stored).
+Plan = Callable[[dict[str, Row]], list[PlannedJob]]
 
 
 class MetricsSink(Protocol):
@@ -87,7 +117,10 @@ class JobStore(Protocol):
     async def unclaimed(self, ids: Sequence[str]) -> list[Row]: ...
     async def heartbeat(self, leases: Sequence[Lease]) -> dict[str, bool]: ...
     async def complete(self, lease: Lease, result: Any) -> bool: ...
-    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]: ...
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> dict[str, bool]:
+        """The ids whose lease held, each with whether the job has dependents to settle."""
+        ...
+
     async def finish_failed(
         self,
         lease: Lease,
@@ -108,9 +141,57 @@ class JobStore(Protocol):
     ) -> set[str]: ...
 
     @property
+    def dependencies(self) -> DependencyStore:
+        """The queries of job dependencies (submit with parents, settle, heal, read)."""
+        ...
+
+    @property
     def maintenance(self) -> MaintenanceStore:
         """The queries of recovery, retention, periodic jobs and count folding."""
         ...
+
+
+class DependencyStore(Protocol):
+    """What job dependencies (:mod:`asyncz.service.dependencies`) need from Postgres (see
+    :mod:`asyncz.store.dependencies`). Rows of changed jobs carry ``id, status, queue,
+    priority, run_at, due, has_dependents``."""
+
+    async def insert_planned(self, parent_ids: Sequence[str], plan: Plan) -> list[Row]:
+        """One transaction: lock the parents, ``plan`` the jobs from them, insert the jobs
+        and their edges; per planned job, in order, ``{"id", "run_at_ms", "due"}``. A
+        repeated idempotency key raises :class:`asyncz.errors.DuplicateKeyError` and
+        stores nothing."""
+        ...
+
+    async def settle(self, parent_ids: Sequence[str]) -> list[Row]:
+        """Apply these finished parents to their waiting children (once per edge); the
+        children changed."""
+        ...
+
+    async def heal(self, replayed: Sequence[str]) -> list[Row]:
+        """After a replay: the descendants that ended because of these jobs wait again, and
+        each of them (and each replayed job with parents) is re-evaluated; the jobs changed."""
+        ...
+
+    async def stuck_parents(self, limit: int) -> list[str]:
+        """Finished parents whose end a waiting child has not seen (recovery settles them)."""
+        ...
+
+    async def release_orphaned(self, limit: int) -> list[Row]:
+        """Waiting jobs none of whose parents is live: queued, or ended by their rules."""
+        ...
+
+    async def parents(self, child_ids: Sequence[str], *, results: bool) -> list[Row]:
+        """Each child's parents: ``child_id, job_id, ref, on_parent_failure, status`` (and
+        ``result``, ``last_error`` when ``results``); status ``purged`` for a gone one."""
+        ...
+
+    async def dependents(self, job_id: str, limit: int) -> tuple[list[Row], int]:
+        """A job's first ``limit`` children (``job_id, status, on_parent_failure``) and
+        how many it has."""
+        ...
+
+    async def any_waiting(self) -> bool: ...
 
 
 class MaintenanceStore(Protocol):
@@ -172,6 +253,7 @@ class BatchItem:
     status: str
     duplicate: bool
     enqueued: bool = True
+    ref: str | None = None  # the item's ref, when it gave one
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,16 @@ EXPECTED_JOBS = {
     "updated_at": "timestamp with time zone",
     "progress": "real",
     "progress_message": "text",
+    "open_parents": "integer",
+    "depth": "smallint",
+    "has_dependents": "boolean",
+}
+EXPECTED_DEPENDENCIES = {
+    "child_id": "uuid",
+    "parent_id": "uuid",
+    "on_parent_failure": "text",
+    "parent_ref": "text",
+    "settled": "boolean",
 }
 EXPECTED_PERIODIC_RUNS = {
     "task": "text",
@@ -98,6 +108,7 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert columns(fresh_db, "job_attempts") == EXPECTED_ATTEMPTS
     assert columns(fresh_db, "periodic_runs") == EXPECTED_PERIODIC_RUNS
     assert columns(fresh_db, "job_counts") == EXPECTED_JOB_COUNTS
+    assert columns(fresh_db, "job_dependencies") == EXPECTED_DEPENDENCIES
     assert columns(fresh_db, "job_counts_folded") == {
         "one": "boolean", "folded_to": "timestamp with time zone"}  # fmt: skip
     triggers = rows(
@@ -120,6 +131,7 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "(queue, created_at DESC, id DESC)" in indexes["jobs_queue_ended_idx"]
     assert "(task, created_at DESC, id DESC)" in indexes["jobs_task_ended_idx"]
     assert "'dead'::text" in indexes["jobs_task_ended_idx"]
+    assert "WHERE (status = 'waiting'::text)" in indexes["jobs_waiting_idx"]
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(
@@ -127,6 +139,7 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
             )
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute("INSERT INTO jobs (id, task, progress) VALUES (gen_random_uuid(), 'x', 2)")
+        conn.execute("INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'waiting')")
         with pytest.raises(psycopg.errors.CheckViolation):  # processing needs a lease
             conn.execute(
                 "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'processing')"

@@ -19,7 +19,7 @@ from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
 
-STATUSES = ("queued", "processing", "completed", "dead", "cancelled")
+STATUSES = ("waiting", "queued", "processing", "completed", "dead", "cancelled")
 
 
 def truth(url: str) -> dict[str, dict[str, int]]:
@@ -74,7 +74,7 @@ def test_counts_stay_exact_through_finishing_folding_and_pruning(settings: Setti
             assert await svc.store.maintenance.prune_finished(0.0, 1000) == 16
             await check()
             finish(url, "completed", 1)
-            rows(url, "TRUNCATE jobs, job_attempts")
+            rows(url, "TRUNCATE jobs, job_attempts, job_dependencies")
             await check()
         return seen
 

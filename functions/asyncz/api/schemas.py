@@ -12,7 +12,7 @@ from asyncz.jobs import PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
 MAX_DELAY = timedelta(days=365)  # for delay_seconds and run_at alike
-StatusName = Literal["queued", "processing", "completed", "dead", "cancelled"]
+StatusName = Literal["waiting", "queued", "processing", "completed", "dead", "cancelled"]
 
 
 class SubmitJob(BaseModel):

@@ -59,8 +59,8 @@ class Gauges:
         return False
 
     async def note_if_idle(self, activity: int, gauges: dict[str, float]) -> bool:
-        """After a clean run: note Postgres as idle (no queued or processing job) as of
-        ``activity``, read before the run looked at Postgres, with each schedule's latest
+        """After a clean run: note Postgres as idle (no waiting, queued or processing job) as
+        of ``activity``, read before the run looked at Postgres, with each schedule's latest
         slot. A job enqueued since then changes the count and a slot coming due is seen
         from the note, so the note never hides either; it expires after the check period,
         which bounds how long a job whose Redis write failed at submit waits."""
@@ -70,6 +70,9 @@ class Gauges:
             status=JobStatus.PROCESSING.value, queue=None, task=None, limit=1, after=None
         )
         if processing or await self.store.maintenance.scan_queued(None, 1):
+            return False
+        # a waiting job is released by a parent's end, or by this sweep: never skip it
+        if await self.store.dependencies.any_waiting():
             return False
         scheduled = [spec.name for spec in self.registry.scheduled()]
         last = await self.store.maintenance.last_periodic_runs(scheduled) if scheduled else {}

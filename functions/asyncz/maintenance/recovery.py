@@ -1,6 +1,7 @@
 """Recovery's sweep: a lease whose worker died goes back to its queue (or to the DLQ when
-out of retries), and every queued row's id is put in Redis again, idempotently, so a job
-whose enqueue was lost still runs. Also folds finished jobs into the per-queue counts.
+out of retries), every queued row's id is put in Redis again, idempotently, so a job
+whose enqueue was lost still runs, and every waiting job whose parents have ended is
+released (or ended by its rule). Also folds finished jobs into the per-queue counts.
 A part of :class:`asyncz.service.JobService`."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from asyncz.errors import InvalidCursorError
 from asyncz.jobs import RecoveryReport
 from asyncz.pagination import decode_cursor, encode_cursor
 from asyncz.ports import JobBroker, JobStore, MetricsSink
+from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import dispatch_of
 from asyncz.settings import Settings
 
@@ -19,15 +21,22 @@ FOLD_LAG_SECONDS = 10.0
 
 class Recovery:
     def __init__(
-        self, store: JobStore, broker: JobBroker, settings: Settings, metrics: MetricsSink
+        self,
+        store: JobStore,
+        broker: JobBroker,
+        settings: Settings,
+        metrics: MetricsSink,
+        dependencies: Dependencies,
     ) -> None:
         self.store = store
         self.broker = broker
         self.settings = settings
         self.metrics = metrics
+        self.dependencies = dependencies
 
     async def recover(self) -> RecoveryReport:
-        """Stale leases → queued/dead; every queued row → (re-)enqueued, idempotently."""
+        """Stale leases → queued/dead; waiting jobs whose parents ended → released (or
+        ended); every queued row → (re-)enqueued, idempotently."""
         s = self.settings
         report = RecoveryReport()
         for _ in range(s.recovery_max_batches):
@@ -39,10 +48,16 @@ class Recovery:
                     report.dead.append(str(r["id"]))
                 elif r["status"] == "queued":  # 'cancelled' ones were asked to stop: done
                     report.requeued.append(str(r["id"]))
+            await self.dependencies.settle([r for r in rows if r["status"] != "queued"])
             if len(rows) < s.recovery_batch_size:
                 break
         if report.dead:
             self.metrics.add_metric("JobsDeadLettered", "Count", len(report.dead))
+        for _ in range(s.recovery_max_batches):
+            changed = await self.dependencies.sweep(s.recovery_batch_size)
+            report.released += changed
+            if changed < s.recovery_batch_size:
+                break
         # The scan resumes where the last run stopped, so a backlog larger than one run's
         # cap is still covered in full (a lost position just restarts it from the start).
         try:

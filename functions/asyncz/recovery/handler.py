@@ -100,11 +100,12 @@ async def _recover() -> dict[str, Any]:
             "dead": len(report.dead),
             "reenqueued": report.reenqueued,
             "restored_delayed": report.restored_delayed,
+            "released": report.released,
             "periodic": len(periodic),
             "pruned": pruned,
             "folded": folded,
         }
-        if periodic or report.requeued or report.reenqueued:
+        if periodic or report.requeued or report.reenqueued or report.released:
             # what this run enqueued runs now, not at the fleet's next tick
             scale_out = lambda_scale_out(settings, settings.worker_function_name)
             summary["started_workers"] = await scale_out(service.broker) if scale_out else 0

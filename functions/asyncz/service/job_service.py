@@ -1,7 +1,8 @@
 """The job service: what every handler calls. It reads jobs and runs operator actions
 itself, and holds one part per concern, each built from the store, broker and settings:
 submitting (:mod:`asyncz.service.submitting`), the worker's leases
-(:mod:`asyncz.service.leases`), and maintenance (:mod:`asyncz.maintenance`: recovery,
+(:mod:`asyncz.service.leases`), job dependencies (:mod:`asyncz.service.dependencies`), and
+maintenance (:mod:`asyncz.maintenance`: recovery,
 retention, periodic jobs, gauges, stats). Its other methods delegate to them.
 
 Depends only on the store and broker interfaces (:mod:`asyncz.ports`) and on the pure
@@ -41,6 +42,7 @@ from asyncz.ports import (
     Row,
     SubmitOutcome,
 )
+from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.leases import Leases
 from asyncz.service.submitting import Submitting
@@ -65,9 +67,12 @@ class JobService:
         self.settings = settings
         self.metrics: MetricsSink = metrics or NullMetrics()
         self.enqueuer = Enqueuer(broker)
+        self.dependencies = Dependencies(store, self.enqueuer, settings, self.metrics)
         self.submitting = Submitting(store, self.enqueuer, registry, settings, self.metrics)
-        self.leases = Leases(store, broker, self.enqueuer, settings, self.metrics, rand)
-        self.recovery = Recovery(store, broker, settings, self.metrics)
+        self.leases = Leases(
+            store, broker, self.enqueuer, self.dependencies, settings, self.metrics, rand
+        )
+        self.recovery = Recovery(store, broker, settings, self.metrics, self.dependencies)
         self.retention = Retention(store, settings, self.metrics)
         self.periodic = Periodic(store, registry, settings, self.submitting, self.enqueuer)
         self.readings = Gauges(store, broker, registry, settings)
@@ -162,6 +167,15 @@ class JobService:
             raise JobNotFoundError(f"no job {job_id}")
         return job
 
+    async def graph(self, job: Job) -> dict[str, Any]:
+        """A job's parents (``depends_on``) and children (``dependents``)."""
+        return await self.dependencies.describe(
+            job.id, depth=job.depth, has_dependents=job.has_dependents
+        )
+
+    async def parents_of(self, job_id: str) -> list[Row]:
+        return await self.dependencies.parents_of(job_id)
+
     async def attempts(self, job_id: str) -> list[Attempt]:
         await self.get(job_id)
         return await self.store.list_attempts(job_id)
@@ -202,7 +216,8 @@ class JobService:
     # --- operator actions ----------------------------------------------------------------
 
     async def cancel(self, job_id: str) -> JobStatus:
-        """Cancel a queued job now, or flag a running one (it stops at its next heartbeat)."""
+        """Cancel a queued or waiting job now (and its waiting descendants under ``fail``), or
+        flag a running one (it stops at its next heartbeat)."""
         with _outcome_of("cancel", job_id):
             row = await self.store.cancel(job_id)
         if row is None:
@@ -210,6 +225,8 @@ class JobService:
             raise InvalidTransitionError(
                 f"job {job_id} is {job.status.value} and cannot be cancelled", status=job.status
             )
+        if row["status"] == JobStatus.CANCELLED.value:
+            await self.dependencies.settle([row])
         return JobStatus(row["status"])
 
     async def replay(self, job_id: str) -> Job:
@@ -221,7 +238,7 @@ class JobService:
                 f"job {job_id} is {job.status.value}; only dead jobs can be replayed",
                 status=job.status,
             )
-        await self.enqueue_quietly([row])
+        await self.dependencies.after_replay([row])
         return await self.get(job_id)
 
     async def replay_dead(
@@ -229,7 +246,7 @@ class JobService:
     ) -> list[str]:
         with _outcome_of("bulk replay", None):
             rows = await self.store.replay_dead(queue=queue, task=task, limit=limit)
-        await self.enqueue_quietly(rows)
+        await self.dependencies.after_replay(rows)
         return [str(r["id"]) for r in rows]
 
     async def purge(self, job_id: str) -> None:
@@ -237,6 +254,12 @@ class JobService:
             purged = await self.store.purge_dead(job_id)
         if not purged:
             job = await self.get(job_id)
+            if job.status is JobStatus.DEAD:
+                raise InvalidTransitionError(
+                    f"job {job_id} is dead but unfinished jobs depend on it: replay it, or "
+                    "cancel them first",
+                    status=job.status,
+                )
             raise InvalidTransitionError(
                 f"job {job_id} is {job.status.value}; only dead jobs can be purged",
                 status=job.status,

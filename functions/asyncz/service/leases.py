@@ -8,9 +8,11 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from asyncz.faults import crash_point
 from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
 from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, MetricsSink
 from asyncz.retry import backoff_delay
+from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
 from asyncz.settings import Settings
 
@@ -23,6 +25,7 @@ class Leases:
         store: JobStore,
         broker: JobBroker,
         enqueuer: Enqueuer,
+        dependencies: Dependencies,
         settings: Settings,
         metrics: MetricsSink,
         rand: Callable[[], float],
@@ -30,6 +33,7 @@ class Leases:
         self.store = store
         self.broker = broker
         self.enqueuer = enqueuer
+        self.dependencies = dependencies
         self.settings = settings
         self.metrics = metrics
         self.rand = rand  # backoff jitter (a seam for tests)
@@ -75,17 +79,20 @@ class Leases:
 
     async def complete(self, lease: Lease, result: Any) -> bool:
         """Record success; False when the lease was lost (the result is discarded)."""
-        ok = await self.store.complete(lease, result)
-        if ok:
-            self.metrics.add_metric("JobsCompleted", "Count", 1)
-        return ok
+        return lease.job_id in await self.complete_many([(lease, result)])
 
     async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
-        """Record a batch of successes in one statement; returns the ids whose lease held."""
+        """Record a batch of successes in one statement; returns the ids whose lease held.
+        Then the children of those that have any are settled (released when their last
+        parent is done)."""
         held = await self.store.complete_many(done)
         if held:
             self.metrics.add_metric("JobsCompleted", "Count", len(held))
-        return held
+            parents = [job_id for job_id, has_dependents in held.items() if has_dependents]
+            if parents:
+                crash_point("complete.before_dependents")  # chaos: recovery settles them
+                await self.dependencies.settle_ids(parents)
+        return set(held)
 
     async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
         """Store what running tasks reported (fenced); returns the ids whose lease held."""
@@ -119,6 +126,8 @@ class Leases:
             await self.enqueuer.enqueue_quietly([{**row, "due": delay <= 0}])
         elif status is JobStatus.DEAD:
             self.metrics.add_metric("JobsDeadLettered", "Count", 1)
+        if status is not JobStatus.QUEUED:
+            await self.dependencies.settle([row])
         return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)
 
 

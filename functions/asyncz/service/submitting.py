@@ -18,6 +18,7 @@ from asyncz.errors import (
     AsyncZError,
     BatchSizeError,
     DuplicateJobError,
+    DuplicateKeyError,
     OutcomeUnknownError,
     StoreOutcomeUnknownError,
     StoreUnavailableError,
@@ -34,6 +35,7 @@ from asyncz.ports import (
     SubmitOutcome,
     epoch_ms,
 )
+from asyncz.service.dependencies import plan_jobs, resolve_refs
 from asyncz.service.enqueue import Enqueuer
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
@@ -89,12 +91,18 @@ class Submitting:
             delay_seconds=new.delay_seconds,
             run_at=new.run_at,
             idempotency_key=new.idempotency_key,
+            depends_on=new.depends_on,
+            ref=new.ref,
         )
 
     async def submit(self, new: NewJob) -> SubmitOutcome:
         """Commit the row, then enqueue its id. A Redis failure still returns the job; a
         database answer lost after the INSERT was sent is resolved before answering."""
         new = self.complete_defaults(new)
+        if new.depends_on:
+            item = (await self._submit_planned([new]))[0]
+            assert item.job_id is not None
+            return SubmitOutcome(item.job_id, JobStatus(item.status), item.enqueued)
         job_id = str(uuid.uuid4())
         for _ in range(KEY_ROUNDS):
             try:
@@ -164,6 +172,8 @@ class Submitting:
                 exc.args = (f"jobs[{index}]: {exc}",)
                 exc.index = index
                 raise
+        if any(new.depends_on or new.ref for new in completed):
+            return await self._submit_planned(completed)
         items = [(str(uuid.uuid4()), new) for new in completed]
         rows: list[Row | None] = [None] * len(items)
         existing: dict[str, Row] = {}
@@ -224,6 +234,64 @@ class Submitting:
             "Resubmitting it with the same idempotency keys is safe; items without one may "
             "be stored twice"
         )
+
+    async def _submit_planned(self, news: Sequence[NewJob]) -> list[BatchItem]:
+        """Jobs with parents, or a batch with refs: one transaction that locks the parents,
+        plans each job's status from theirs and stores the whole graph, or nothing."""
+        items = resolve_refs([(str(uuid.uuid4()), new) for new in news])
+        ids = [job_id for job_id, _ in items]
+        external = sorted({d.job_id for _, new in items for d in new.depends_on} - set(ids))
+        try:
+            rows = await self.store.dependencies.insert_planned(
+                external, lambda found: plan_jobs(items, found)
+            )
+        except DuplicateKeyError:
+            return await self._planned_duplicates(items)
+        except StoreOutcomeUnknownError as exc:
+            found = await self._find(ids) if exc.answering else None
+            if not found:  # one transaction: all of it committed, or none
+                raise OutcomeUnknownError(
+                    "the database did not answer in time: these jobs may have been stored "
+                    f"(GET /jobs/{ids[0]} tells). Resubmitting with the same idempotency "
+                    "keys is safe",
+                    job_id=ids[0] if len(ids) == 1 else None,
+                ) from exc
+            rows = [{**found[i], "run_at_ms": epoch_ms(found[i]["run_at"])} for i in ids]
+        self.metrics.add_metric("JobsSubmitted", "Count", len(items))
+        crash_point("submit.after_commit")  # chaos: the rows are durable, Redis never hears
+        dispatch = [
+            Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
+            for (job_id, new), row in zip(items, rows, strict=True)
+            if row["status"] == JobStatus.QUEUED.value
+        ]
+        enqueued = await self.enqueuer.dispatch_quietly(dispatch)
+        return [
+            BatchItem(job_id, row["status"], duplicate=False,
+                      enqueued=enqueued or row["status"] != JobStatus.QUEUED.value, ref=new.ref)
+            for (job_id, new), row in zip(items, rows, strict=True)
+        ]  # fmt: skip
+
+    async def _planned_duplicates(self, items: Sequence[tuple[str, NewJob]]) -> list[BatchItem]:
+        """An idempotency key of a graph exists: the graph was stored before when every
+        item's key holds a job (the answer is that graph); else the first is a 409."""
+        keys = [new.idempotency_key for _, new in items]
+        holders = await self.store.get_by_idempotency_keys([k for k in keys if k])
+        await self._enqueue_if_queued(list(holders.values()))
+        if len(items) > 1 and all(k in holders for k in keys):
+            return [
+                BatchItem(str(holders[k]["id"]), holders[k]["status"], duplicate=True, ref=new.ref)
+                for (_, new), k in zip(items, keys, strict=True)
+                if k is not None
+            ]
+        index, key = next(((i, k) for i, k in enumerate(keys) if k in holders), (0, None))
+        other = holders.get(key or "")
+        error = DuplicateJobError(str(other["id"]), other["status"]) if other else (
+            DuplicateJobError("unknown", "purged"))  # fmt: skip
+        if len(items) > 1:
+            error.args = (f"jobs[{index}]: {error}; a batch with dependencies is stored whole "
+                          "or not at all",)  # fmt: skip
+            error.index = index
+        raise error
 
 
 async def _soon(lookup: Awaitable[dict[str, Row]]) -> dict[str, Row] | None:

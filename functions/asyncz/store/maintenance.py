@@ -3,7 +3,6 @@ count folding): the store's ``maintenance`` part (:class:`asyncz.ports.Maintenan
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -11,8 +10,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from asyncz.jobs import NewJob
-from asyncz.store.queries import QUERIES
-from asyncz.store.runner import QueryRunner, db_errors
+from asyncz.store.runner import QueryRunner
 
 Row = dict[str, Any]
 
@@ -42,21 +40,12 @@ class MaintenanceQueries:
         """Add the jobs that completed or were cancelled since the last fold (and at least
         ``lag_seconds`` ago) to the per-queue counts; returns how many. One transaction of
         two statements: lock the mark, then count with a snapshot taken after the lock."""
-        with db_errors(self._run.query_timeout, "fold_finished_counts") as state:
-            async with (
-                asyncio.timeout(self._run.query_timeout),
-                self._run.pool.connection() as conn,
-                conn.transaction(),
-                conn.cursor() as cur,
-            ):
-                state.sent = True
-                await cur.execute(QUERIES["lock_fold_mark"], {"lag": float(lag_seconds)})
-                mark = await cur.fetchone()
-                if mark is None or mark["upto"] <= mark["folded_to"]:
-                    return 0
-                await cur.execute(QUERIES["fold_finished_counts"], mark)
-                row = await cur.fetchone()
-                return int(row["folded"]) if row else 0
+        async with self._run.transaction("fold_finished_counts") as run:
+            marks = await run("lock_fold_mark", {"lag": float(lag_seconds)})
+            if not marks or marks[0]["upto"] <= marks[0]["folded_to"]:
+                return 0
+            rows = await run("fold_finished_counts", marks[0])
+            return int(rows[0]["folded"]) if rows else 0
 
     # --- retention -----------------------------------------------------------------------
 

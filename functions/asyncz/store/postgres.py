@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
+from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of
 from asyncz.store.runner import QueryRunner, check_if_idle
@@ -54,6 +55,7 @@ class PostgresStore:
         self._pool = pool
         self._run = QueryRunner(pool, query_timeout)
         self.maintenance = MaintenanceQueries(self._run)
+        self.dependencies = DependencyQueries(self._run)
 
     @classmethod
     def create(
@@ -250,15 +252,16 @@ class PostgresStore:
         )
         return {str(r["id"]) for r in rows}
 
-    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
-        """Complete a batch of attempts in one statement; returns the ids whose lease held."""
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> dict[str, bool]:
+        """Complete a batch of attempts in one statement; returns the ids whose lease held,
+        each with whether it has dependents."""
         batch = [{"id": lease.job_id, "token": lease.token, "result": r} for lease, r in done]
         try:
             document = json.dumps(batch, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidInputError(f"a result is not storable as JSON: {exc}") from None
         rows = await self._run.rows("complete_jobs", {"done": document})
-        return {r["id"] for r in rows}
+        return {r["id"]: r["has_dependents"] for r in rows}
 
     async def complete(self, lease: Lease, result: Any) -> bool:
         row = await self._run.one(

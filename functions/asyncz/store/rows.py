@@ -39,6 +39,9 @@ def job_of(row: Mapping[str, Any]) -> Job:
         updated_at=row["updated_at"].astimezone(UTC),
         progress=row["progress"],
         progress_message=row["progress_message"],
+        open_parents=row["open_parents"],
+        depth=row["depth"],
+        has_dependents=row["has_dependents"],
     )
 
 
@@ -67,4 +70,5 @@ def lease_of(row: Mapping[str, Any]) -> Lease:
         attempt_base=row["attempt_base"],
         max_retries=row["max_retries"],
         timeout_seconds=row["timeout_seconds"],
+        has_parents=row["has_parents"],
     )

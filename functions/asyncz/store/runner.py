@@ -9,8 +9,8 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
@@ -29,6 +29,7 @@ from asyncz.store.queries import QUERIES
 log = logging.getLogger("asyncz.store")
 
 Row = dict[str, Any]
+Statement = Callable[..., Awaitable[list[Row]]]  # (name, params=None) -> rows
 
 
 class _Sent:
@@ -121,3 +122,24 @@ class QueryRunner:
     async def one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = await self.rows(name, params)
         return rows[0] if rows else None
+
+    @asynccontextmanager
+    async def transaction(self, name: str) -> AsyncIterator[Statement]:
+        """Several named statements in one transaction (bounded in time as one): yields
+        ``run(name, params)``; an exception in the block rolls it all back."""
+        with db_errors(self.query_timeout, name) as state:
+            async with (
+                asyncio.timeout(self.query_timeout),
+                self.pool.connection() as conn,
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
+                state.sent = True
+
+                async def run(query: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+                    await cur.execute(QUERIES[query], params)
+                    result = cur.pgresult
+                    return await cur.fetchall() if result and result.status == _TUPLES_OK else []
+
+                yield run
+                _used_at[conn] = time.monotonic()

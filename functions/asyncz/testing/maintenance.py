@@ -21,7 +21,8 @@ def now_utc() -> datetime:
 
 def dispatch_row(j: dict[str, Any]) -> Row:
     return {"id": j["id"], "status": str(j["status"]), "queue": j["queue"],
-            "priority": j["priority"], "run_at": j["run_at"]}  # fmt: skip
+            "priority": j["priority"], "run_at": j["run_at"],
+            "has_dependents": j["has_dependents"], "depth": j["depth"]}  # fmt: skip
 
 
 class MemoryMaintenance:
@@ -65,13 +66,15 @@ class MemoryMaintenance:
 
     def _prune(self, statuses: set[str], older_than: float, limit: int) -> int:
         cutoff = now_utc() - timedelta(seconds=older_than)
+        needed = self.store.dependencies.needed
         doomed = sorted(
             (j for j in self.store.jobs.values()
-             if j["status"] in statuses and j["finished_at"] and j["finished_at"] < cutoff),
+             if j["status"] in statuses and j["finished_at"] and j["finished_at"] < cutoff
+             and not needed(j["id"])),
             key=lambda j: (j["finished_at"], uuid.UUID(j["id"])),
         )[:limit]  # fmt: skip
         for j in doomed:
-            del self.store.jobs[j["id"]], self.store.attempts[j["id"]]
+            self.store.delete(j["id"])
         return len(doomed)
 
     async def prune_finished(self, older_than: float, limit: int) -> int:

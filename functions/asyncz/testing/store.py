@@ -15,6 +15,7 @@ from typing import Any
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, unstorable
 from asyncz.ports import Row, epoch_ms
+from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
 
 _now = now_utc
@@ -28,10 +29,12 @@ class MemoryStore:
         self.attempts: dict[str, list[dict[str, Any]]] = {}
         self.periodic: dict[tuple[str, datetime], str | None] = {}  # (task, slot) -> job id
         self.maintenance = MemoryMaintenance(self)
+        self.dependencies = MemoryDependencies(self)
 
     # --- submit and read -----------------------------------------------------------------
 
-    async def insert_job(self, job_id: str, new: NewJob) -> Row | None:
+    async def insert_job(self, job_id: str, new: NewJob, **state: Any) -> Row | None:
+        """``state``: the status and dependency columns a planned job starts with."""
         for value in (new.payload, new.idempotency_key, new.queue, new.task):
             if unstorable(value):
                 raise InvalidInputError("a value cannot be stored")
@@ -48,7 +51,9 @@ class MemoryStore:
             "worker_id": None, "heartbeat_at": None, "cancel_requested": False, "result": None,
             "last_error": None, "created_at": now, "started_at": None, "finished_at": None,
             "updated_at": now, "progress": None, "progress_message": None,
+            "open_parents": 0, "depth": 0, "has_dependents": False,
         }  # fmt: skip
+        self.jobs[job_id].update(state)
         self.attempts[job_id] = []
         return {"run_at_ms": epoch_ms(run_at), "due": run_at <= now}
 
@@ -195,7 +200,7 @@ class MemoryStore:
                 Lease(job_id=job_id, token=j["lease_token"], task=j["task"], payload=j["payload"],
                       queue=j["queue"], priority=j["priority"], attempt=j["attempts"],
                       attempt_base=j["attempt_base"], max_retries=j["max_retries"],
-                      timeout_seconds=j["timeout_seconds"])
+                      timeout_seconds=j["timeout_seconds"], has_parents=j["depth"] > 0)
             )  # fmt: skip
         return leases
 
@@ -237,17 +242,17 @@ class MemoryStore:
         a.update(finished_at=now, outcome=AttemptOutcome(outcome), error=error,
                  duration_ms=int((now - a["started_at"]).total_seconds() * 1000))  # fmt: skip
 
-    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> set[str]:
+    async def complete_many(self, done: Sequence[tuple[Lease, Any]]) -> dict[str, bool]:
         if any(unstorable(result) for _, result in done):
             raise InvalidInputError("a value cannot be stored")  # one statement: all or none
-        held = set()
+        held = {}
         for lease, result in done:
             if (j := self._held(lease)) is not None:
                 now = _now()
                 j.update(status=JobStatus.COMPLETED, result=result, finished_at=now, updated_at=now,
                          lease_token=None, heartbeat_at=None, last_error=None)  # fmt: skip
                 self.close_attempt(j, "completed", None)
-                held.add(lease.job_id)
+                held[lease.job_id] = j["has_dependents"]
         return held
 
     async def complete(self, lease: Lease, result: Any) -> bool:
@@ -279,12 +284,13 @@ class MemoryStore:
 
     async def cancel(self, job_id: str) -> Row | None:
         j = self.jobs.get(job_id)
-        if not j or j["status"] not in ("queued", "processing"):
+        if not j or j["status"] not in ("waiting", "queued", "processing"):
             return None
-        if j["status"] == "queued":
+        if j["status"] in ("waiting", "queued"):
             j.update(status=JobStatus.CANCELLED, finished_at=_now())
         j.update(cancel_requested=True, updated_at=_now())
-        return {"id": job_id, "status": str(j["status"]), "queue": j["queue"]}
+        return {"id": job_id, "status": str(j["status"]), "queue": j["queue"],
+                "has_dependents": j["has_dependents"]}  # fmt: skip
 
     def _replay(self, j: dict[str, Any]) -> Row:
         j.update(status=JobStatus.QUEUED, attempt_base=j["attempts"], run_at=_now(),
@@ -308,10 +314,16 @@ class MemoryStore:
         return [self._replay(j) for j in dead[:limit]]
 
     async def purge_dead(self, job_id: str) -> bool:
-        if job_id in self.jobs and self.jobs[job_id]["status"] == "dead":
-            del self.jobs[job_id], self.attempts[job_id]
+        j = self.jobs.get(job_id)
+        if j and j["status"] == "dead" and not self.dependencies.needed(job_id):
+            self.delete(job_id)
             return True
         return False
+
+    def delete(self, job_id: str) -> None:
+        """A job goes with its attempts and its own dependency rows (not its children's)."""
+        del self.jobs[job_id], self.attempts[job_id]
+        self.dependencies.forget(job_id)
 
 
 def _found(j: dict[str, Any]) -> Row:

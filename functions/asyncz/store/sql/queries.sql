@@ -76,13 +76,13 @@ WITH claimed AS (
      WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND run_at <= now()
        AND NOT cancel_requested AND timeout_seconds <= %(max_timeout)s
     RETURNING id, lease_token, task, payload, queue, priority, attempts, attempt_base,
-              max_retries, timeout_seconds, worker_id, started_at
+              max_retries, timeout_seconds, worker_id, started_at, depth
 ), opened AS (
     INSERT INTO job_attempts (job_id, attempt, worker_id, started_at)
     SELECT id, attempts, worker_id, started_at FROM claimed
 )
 SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
-       attempts, attempt_base, max_retries, timeout_seconds
+       attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents
   FROM claimed;
 
 -- name: get_unclaimed
@@ -105,14 +105,14 @@ WITH done AS (
        SET status = 'completed', result = %(result)s, finished_at = now(), updated_at = now(),
            lease_token = NULL, heartbeat_at = NULL, last_error = NULL
      WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
-    RETURNING id, attempts, finished_at
+    RETURNING id, attempts, finished_at, has_dependents
 ), closed AS (
     UPDATE job_attempts a
        SET finished_at = d.finished_at, outcome = 'completed',
            duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
       FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
 )
-SELECT id FROM done;
+SELECT id, has_dependents FROM done;
 
 -- name: complete_jobs
 -- The same fenced completion for a batch of attempts in one statement (one commit): each
@@ -127,14 +127,14 @@ WITH input AS (
            lease_token = NULL, heartbeat_at = NULL, last_error = NULL
       FROM input i
      WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'processing'
-    RETURNING j.id, j.attempts, j.finished_at
+    RETURNING j.id, j.attempts, j.finished_at, j.has_dependents
 ), closed AS (
     UPDATE job_attempts a
        SET finished_at = d.finished_at, outcome = 'completed',
            duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
       FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
 )
-SELECT id::text AS id FROM done;
+SELECT id::text AS id, has_dependents FROM done;
 
 -- name: finish_failed_job
 -- Ends a failed/timed-out/cancelled attempt: the job becomes %(status)s ('queued' with a
@@ -150,31 +150,31 @@ WITH done AS (
                               THEN NULL ELSE now() END,
            last_error = %(error)s, updated_at = now(), lease_token = NULL, heartbeat_at = NULL
      WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
-    RETURNING id, attempts, status, queue, priority, run_at, updated_at
+    RETURNING id, attempts, status, queue, priority, run_at, updated_at, has_dependents
 ), closed AS (
     UPDATE job_attempts a
        SET finished_at = d.updated_at, outcome = %(outcome)s, error = %(error)s,
            duration_ms = floor(extract(epoch FROM d.updated_at - a.started_at) * 1000)::int
       FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
 )
-SELECT id, status, queue, priority, run_at FROM done;
+SELECT id, status, queue, priority, run_at, has_dependents FROM done;
 
 -- name: cancel_job
--- A queued job is cancelled at once; a running one is flagged and stops at its next
--- heartbeat. Terminal jobs are untouched (the caller reads the status to say why).
+-- A queued or waiting job is cancelled at once; a running one is flagged and stops at its
+-- next heartbeat. Terminal jobs are untouched (the caller reads the status to say why).
 UPDATE jobs
-   SET status = CASE WHEN status = 'queued' THEN 'cancelled' ELSE status END,
-       finished_at = CASE WHEN status = 'queued' THEN now() ELSE finished_at END,
+   SET status = CASE WHEN status IN ('queued', 'waiting') THEN 'cancelled' ELSE status END,
+       finished_at = CASE WHEN status IN ('queued', 'waiting') THEN now() ELSE finished_at END,
        cancel_requested = true, updated_at = now()
- WHERE id = %(id)s AND status IN ('queued', 'processing')
-RETURNING id, status, queue;
+ WHERE id = %(id)s AND status IN ('waiting', 'queued', 'processing')
+RETURNING id, status, queue, has_dependents;
 
 -- name: replay_job
 UPDATE jobs
    SET status = 'queued', attempt_base = attempts, run_at = now(), finished_at = NULL, started_at = NULL,
        worker_id = NULL, cancel_requested = false, updated_at = now()
  WHERE id = %(id)s AND status = 'dead'
-RETURNING id, status, queue, priority, run_at;
+RETURNING id, status, queue, priority, run_at, has_dependents, depth;
 
 -- name: replay_dead_jobs
 -- Bulk replay, filtered and bounded; SKIP LOCKED lets two replays run side by side.
@@ -191,10 +191,15 @@ UPDATE jobs j
    SET status = 'queued', attempt_base = attempts, run_at = now(), finished_at = NULL, started_at = NULL,
        worker_id = NULL, cancel_requested = false, updated_at = now()
   FROM picked WHERE j.id = picked.id
-RETURNING j.id, j.status, j.queue, j.priority, j.run_at;
+RETURNING j.id, j.status, j.queue, j.priority, j.run_at, j.has_dependents, j.depth;
 
 -- name: purge_dead_job
-DELETE FROM jobs WHERE id = %(id)s AND status = 'dead' RETURNING id;
+-- Not while an unfinished job depends on it (it would lose its parent's status).
+DELETE FROM jobs WHERE id = %(id)s AND status = 'dead'
+   AND NOT (has_dependents AND EXISTS (
+       SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
+        WHERE d.parent_id = %(id)s AND c.status IN ('waiting', 'queued', 'processing')))
+RETURNING id;
 
 -- name: list_jobs
 -- Keyset pagination, newest first: (created_at, id) strictly below the cursor. Run
@@ -225,7 +230,7 @@ SELECT * FROM (
       ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM jobs
-      WHERE (status = 'queued' OR status = 'processing')
+      WHERE (status = 'waiting' OR status = 'queued' OR status = 'processing')
         AND (%(queue)s::text IS NULL OR queue = %(queue)s)
         AND (%(task)s::text IS NULL OR task = %(task)s)
         AND (%(after_created)s::timestamptz IS NULL
@@ -261,6 +266,8 @@ SELECT queue, status, sum(n)::bigint AS n FROM (
      WHERE status IN ('completed', 'cancelled') AND finished_at > %(folded_to)s
        AND finished_at > (SELECT folded_to FROM job_counts_folded)
      GROUP BY queue, status
+    UNION ALL
+    SELECT queue, status, count(*) FROM jobs WHERE status = 'waiting' GROUP BY queue, status
     UNION ALL
     SELECT queue, status, count(*) FROM jobs WHERE status = 'queued' GROUP BY queue, status
     UNION ALL
@@ -306,14 +313,15 @@ WITH stale AS (
            last_error = 'lease expired: worker ' || coalesce(j.worker_id, '?')
                         || ' stopped heartbeating'
       FROM stale WHERE j.id = stale.id
-    RETURNING j.id, j.status, j.queue, j.priority, j.run_at, j.attempts, j.last_error
+    RETURNING j.id, j.status, j.queue, j.priority, j.run_at, j.attempts, j.last_error,
+              j.has_dependents
 ), closed AS (
     UPDATE job_attempts a
        SET finished_at = now(), outcome = 'lost', error = m.last_error,
            duration_ms = floor(extract(epoch FROM now() - a.started_at) * 1000)::int
       FROM moved m WHERE a.job_id = m.id AND a.attempt = m.attempts AND a.outcome IS NULL
 )
-SELECT id, status, queue, priority, run_at FROM moved;
+SELECT id, status, queue, priority, run_at, has_dependents FROM moved;
 
 -- name: scan_queued
 -- Queued rows in (run_at, id) order after a keyset position: recovery re-enqueues them
@@ -352,13 +360,18 @@ RETURNING (SELECT coalesce(sum(n), 0) FROM fresh)::bigint AS folded;
 -- name: prune_finished
 -- Retention: completed and cancelled jobs finished before the cutoff, oldest first, in one
 -- bounded batch along jobs_finished_idx; their attempts go with them (ON DELETE CASCADE,
--- along job_attempts' primary key). SKIP LOCKED: two sweeps never wait on each other.
+-- along job_attempts' primary key), and so do their dependency rows. A parent that an
+-- unfinished job still depends on stays (its status and result are that job's input).
+-- SKIP LOCKED: two sweeps never wait on each other.
 -- (= ANY of an array, not a join: the delete then probes the primary key for any plan.)
 WITH gone AS (
     DELETE FROM jobs WHERE id = ANY(ARRAY(
         SELECT id FROM jobs
          WHERE status IN ('completed', 'cancelled')
            AND finished_at < now() - make_interval(secs => %(older_than)s)
+           AND NOT (has_dependents AND EXISTS (
+               SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
+                WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing')))
          ORDER BY finished_at, id
          LIMIT %(limit)s
          FOR UPDATE SKIP LOCKED))
@@ -372,6 +385,9 @@ WITH gone AS (
     DELETE FROM jobs WHERE id = ANY(ARRAY(
         SELECT id FROM jobs
          WHERE status = 'dead' AND finished_at < now() - make_interval(secs => %(older_than)s)
+           AND NOT (has_dependents AND EXISTS (
+               SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
+                WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing')))
          ORDER BY finished_at, id
          LIMIT %(limit)s
          FOR UPDATE SKIP LOCKED))

@@ -1,0 +1,222 @@
+-- Named queries of job dependencies (see queries.sql for the conventions). A parent is
+-- "live" while waiting, queued or processing, "finished" once completed, dead or cancelled;
+-- a parent whose row is gone counts as dead.
+
+-- name: lock_parents
+-- The first statement of a submit with parents (one transaction): the parents, locked in
+-- id order (two submits never deadlock) until the children are inserted, so a parent
+-- cannot finish unseen in between: its ending statement waits, then reads has_dependents.
+SELECT id::text AS id, status, depth, has_dependents
+  FROM jobs WHERE id = ANY(%(ids)s::uuid[])
+ ORDER BY id
+   FOR NO KEY UPDATE;
+
+-- name: flag_parents
+UPDATE jobs SET has_dependents = true WHERE id = ANY(%(ids)s::uuid[]) AND NOT has_dependents;
+
+-- name: insert_planned_jobs
+-- The jobs of a submit with dependencies, each with the status its parents gave it
+-- (waiting, queued, or ended at once by a parent that failed). No ON CONFLICT: a repeated
+-- idempotency key fails the whole transaction (a graph is stored whole or not at all).
+INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
+                  idempotency_key, run_at, status, open_parents, depth, has_dependents,
+                  last_error, finished_at)
+SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
+       i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds)),
+       i.status, i.open_parents, i.depth, i.has_dependents, i.last_error,
+       CASE WHEN i.status IN ('dead', 'cancelled') THEN now() END
+  FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
+              %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
+              %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
+              %(statuses)s::text[], %(opens)s::int[], %(depths)s::smallint[],
+              %(has_dependents)s::bool[], %(errors)s::text[])
+       WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
+                            idempotency_key, run_at, delay_seconds, status, open_parents,
+                            depth, has_dependents, last_error, n)
+ ORDER BY i.n
+RETURNING id::text AS id, status, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms,
+          run_at <= now() AS due;
+
+-- name: insert_dependencies
+INSERT INTO job_dependencies (child_id, parent_id, on_parent_failure, parent_ref, settled)
+SELECT * FROM unnest(%(children)s::uuid[], %(parents)s::uuid[], %(rules)s::text[],
+                     %(refs)s::text[], %(settled)s::bool[]);
+
+-- name: settle_parents
+-- These parents finished: each edge to a child is settled once (the flag is the guard, so
+-- a second call, or the sweep, changes nothing), and each waiting child counts down under
+-- its row lock (the last two parents finishing at once release it once). A child whose
+-- parent failed (dead, cancelled, gone) under the `fail` rule ends at once: dead, or
+-- cancelled when that parent was, with last_error 'parent_failed: <parent id>'. Returns the
+-- waiting children it changed.
+WITH ended AS (
+    SELECT x.id, coalesce(j.status, 'dead') AS status
+      FROM unnest(%(ids)s::uuid[]) AS x(id) LEFT JOIN jobs j ON j.id = x.id
+     WHERE j.id IS NULL OR j.status IN ('completed', 'dead', 'cancelled')
+), flipped AS (
+    UPDATE job_dependencies d SET settled = true
+      FROM ended e
+     WHERE d.parent_id = e.id AND NOT d.settled
+    RETURNING d.child_id, d.parent_id, d.on_parent_failure, e.status AS parent_status
+), per_child AS (
+    SELECT child_id, count(*)::int AS n,
+           (array_agg(parent_id::text ORDER BY parent_id)
+              FILTER (WHERE on_parent_failure = 'fail' AND parent_status <> 'completed'))[1]
+               AS failed_by,
+           (array_agg(parent_status ORDER BY parent_id)
+              FILTER (WHERE on_parent_failure = 'fail' AND parent_status <> 'completed'))[1]
+               AS failed_status
+      FROM flipped GROUP BY child_id
+)
+UPDATE jobs c
+   SET open_parents = greatest(c.open_parents - pc.n, 0),
+       status = CASE WHEN pc.failed_by IS NOT NULL
+                     THEN CASE WHEN pc.failed_status = 'cancelled' THEN 'cancelled' ELSE 'dead' END
+                     WHEN c.open_parents - pc.n <= 0 THEN 'queued' ELSE 'waiting' END,
+       last_error = CASE WHEN pc.failed_by IS NOT NULL THEN 'parent_failed: ' || pc.failed_by
+                         ELSE c.last_error END,
+       finished_at = CASE WHEN pc.failed_by IS NOT NULL THEN now() END,
+       updated_at = now()
+  FROM per_child pc
+ WHERE c.id = pc.child_id AND c.status = 'waiting'
+RETURNING c.id::text AS id, c.status, c.queue, c.priority, c.run_at, c.run_at <= now() AS due,
+          c.has_dependents;
+
+-- name: stuck_parents
+-- Recovery: finished parents with an edge not settled to a waiting child (a worker died
+-- between a parent's end and settling its children). Along jobs_waiting_idx.
+SELECT DISTINCT d.parent_id::text AS id
+  FROM jobs c
+  JOIN job_dependencies d ON d.child_id = c.id AND NOT d.settled
+  LEFT JOIN jobs p ON p.id = d.parent_id
+ WHERE c.status = 'waiting' AND (p.id IS NULL OR p.status IN ('completed', 'dead', 'cancelled'))
+ LIMIT %(limit)s;
+
+-- name: release_orphaned_waiting
+-- Recovery's last net: a waiting job none of whose parents is live ends its wait now, by
+-- its rules (queued, or ended by a failed parent under `fail`). Its count was too high
+-- (an operator's replay raced a parent's end); it never runs before a live parent ends.
+WITH orphaned AS (
+    SELECT c.id FROM jobs c
+     WHERE c.status = 'waiting'
+       AND NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
+                        WHERE d.child_id = c.id
+                          AND p.status IN ('waiting', 'queued', 'processing'))
+     ORDER BY c.created_at DESC, c.id DESC
+     LIMIT %(limit)s
+     FOR UPDATE OF c SKIP LOCKED
+), failed AS (
+    SELECT o.id, (array_agg(d.parent_id::text ORDER BY d.parent_id))[1] AS parent_id,
+           (array_agg(coalesce(p.status, 'dead') ORDER BY d.parent_id))[1] AS status
+      FROM orphaned o
+      JOIN job_dependencies d ON d.child_id = o.id
+      LEFT JOIN jobs p ON p.id = d.parent_id
+     WHERE d.on_parent_failure = 'fail' AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))
+     GROUP BY o.id
+), settled AS (
+    UPDATE job_dependencies d SET settled = true
+      FROM orphaned o WHERE d.child_id = o.id AND NOT d.settled
+)
+UPDATE jobs c
+   SET status = CASE WHEN f.id IS NULL THEN 'queued'
+                     WHEN f.status = 'cancelled' THEN 'cancelled' ELSE 'dead' END,
+       last_error = CASE WHEN f.id IS NULL THEN c.last_error
+                         ELSE 'parent_failed: ' || f.parent_id END,
+       finished_at = CASE WHEN f.id IS NULL THEN NULL ELSE now() END,
+       open_parents = 0, updated_at = now()
+  FROM orphaned o LEFT JOIN failed f ON f.id = o.id
+ WHERE c.id = o.id
+RETURNING c.id::text AS id, c.status, c.queue, c.priority, c.run_at, c.run_at <= now() AS due,
+          c.has_dependents;
+
+-- name: lock_heal
+-- The first statement of a heal (one transaction), after these dead jobs were replayed:
+-- their descendants that ended because of them (last_error 'parent_failed: <parent>', and
+-- so on down), locked with the replayed jobs, so a parent's settling waits for the heal.
+WITH RECURSIVE healed(id) AS (
+    SELECT d.child_id FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
+     WHERE d.parent_id = ANY(%(ids)s::uuid[]) AND c.status = 'dead'
+       AND c.last_error = 'parent_failed: ' || d.parent_id::text
+    UNION
+    SELECT d.child_id FROM healed h
+      JOIN job_dependencies d ON d.parent_id = h.id
+      JOIN jobs c ON c.id = d.child_id
+     WHERE c.status = 'dead' AND c.last_error = 'parent_failed: ' || d.parent_id::text
+)
+SELECT id::text AS id, status FROM jobs
+ WHERE id IN (SELECT id FROM healed) OR id = ANY(%(ids)s::uuid[])
+ ORDER BY id
+   FOR UPDATE;
+
+-- name: revive_healed
+-- They wait again (their retry budget starts afresh, as a replay's does).
+UPDATE jobs
+   SET status = 'waiting', attempt_base = attempts, run_at = now(), finished_at = NULL,
+       started_at = NULL, worker_id = NULL, last_error = NULL, cancel_requested = false,
+       updated_at = now()
+ WHERE id = ANY(%(ids)s::uuid[]) AND status = 'dead';
+
+-- name: reopen_edges
+-- Each edge of these jobs says again whether its parent has finished (a statement after
+-- the revival: it sees the revived parents as live).
+UPDATE job_dependencies d
+   SET settled = (p.id IS NULL OR p.status IN ('completed', 'dead', 'cancelled'))
+  FROM job_dependencies e LEFT JOIN jobs p ON p.id = e.parent_id
+ WHERE e.child_id = ANY(%(ids)s::uuid[])
+   AND d.child_id = e.child_id AND d.parent_id = e.parent_id
+   AND d.settled IS DISTINCT FROM (p.id IS NULL OR p.status IN ('completed', 'dead', 'cancelled'));
+
+-- name: reevaluate_waiting
+-- These jobs' statuses from their parents: waiting on the live ones, queued when none is
+-- left, or (a healed job) ended again by another parent that is still dead or cancelled.
+-- A job replayed by hand keeps running past a failed parent (the operator asked for it).
+WITH counted AS (
+    SELECT c.id, c.status,
+           count(*) FILTER (WHERE p.status IN ('waiting', 'queued', 'processing'))::int AS open,
+           (array_agg(d.parent_id::text ORDER BY d.parent_id)
+              FILTER (WHERE d.on_parent_failure = 'fail'
+                        AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))))[1] AS failed_by,
+           (array_agg(coalesce(p.status, 'dead') ORDER BY d.parent_id)
+              FILTER (WHERE d.on_parent_failure = 'fail'
+                        AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))))[1] AS failed_status
+      FROM jobs c
+      JOIN job_dependencies d ON d.child_id = c.id
+      LEFT JOIN jobs p ON p.id = d.parent_id
+     WHERE c.id = ANY(%(ids)s::uuid[]) AND c.status IN ('waiting', 'queued')
+     GROUP BY c.id, c.status
+)
+UPDATE jobs c
+   SET open_parents = k.open,
+       status = CASE WHEN k.status = 'waiting' AND k.failed_by IS NOT NULL
+                     THEN CASE WHEN k.failed_status = 'cancelled' THEN 'cancelled' ELSE 'dead' END
+                     WHEN k.open > 0 THEN 'waiting' ELSE 'queued' END,
+       last_error = CASE WHEN k.status = 'waiting' AND k.failed_by IS NOT NULL
+                         THEN 'parent_failed: ' || k.failed_by ELSE c.last_error END,
+       finished_at = CASE WHEN k.status = 'waiting' AND k.failed_by IS NOT NULL THEN now() END,
+       updated_at = now()
+  FROM counted k
+ WHERE c.id = k.id AND c.status = k.status
+RETURNING c.id::text AS id, c.status, c.queue, c.priority, c.run_at, c.run_at <= now() AS due,
+          c.has_dependents;
+
+-- name: list_parents
+-- A job's parents with their statuses (and, for the task, their results).
+SELECT d.child_id::text AS child_id, d.parent_id::text AS job_id, d.parent_ref AS ref,
+       d.on_parent_failure, coalesce(p.status, 'purged') AS status,
+       CASE WHEN %(results)s THEN p.result END AS result,
+       CASE WHEN %(results)s THEN p.last_error END AS last_error
+  FROM job_dependencies d LEFT JOIN jobs p ON p.id = d.parent_id
+ WHERE d.child_id = ANY(%(ids)s::uuid[])
+ ORDER BY d.child_id, d.parent_id;
+
+-- name: list_dependents
+-- A job's children, oldest first, at most %(limit)s (and how many there are).
+SELECT d.child_id::text AS job_id, c.status, d.on_parent_failure,
+       count(*) OVER ()::int AS total
+  FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
+ WHERE d.parent_id = %(id)s
+ ORDER BY c.created_at, c.id
+ LIMIT %(limit)s;
+
+-- name: any_waiting
+SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'waiting') AS any;
