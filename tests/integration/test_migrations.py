@@ -139,7 +139,9 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
             )
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute("INSERT INTO jobs (id, task, progress) VALUES (gen_random_uuid(), 'x', 2)")
-        conn.execute("INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'waiting')")
+        conn.execute(
+            "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'waiting')"
+        )
         with pytest.raises(psycopg.errors.CheckViolation):  # processing needs a lease
             conn.execute(
                 "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'processing')"
