@@ -463,7 +463,7 @@ async def submit_jobs(settings: Settings, jobs: list[dict[str, Any]]) -> list[st
 
 
 LEDGER_SQL = """
-SELECT j.id::text AS id, j.task, j.status, j.attempts, j.max_retries,
+SELECT j.id::text AS id, j.task, j.status, j.attempts, j.max_retries, j.last_error,
        count(a.*) AS attempt_rows,
        count(a.*) FILTER (WHERE a.outcome = 'completed') AS completed_rows,
        count(a.*) FILTER (WHERE a.outcome = 'lost') AS lost_rows,
@@ -473,6 +473,15 @@ SELECT j.id::text AS id, j.task, j.status, j.attempts, j.max_retries,
                 FILTER (WHERE a.job_id IS NOT NULL), '{}') AS outcomes
   FROM jobs j LEFT JOIN job_attempts a ON a.job_id = j.id
  GROUP BY j.id
+"""
+
+
+# A waiting job none of whose parents is live: nothing would ever release it.
+STRANDED_SQL = """
+SELECT c.id::text AS id FROM jobs c
+ WHERE c.status = 'waiting'
+   AND NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
+                    WHERE d.child_id = c.id AND p.status IN ('waiting', 'queued', 'processing'))
 """
 
 
@@ -514,6 +523,8 @@ def table_counts(db_url: str) -> dict[tuple[str, str], int]:
 
 def check_ledger(db_url: str, submitted: list[str]) -> dict[str, Any]:
     """The invariants every scenario ends with; returns outcome totals for further checks."""
+    stranded = rows(db_url, STRANDED_SQL)
+    assert not stranded, f"waiting jobs whose parents have all finished: {stranded[:5]}"
     book = ledger(db_url)
     missing = set(submitted) - set(book)
     assert not missing, f"{len(missing)} submitted jobs have no row: {sorted(missing)[:5]}"
@@ -537,7 +548,11 @@ def check_ledger(db_url: str, submitted: list[str]) -> dict[str, Any]:
             problems.append(f"attempt left open: {where}")
         if job["status"] == "completed" and outcomes[-1] != "completed":
             problems.append(f"completed job's last attempt is not: {where}")
-        if job["status"] == "dead" and job["attempts"] != job["max_retries"] + 1:
+        ended_by_parent = (job["last_error"] or "").startswith("parent_failed: ")
+        if ended_by_parent and job["attempts"]:
+            problems.append(f"ran before its parent failed: {where}")
+        if (job["status"] == "dead" and not ended_by_parent
+                and job["attempts"] != job["max_retries"] + 1):  # fmt: skip
             problems.append(f"dead before its retries ran out: {where}")
         if job["task"] == "fail" and job["status"] != "dead":
             problems.append(f"an always-failing job did not end dead: {where}")

@@ -25,7 +25,7 @@ from asyncz.errors import (
     UnknownQueueError,
 )
 from asyncz.faults import crash_point
-from asyncz.jobs import JobStatus, NewJob
+from asyncz.jobs import MAX_PARENTS, JobStatus, NewJob
 from asyncz.ports import (
     BatchItem,
     Dispatch,
@@ -43,6 +43,9 @@ from asyncz.tasks.registry import TaskRegistry
 log = logging.getLogger("asyncz.service")
 
 MAX_BATCH_JOBS = 500
+# A batch that is a graph (its items name each other's refs) may hold a whole fan-in: the
+# most parents one job may have, with their root and the job that merges them.
+MAX_GRAPH_JOBS = MAX_PARENTS + 2
 # Tries of an INSERT whose idempotency key's holder was purged before it could be read (the
 # key is free again): more than one in a row is a race nobody runs on purpose.
 KEY_ROUNDS = 3
@@ -162,8 +165,13 @@ class Submitting:
         """A batch, all or nothing at validation (an error names the item's ``index``): one
         INSERT, then one enqueue. An item whose idempotency key exists is reported as a
         duplicate of that job; the others are accepted. One result per item, in order."""
-        if not 1 <= len(news) <= MAX_BATCH_JOBS:
-            raise BatchSizeError(f"a batch holds 1 to {MAX_BATCH_JOBS} jobs, not {len(news)}")
+        graph = any(new.depends_on or new.ref for new in news)
+        limit = MAX_GRAPH_JOBS if graph else MAX_BATCH_JOBS
+        if not 1 <= len(news) <= limit:
+            raise BatchSizeError(
+                f"a batch holds 1 to {MAX_BATCH_JOBS} jobs ({MAX_GRAPH_JOBS} when its items "
+                f"depend on each other's refs), not {len(news)}"
+            )
         completed = []
         for index, new in enumerate(news):
             try:
@@ -172,7 +180,7 @@ class Submitting:
                 exc.args = (f"jobs[{index}]: {exc}",)
                 exc.index = index
                 raise
-        if any(new.depends_on or new.ref for new in completed):
+        if graph:
             return await self._submit_planned(completed)
         items = [(str(uuid.uuid4()), new) for new in completed]
         rows: list[Row | None] = [None] * len(items)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -18,10 +18,35 @@ PROGRESS_MESSAGE_MAX = 1000
 TaskFn = Callable[..., Any]
 
 
+@dataclass(frozen=True, slots=True)
+class ParentResult:
+    """One parent of the running job, as it ended: ``completed`` with its ``result``, or
+    (under ``on_parent_failure="run"``) ``dead``/``cancelled`` with its ``error``."""
+
+    job_id: str
+    status: str
+    result: Any
+    error: str | None
+    ref: str | None  # its ref, when both were submitted in one batch
+
+    @staticmethod
+    def by_key(rows: Iterable[Mapping[str, Any]]) -> dict[str, ParentResult]:
+        """Each parent keyed by its job id, and by its ref too when it has one."""
+        out: dict[str, ParentResult] = {}
+        for r in rows:
+            parent = ParentResult(r["job_id"], r["status"], r["result"], r["last_error"], r["ref"])
+            out[parent.job_id] = parent
+            if parent.ref is not None:
+                out[parent.ref] = parent
+        return out
+
+
 @dataclass(slots=True)
 class TaskContext:
     """What a running task may know about its attempt; ``cancelled`` is set when the job is
-    cancelled, its lease is lost or its timeout passes, so cooperative tasks can stop early."""
+    cancelled, its lease is lost or its timeout passes, so cooperative tasks can stop early.
+    ``parents``: the jobs it depended on, by job id (and by ref), each with its status and
+    result."""
 
     job_id: str
     attempt: int
@@ -29,6 +54,7 @@ class TaskContext:
     worker_id: str
     artifact_dir: str
     cancelled: threading.Event = field(default_factory=threading.Event)
+    parents: dict[str, ParentResult] = field(default_factory=dict)
     _progress: tuple[float, str | None] | None = None
     _progress_lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -28,7 +28,7 @@ from asyncz.errors import (
 from asyncz.jobs import AttemptOutcome, Lease
 from asyncz.ports import JobBroker
 from asyncz.service import JobService
-from asyncz.tasks.registry import TaskContext, TaskSpec
+from asyncz.tasks.registry import ParentResult, TaskContext, TaskSpec
 from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, check_storable
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
@@ -221,6 +221,9 @@ class WorkerLoop:
         try:
             try:
                 spec = self.service.registry.get(lease.task)
+                if lease.has_parents:  # their statuses and results, read as the attempt starts
+                    rows = await self.service.parents_of(lease.job_id)
+                    running.ctx.parents = ParentResult.by_key(rows)
                 async with asyncio.timeout(lease.timeout_seconds):
                     result = await self._call(spec, running)
                 # a result Postgres cannot store, or too large to read back, fails the attempt
