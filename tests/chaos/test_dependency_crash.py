@@ -34,10 +34,18 @@ async def submit(settings: Any) -> dict[str, str]:
     graph = [
         NewJob(task="echo", payload={"n": 0}, ref="parent"),
         NewJob(task="echo", payload={"n": 1}, ref="left", depends_on=(Dependency("parent"),)),
-        NewJob(task="echo", payload={"n": 2}, ref="right",
-               depends_on=(Dependency("parent", ParentRule.RUN),)),  # fmt: skip
-        NewJob(task="echo", payload={"n": 3}, ref="join",
-               depends_on=(Dependency("left"), Dependency("right"))),  # fmt: skip
+        NewJob(
+            task="echo",
+            payload={"n": 2},
+            ref="right",
+            depends_on=(Dependency("parent", ParentRule.RUN),),
+        ),  # fmt: skip
+        NewJob(
+            task="echo",
+            payload={"n": 3},
+            ref="join",
+            depends_on=(Dependency("left"), Dependency("right")),
+        ),  # fmt: skip
     ]
     async with open_service(settings) as svc:
         return {it.ref: it.job_id for it in await svc.submit_many(graph)}

@@ -48,8 +48,12 @@ def test_one_to_five_hundred_to_one_drained_by_four_workers(settings: Settings) 
     workers = [start_worker_process(settings, idle_exit=3, concurrency=8) for _ in range(4)]
     try:
         wait_until(
-            lambda: rows(settings.database_url, "SELECT status FROM jobs WHERE id = %s",
-                         (merge_id,))[0]["status"] == "completed",  # fmt: skip
+            lambda: (
+                rows(settings.database_url, "SELECT status FROM jobs WHERE id = %s", (merge_id,))[
+                    0
+                ]["status"]
+                == "completed"
+            ),  # fmt: skip
             timeout=180,
             interval=0.5,
             what="the fan-in job completed",

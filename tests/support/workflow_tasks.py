@@ -22,4 +22,5 @@ def wf_merge(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
         "completed": sum(1 for p in parents.values() if p.status == "completed"),
         "sum": sum(p.result for p in parents.values() if isinstance(p.result, int)),
         "refs": sorted(p.ref for p in parents.values() if p.ref),
+        "statuses": {p.ref or p.job_id: p.status for p in parents.values()},
     }

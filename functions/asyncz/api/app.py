@@ -161,7 +161,9 @@ def create_app(
 
     @app.get("/jobs/{job_id}", response_model=JobOut, summary="Job status")
     async def get_job(job_id: UUID) -> Any:
-        return JobOut.of(await (await state.service()).get(_about(job_id)))
+        svc = await state.service()
+        job = await svc.get(_about(job_id))
+        return JobOut.of(job, await svc.graph(job))
 
     @app.get("/jobs/{job_id}/attempts", response_model=AttemptList, summary="Attempt log")
     async def get_attempts(job_id: UUID) -> Any:

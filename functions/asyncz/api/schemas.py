@@ -8,11 +8,25 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from asyncz.jobs import PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
+from asyncz.jobs import MAX_DEPTH, MAX_PARENTS, PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
 MAX_DELAY = timedelta(days=365)  # for delay_seconds and run_at alike
 StatusName = Literal["waiting", "queued", "processing", "completed", "dead", "cancelled"]
+RuleName = Literal["fail", "run"]
+REF_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
+
+
+class DependencyIn(BaseModel):
+    """One parent with its own rule. ``job_id`` is a job's id, or inside a batch an earlier
+    item's ``ref``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str = Field(min_length=1, max_length=100)
+    on_parent_failure: RuleName | None = Field(
+        default=None, description="for this parent; the job's `on_parent_failure` otherwise"
+    )
 
 
 class SubmitJob(BaseModel):
@@ -38,6 +52,24 @@ class SubmitJob(BaseModel):
         max_length=200,
         description="a second submit with the same key returns 409 and the first job's id; "
         "the key lives as long as its job (retention deletes both: ASYNCZ_RETAIN_*_SECONDS)",
+    )
+    depends_on: list[str | DependencyIn] = Field(
+        default_factory=list,
+        description=f"parents: job ids (in a batch, also earlier items' refs), at most "
+        f"{MAX_PARENTS}, a graph at most {MAX_DEPTH} deep. The job waits (status `waiting`) "
+        "until every parent has finished; an unknown id is `422 unknown_dependency`",
+    )
+    on_parent_failure: RuleName = Field(
+        default="fail",
+        description="when a parent ends dead or cancelled: `fail` ends this job too, at once "
+        "(dead, or cancelled if the parent was; last_error `parent_failed: <parent id>`; "
+        "replaying the parent brings it back); `run` runs it anyway",
+    )
+    ref: str | None = Field(
+        default=None,
+        pattern=REF_PATTERN,
+        description="POST /jobs/batch only: a name, unique in the batch, that later items' "
+        "`depends_on` may use; the task sees its parents by id and by ref",
     )
 
     @field_validator("payload")
@@ -68,27 +100,49 @@ class SubmitJob(BaseModel):
 
 class Submitted(BaseModel):
     job_id: str
-    status: StatusName
+    status: StatusName = Field(
+        description="`queued`; `waiting` for its parents; or ended at once by a parent that "
+        "had failed (`dead`/`cancelled`, see the job's last_error)"
+    )
 
 
 class SubmitBatch(BaseModel):
-    """Up to 500 jobs (and the body size limit) in one request, each a ``POST /jobs`` body."""
+    """Up to 500 jobs (and the body size limit) in one request, each a ``POST /jobs`` body;
+    up to 1,002 when items name earlier items' ``ref`` in ``depends_on`` (a whole graph,
+    stored whole or not at all)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    jobs: list[SubmitJob] = Field(min_length=1, max_length=500)
+    jobs: list[SubmitJob] = Field(min_length=1, max_length=MAX_PARENTS + 2)
 
 
 class BatchResult(BaseModel):
     job_id: str | None = Field(description="the new job, or the existing one if duplicate")
     status: str
     duplicate: bool = Field(description="the idempotency key exists: nothing was stored")
+    ref: str | None = None
 
 
 class BatchSubmitted(BaseModel):
     jobs: list[BatchResult] = Field(description="one per submitted job, in order")
     accepted: int
     duplicates: int
+    refs: dict[str, str] = Field(
+        default_factory=dict, description="each item's ref, mapped to its job id"
+    )
+
+
+class ParentOut(BaseModel):
+    job_id: str
+    status: str = Field(description="the parent's status (`purged` once it is gone)")
+    on_parent_failure: RuleName
+    ref: str | None = None
+
+
+class ChildOut(BaseModel):
+    job_id: str
+    status: StatusName
+    on_parent_failure: RuleName
 
 
 class ErrorOut(BaseModel):
@@ -124,9 +178,18 @@ class JobOut(BaseModel):
     heartbeat_at: datetime | None
     progress: float | None = Field(default=None, description="the task's last report, 0 to 1")
     progress_message: str | None = None
+    open_parents: int = Field(default=0, description="parents a waiting job still waits for")
+    depends_on: list[ParentOut] | None = Field(
+        default=None, description="GET /jobs/{id}: the parents, each with its status"
+    )
+    dependents: list[ChildOut] | None = Field(
+        default=None,
+        description="GET /jobs/{id}: the jobs that depend on this one (the first 1,000)",
+    )
+    dependents_total: int | None = None
 
     @classmethod
-    def of(cls, job: Job) -> JobOut:
+    def of(cls, job: Job, graph: dict[str, Any] | None = None) -> JobOut:
         return cls(
             job_id=job.id,
             task=job.task,
@@ -150,6 +213,8 @@ class JobOut(BaseModel):
             heartbeat_at=job.heartbeat_at,
             progress=job.progress,
             progress_message=job.progress_message,
+            open_parents=job.open_parents if job.status == "waiting" else 0,
+            **(graph or {}),
         )
 
 

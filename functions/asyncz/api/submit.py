@@ -4,13 +4,14 @@ in one function the app's two submit routes call (:func:`submit_reply`)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
 from asyncz.api.replies import Reply, error_reply, validation_reply
-from asyncz.api.schemas import SubmitBatch, SubmitJob
+from asyncz.api.schemas import DependencyIn, SubmitBatch, SubmitJob
 from asyncz.fleet.scale_out import ScaleOut
-from asyncz.jobs import NewJob
+from asyncz.jobs import Dependency, NewJob, ParentRule
 from asyncz.observability import logger
 from asyncz.ports import BatchItem, SubmitOutcome
 from asyncz.service import JobService
@@ -63,6 +64,11 @@ def parse_submit(body: bytes, idempotency_header: str | None) -> NewJob | Reply:
         req = SubmitJob.model_validate_json(body)
     except ValidationError as exc:
         return validation_reply(exc.errors(include_url=False), prefix=("body",))
+    if req.ref is not None:
+        return error_reply(
+            422, "validation_error", "`ref` names an item of POST /jobs/batch; a single job is "
+            "named by its id"
+        )  # fmt: skip
     return _new_job(req, idempotency_header)
 
 
@@ -115,7 +121,15 @@ def _new_job(req: SubmitJob, idempotency_header: str | None) -> NewJob | Reply:
         delay_seconds=req.delay_seconds or 0.0,
         run_at=req.run_at,
         idempotency_key=idempotency_key,
+        depends_on=tuple(_dependency(d, req.on_parent_failure) for d in req.depends_on),
+        ref=req.ref,
     )
+
+
+def _dependency(item: str | DependencyIn, default: str) -> Dependency:
+    if isinstance(item, str):
+        return Dependency(item, ParentRule(default))
+    return Dependency(item.job_id, ParentRule(item.on_parent_failure or default))
 
 
 def accepted(sub: SubmitOutcome) -> Reply:
@@ -129,8 +143,13 @@ def accepted(sub: SubmitOutcome) -> Reply:
 def accepted_batch(items: list[BatchItem]) -> Reply:
     duplicates = sum(1 for it in items if it.duplicate)
     results = [
-        {"job_id": it.job_id, "status": it.status, "duplicate": it.duplicate} for it in items
+        {"job_id": it.job_id, "status": it.status, "duplicate": it.duplicate}
+        | ({"ref": it.ref} if it.ref is not None else {})
+        for it in items
     ]
-    return Reply(
-        202, {"jobs": results, "accepted": len(items) - duplicates, "duplicates": duplicates}
-    )
+    body: dict[str, Any] = {
+        "jobs": results, "accepted": len(items) - duplicates, "duplicates": duplicates}  # fmt: skip
+    refs = {it.ref: it.job_id for it in items if it.ref is not None and it.job_id}
+    if refs:
+        body["refs"] = refs
+    return Reply(202, body)
