@@ -39,13 +39,13 @@ async def submit(settings: Any) -> dict[str, str]:
             payload={"n": 2},
             ref="right",
             depends_on=(Dependency("parent", ParentRule.RUN),),
-        ),  # fmt: skip
+        ),
         NewJob(
             task="echo",
             payload={"n": 3},
             ref="join",
             depends_on=(Dependency("left"), Dependency("right")),
-        ),  # fmt: skip
+        ),
     ]
     async with open_service(settings) as svc:
         return {it.ref: it.job_id for it in await svc.submit_many(graph)}

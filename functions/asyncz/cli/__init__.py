@@ -124,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-seconds", type=int)
     p.add_argument("--delay-seconds", type=int)
     p.add_argument("--idempotency-key")
+    p.add_argument(
+        "--depends-on", action="append", metavar="JOB_ID", help="a parent (repeat for more)"
+    )
+    p.add_argument(
+        "--on-parent-failure", choices=["fail", "run"], help="when a parent ends dead or cancelled"
+    )
     _wait_options(p)
     p.set_defaults(func=cmd_submit)
 
@@ -134,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = add("list", "list jobs")
-    p.add_argument("--status")
+    p.add_argument(
+        "--status", choices=["waiting", "queued", "processing", "completed", "dead", "cancelled"]
+    )
     p.add_argument("--queue")
     p.add_argument("--task")
     _page_options(p)

@@ -27,7 +27,7 @@ from asyncz.cli.output import (
 from asyncz.client import Client, Job
 
 SUBMIT_OPTIONS = ("queue", "priority", "max_retries", "timeout_seconds", "delay_seconds",
-                  "idempotency_key")  # fmt: skip
+                  "idempotency_key", "depends_on", "on_parent_failure")  # fmt: skip
 
 
 def _progress(args: argparse.Namespace, what: str) -> Progress:
@@ -86,15 +86,19 @@ def _submit_file(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read {args.file}: {exc.strerror or exc}", 2) from exc
     with make_client(args) as client, _progress(args, "submitting") as bar:
         task = bar.add_task("submit", total=len(bodies))
-        jobs = client.submit_many(
-            bodies, batch_size=args.batch_size, progress=lambda n: bar.advance(task, n)
-        )
+        if any("ref" in body for body in bodies):  # a graph: one batch, whole or nothing
+            jobs = client.submit_graph(bodies)
+            bar.advance(task, len(jobs))
+        else:
+            jobs = client.submit_many(
+                bodies, batch_size=args.batch_size, progress=lambda n: bar.advance(task, n)
+            )
     duplicates = sum(1 for j in jobs if j.duplicate)
     summary = f"submitted {len(jobs) - duplicates} jobs" + (
         f" ({duplicates} duplicates of existing jobs)" if duplicates else ""
     )
-    emit(args, [{"job_id": j.id, "status": j.status, "duplicate": j.duplicate} for j in jobs],
-         summary)  # fmt: skip
+    emit(args, [{"job_id": j.id, "status": j.status, "duplicate": j.duplicate}
+                | ({"ref": j.ref} if j.ref else {}) for j in jobs], summary)  # fmt: skip
     return 0
 
 

@@ -89,7 +89,8 @@ DEAD_COLUMNS = [
 ]
 _DESCRIBED = ["id", "task", "queue", "status", "priority", "attempts", "max_retries",
               "timeout_seconds", "run_at", "created_at", "started_at", "finished_at",
-              "last_error", "result", "payload"]  # fmt: skip
+              "last_error", "result", "payload", "open_parents", "depends_on",
+              "dependents"]  # fmt: skip
 
 
 def describe(job: Job) -> Table:
@@ -99,6 +100,10 @@ def describe(job: Job) -> Table:
     out.add_column(overflow="fold")
     for key in _DESCRIBED:
         value = getattr(job, key)
-        if value is not None or key in ("status", "result"):
+        if key in ("depends_on", "dependents") and value:
+            value = " ".join(f"{p['job_id']} ({p['status']})" for p in value)
+        if key == "open_parents" and job.status != "waiting":
+            continue
+        if (value is not None and value != []) or key in ("status", "result"):
             out.add_row("job_id" if key == "id" else key, cell(value))
     return out

@@ -7,7 +7,7 @@ import json
 import os
 import random
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,6 +28,7 @@ from asyncz.client.models import Job
 
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 MAX_BATCH_JOBS = 500  # the API's limit per POST /jobs/batch
+MAX_GRAPH_JOBS = 1002  # ... when its items depend on each other's refs
 # Under the API's default body limit (256 KiB) with room for the envelope; a smaller limit
 # is learned from the first 413 (its max_bytes).
 MAX_BATCH_BYTES = 240 * 1024
@@ -150,8 +151,12 @@ def submit_body(
     delay_seconds: float | None,
     run_at: datetime | None,
     idempotency_key: str | None,
+    depends_on: Sequence[str | Mapping[str, Any]] | None = None,
+    on_parent_failure: str | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"task": task, "payload": dict(payload or {})}
+    if depends_on:
+        body["depends_on"] = [d if isinstance(d, str) else dict(d) for d in depends_on]
     extra = {
         "queue": queue,
         "priority": priority,
@@ -160,6 +165,7 @@ def submit_body(
         "delay_seconds": delay_seconds,
         "run_at": run_at.isoformat() if run_at is not None else None,
         "idempotency_key": idempotency_key,
+        "on_parent_failure": on_parent_failure,
     }
     body.update({k: v for k, v in extra.items() if v is not None})
     return body
@@ -197,6 +203,7 @@ def submitted(body: Mapping[str, Any], reply: Mapping[str, Any], duplicate: bool
         idempotency_key=body.get("idempotency_key"),
         max_retries=body.get("max_retries"),
         duplicate=duplicate,
+        ref=body.get("ref"),
     )
 
 
@@ -299,6 +306,27 @@ class BatchPlan:
         exc.call_key = self.call_key
         if isinstance(exc, InvalidInput) and exc.index is not None:
             exc.body["index"] = len(self.jobs) + exc.index
+
+
+def graph_request(items: Iterable[Mapping[str, Any]], key: str) -> tuple[list[Keyed], Call]:
+    """A graph (items naming each other's ``ref``) in one ``POST /jobs/batch``: it cannot be
+    split. Each item without a key gets one derived from ``key``, so the same call again
+    answers with the graph stored the first time."""
+    chunk = [
+        (dict(item), False) if item.get("idempotency_key")
+        else ({**item, "idempotency_key": f"{key}:{n}"}, True)
+        for n, item in enumerate(items)
+    ]  # fmt: skip
+    if len(chunk) > MAX_GRAPH_JOBS:
+        raise ValueError(f"a graph is submitted in one batch of at most {MAX_GRAPH_JOBS} jobs")
+    return chunk, batch_request(chunk)
+
+
+def graph_jobs(chunk: list[Keyed], reply: Mapping[str, Any]) -> list[Job]:
+    return [
+        submitted(body, item, duplicate=bool(item.get("duplicate")) and not derived)
+        for (body, derived), item in zip(chunk, reply["jobs"], strict=True)
+    ]
 
 
 def batch_request(chunk: list[Keyed]) -> Call:

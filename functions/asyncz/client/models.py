@@ -42,6 +42,10 @@ class Job:
     finished_at: datetime | None = None
     updated_at: datetime | None = None
     duplicate: bool = False
+    ref: str | None = None  # its ref in the batch that submitted it (submit_graph)
+    open_parents: int = 0  # parents a waiting job still waits for
+    depends_on: list[dict[str, Any]] | None = None  # get(): each parent's id, status, rule
+    dependents: list[dict[str, Any]] | None = None  # get(): the jobs depending on it
 
     @property
     def finished(self) -> bool:
@@ -69,6 +73,10 @@ class Job:
             started_at=_when(data.get("started_at")),
             finished_at=_when(data.get("finished_at")),
             updated_at=_when(data.get("updated_at")),
+            ref=data.get("ref"),
+            open_parents=int(data.get("open_parents") or 0),
+            depends_on=data.get("depends_on"),
+            dependents=data.get("dependents"),
         )
 
 

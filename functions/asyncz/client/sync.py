@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -100,15 +100,20 @@ class Client:
         delay_seconds: float | None = None,
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
+        depends_on: Sequence[str | Mapping[str, Any]] | None = None,
+        on_parent_failure: str | None = None,
     ) -> Job:
         """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists
         (not when it is our own earlier try of this call that stored it: that job is
-        returned)."""
+        returned). ``depends_on``: job ids it waits for (status ``waiting``), each a string
+        or ``{"job_id": ..., "on_parent_failure": "run"}``; ``on_parent_failure``: ``fail``
+        (the default) or ``run``."""
         body, generated = _core.with_key(
             _core.submit_body(task, payload, queue=queue, priority=priority,
                               max_retries=max_retries, timeout_seconds=timeout_seconds,
                               delay_seconds=delay_seconds, run_at=run_at,
-                              idempotency_key=idempotency_key),
+                              idempotency_key=idempotency_key, depends_on=depends_on,
+                              on_parent_failure=on_parent_failure),
             self.retry.retries,
         )  # fmt: skip
         keyed = bool(body.get("idempotency_key"))  # a key makes a second try safe
@@ -119,6 +124,16 @@ class Client:
             if generated or exc.after_uncertain_try:  # our own earlier try was stored
                 return _core.duplicate_of_ours(exc, body)
             raise
+
+    def submit_graph(
+        self, items: Iterable[Mapping[str, Any]], *, call_key: str | None = None
+    ) -> list[Job]:
+        """Submit a graph in one ``POST /jobs/batch``: items are ``POST /jobs`` bodies with a
+        ``ref`` that later items name in ``depends_on``. Stored whole or not at all; one Job
+        per item, in order, each with its ``ref``. Each item without an idempotency key gets
+        one derived from ``call_key``: the same call again answers with the stored graph."""
+        chunk, request = _core.graph_request(items, _core.call_key(call_key))
+        return _core.graph_jobs(chunk, self._json(request))
 
     def submit_many(
         self,
