@@ -16,7 +16,7 @@ def wf_part(payload: dict[str, Any]) -> int:
 @task("wf_merge")
 def wf_merge(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     """The fan-in: what it saw of its parents (each once, by job id)."""
-    parents = {p.job_id: p for p in ctx.parents.values()}
+    parents = {p.job_id: p for p in ctx.each_parent()}
     return {
         "parents": len(parents),
         "completed": sum(1 for p in parents.values() if p.status == "completed"),

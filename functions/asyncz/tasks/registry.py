@@ -69,6 +69,10 @@ class TaskContext:
         with self._progress_lock:
             self._progress = (value, text[:PROGRESS_MESSAGE_MAX] if text is not None else None)
 
+    def each_parent(self) -> list[ParentResult]:
+        """The parents, each once (``parents`` holds each under its job id and its ref)."""
+        return list({p.job_id: p for p in self.parents.values()}.values())
+
     def take_progress(self) -> tuple[float, str | None] | None:
         """The report not written yet (and forget it), or ``None``."""
         with self._progress_lock:

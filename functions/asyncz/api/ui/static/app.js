@@ -8,7 +8,7 @@ const KEY = "asyncz.api-key";
 const REFRESH_MS = 5000;
 const MAX_REFRESH_MS = 60000; // after failures the refresh backs off up to this
 const SERIES_REFRESH_MS = 30000;
-const STATUSES = ["queued", "processing", "completed", "dead", "cancelled"];
+const STATUSES = ["waiting", "queued", "processing", "completed", "dead", "cancelled"];
 let timer = null;
 let delay = REFRESH_MS;
 let generation = 0; // a page rendered for an older route ignores its late answers
@@ -376,7 +376,7 @@ function jobPage(r) {
     const [job, attempts] = await Promise.all([api("jobs/" + id), api("jobs/" + id + "/attempts")]);
     if (!live()) return;
     const buttons = [];
-    if (job.status === "queued" || job.status === "processing") {
+    if (["waiting", "queued", "processing"].includes(job.status)) {
       buttons.push(el("button", { type: "button", class: "danger", onclick: () => act("cancel",
         () => api("jobs/" + id + "/cancel", { method: "POST" })) }, "Cancel"));
     }
@@ -393,7 +393,16 @@ function jobPage(r) {
       ["worker", job.worker_id || "—"], ["created", when(job.created_at)],
       ["started", when(job.started_at)], ["finished", when(job.finished_at)],
       ["run at", when(job.run_at)], ["cancel requested", job.cancel_requested ? "yes" : "no"]];
-    fields.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+    if (job.status === "waiting") rows.push(["waiting for", `${job.open_parents} parent(s)`]);
+    const links = (list, id) => el("dd", { id }, ...(list || []).flatMap((p, i) => [
+      i ? ", " : "", el("a", { href: "#/jobs/" + p.job_id, class: "mono" },
+        p.ref || p.job_id.slice(0, 8)), " ", statusBadge(p.status)]));
+    if ((job.depends_on || []).length) rows.push(["parents", links(job.depends_on, "parents")]);
+    if ((job.dependents || []).length) {
+      rows.push([`children (${job.dependents_total})`, links(job.dependents, "children")]);
+    }
+    fields.replaceChildren(...rows.flatMap(([k, v]) =>
+      [el("dt", {}, k), v instanceof Node ? v : el("dd", {}, v)]));
     data.replaceChildren(
       el("h2", {}, "Payload"), el("pre", { id: "payload" }, JSON.stringify(job.payload, null, 2)),
       el("h2", {}, "Result"), el("pre", { id: "result" },
