@@ -67,12 +67,15 @@ def submit_operations(components: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "Location": {"schema": {"type": "string"}, "description": "the job's URL"}
     }
     batch = _operation(
-        "Submit up to 500 jobs", "submit_batch_jobs_batch_post", SubmitBatch, BatchSubmitted
-    )
+        "Submit up to 500 jobs (or a graph)", "submit_batch_jobs_batch_post", SubmitBatch,
+        BatchSubmitted,
+    )  # fmt: skip
     batch["description"] = (
         "All or nothing at validation: one invalid item is a 422 naming its `index`, and "
         "nothing is stored. An item whose idempotency key exists is reported as a duplicate "
-        "with the existing job's id; the others are accepted."
+        "with the existing job's id; the others are accepted. Items may carry a `ref` that "
+        "later items name in `depends_on`: such a graph (up to 1,002 items) is stored whole "
+        "or not at all, and `refs` maps each ref to its job id."
     )
     return {"/jobs": one, "/jobs/batch": batch}
 
