@@ -233,3 +233,29 @@ def test_a_hidden_tab_asks_nothing_and_failures_slow_the_refresh(dev: DevRun, pa
     pg.route("**/stats", lambda route: route.fulfill(status=503, body='{"error":"x"}'))
     # failing: 5, 10, 20, 40 s apart (capped at 60) instead of every 5 s
     assert after(75) <= 4
+
+
+def test_a_job_page_links_its_parents_and_children(
+    dev: DevRun, page: Page, output_dir: Path
+) -> None:
+    pg, watch = page
+    parent = dev.submit({"task": "sleep", "payload": {"seconds": 60}})
+    child = dev.submit({"task": "echo", "depends_on": [parent]})
+    sign_in(pg, dev)
+    pg.goto(f"{dev.url}/ui#/jobs/{child}")
+    pg.wait_for_selector("#parents a")
+    assert "waiting" in pg.inner_text("#page h1")
+    pg.screenshot(path=str(output_dir / "job-waiting.png"), full_page=True)
+    pg.click("#parents a")
+    pg.wait_for_selector("#children a")
+    assert parent in pg.inner_text("#page h1")
+    pg.click("#children a")
+    pg.wait_for_selector("#parents a")
+    assert child in pg.inner_text("#page h1")
+    pg.click("#nav a[data-page=jobs]")
+    pg.select_option("form.filters select[name=status]", "waiting")
+    pg.click("form.filters button[type=submit]")
+    pg.wait_for_url(re.compile(r"status=waiting"))
+    pg.locator(f"tr[data-job='{child}']").wait_for()
+    dev.call("POST", f"/jobs/{parent}/cancel")
+    assert csp_violations(watch) == []

@@ -239,6 +239,13 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ("get_unclaimed", {"ids": queued}, {"jobs_pkey"}),
         ("heartbeat_jobs", {"ids": some, "tokens": tokens}, {"jobs_pkey"}),
         ("complete_job", {"id": some[0], "token": tokens[0], "result": Jsonb({})}, {"jobs_pkey"}),
+        # job dependencies: along the waiting jobs' index and the edges' keys
+        ("stuck_parents", {"limit": 500}, {"jobs_waiting_idx"}),
+        ("release_orphaned_waiting", {"limit": 500}, {"jobs_waiting_idx"}),
+        ("any_waiting", {}, {"jobs_waiting_idx"}),
+        ("settle_parents", {"ids": queued}, {"job_dependencies_parent_idx"}),
+        ("list_parents", {"ids": queued[:1], "results": True}, {"job_dependencies_pkey"}),
+        ("list_dependents", {"id": queued[0], "limit": 1000}, {"job_dependencies_parent_idx"}),
     ]
 
 
@@ -249,7 +256,7 @@ def _listings() -> list[tuple[str, dict[str, Any], set[str]]]:
             "after_id": None}  # fmt: skip
     later = {"after_created": datetime.now(UTC), "after_id": uuid.uuid4()}
     ended = {"jobs_task_ended_idx"}
-    live = {"jobs_queued_run_at_idx", "jobs_processing_heartbeat_idx"}
+    live = {"jobs_waiting_idx", "jobs_queued_run_at_idx", "jobs_processing_heartbeat_idx"}
     by = "list_jobs_by_task_or_queue"
     return [
         (by, base | {"task": "no-such-task"}, ended | live),
@@ -266,6 +273,7 @@ def _listings() -> list[tuple[str, dict[str, Any], set[str]]]:
             "count_by_status",
             {"folded_to": datetime.now(UTC)},
             {
+                "jobs_waiting_idx",
                 "jobs_queued_run_at_idx",
                 "jobs_processing_heartbeat_idx",
                 "jobs_dead_finished_idx",
