@@ -142,8 +142,8 @@ def test_refused_dependencies_are_422_and_store_nothing(api: Any, wf_settings: S
     reply = api("POST", "/jobs/batch", body=batch)
     assert reply.status == 422 and reply.body["error"] == "unknown_dependency", reply.body
     assert reply.body["index"] == 1
-    reply = api("POST", "/jobs/batch", body={"jobs": [{"task": "wf_part", "depends_on": ["y"]},
-                                                      {"task": "wf_part", "ref": "y"}]})  # fmt: skip
+    later = {"jobs": [{"task": "wf_part", "depends_on": ["y"]}, {"task": "wf_part", "ref": "y"}]}
+    reply = api("POST", "/jobs/batch", body=later)
     assert reply.status == 422 and reply.body["error"] == "unknown_dependency", reply.body
     reply = api("POST", "/jobs", body={"task": "wf_part", "ref": "solo"})
     assert reply.status == 422, reply.body

@@ -53,7 +53,7 @@ def test_one_to_five_hundred_to_one_drained_by_four_workers(settings: Settings) 
                     0
                 ]["status"]
                 == "completed"
-            ),  # fmt: skip
+            ),
             timeout=180,
             interval=0.5,
             what="the fan-in job completed",
