@@ -8,6 +8,7 @@ them; then they run, each exactly once.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,9 @@ from tests.chaos.conftest import (
     check_ledger,
     wait_terminal,
 )
-from tests.conftest import open_service, run
-from tests.integration.helpers import rows, wait_until
+from tests.support.ledger import rows
+from tests.support.settings import open_service
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -63,7 +65,7 @@ def test_a_worker_killed_before_settling_children_loses_none(
     recovery_factory: Callable[..., RecoveryLoop],
 ) -> None:
     settings = chaos_settings(chaos_db, own_redis.url, tmp_path)
-    ids = run(submit(settings))
+    ids = asyncio.run(submit(settings))
     fleet = fleet_factory(settings)
     doomed = fleet.start(concurrency=1, env={"ASYNCZ_CRASH_AT": "complete.before_dependents"})
     assert doomed.wait(30) == 137, fleet.stderr_tail()

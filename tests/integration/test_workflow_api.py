@@ -13,9 +13,9 @@ import pytest
 from asyncz.api import handler as api_handler
 from asyncz.jobs import MAX_PARENTS
 from asyncz.settings import Settings
-from tests.integration.helpers import rows
 from tests.integration.test_api import FRONTS, KEY, api_settings, drain, sandbox
 from tests.support.apigw import Reply, call
+from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
 __all__ = ["api_settings"]  # the module's fixture, used here

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from asyncz.settings import Settings
-from tests.conftest import open_service
+from tests.support.settings import open_service
 from tests.support.workflows import *  # noqa: F403 - the suite's tests run here
 
 pytestmark = pytest.mark.integration

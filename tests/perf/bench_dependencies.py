@@ -123,7 +123,7 @@ def phases(t0: float) -> dict[str, float]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, list[float]]:
-    from tests.conftest import open_service
+    from tests.support.settings import open_service
 
     out: dict[str, list[float]] = {}
     env = bench_env(ASYNCZ_TASK_MODULES="tests.support.workflow_tasks", ASYNCZ_DB_POOL_MAX="3")

@@ -9,10 +9,7 @@ from typing import Any
 import pytest
 
 from asyncz.service import JobService
-from asyncz.settings import Settings
-from asyncz.tasks.loader import load_task_modules
-from asyncz.tasks.registry import TaskRegistry
-from asyncz.testing import MemoryBroker, MemoryStore
+from tests.support import memory
 from tests.support.workflows import *  # noqa: F403 - the suite's tests run here
 
 pytestmark = pytest.mark.unit
@@ -22,8 +19,6 @@ pytestmark = pytest.mark.unit
 def services() -> Any:
     @asynccontextmanager
     async def open_service() -> AsyncIterator[JobService]:
-        settings = Settings(database_url="postgresql://unused", redis_url="redis://unused")
-        registry = load_task_modules([], TaskRegistry())
-        yield JobService(MemoryStore(), MemoryBroker(), registry, settings)
+        yield memory.service(lease_timeout_seconds=60.0)
 
     return open_service
