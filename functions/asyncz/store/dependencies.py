@@ -7,26 +7,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from asyncz.errors import DuplicateKeyError
 from asyncz.ports import Plan, PlannedJob, Row
+from asyncz.store.rows import new_job_columns
 from asyncz.store.runner import QueryRunner
 
 
 def _jobs_params(planned: Sequence[PlannedJob]) -> dict[str, Any]:
-    news = [p.new for p in planned]
     return {
-        "ids": [p.job_id for p in planned],
-        "tasks": [n.task for n in news],
-        "payloads": [Jsonb(n.payload) for n in news],
-        "queues": [n.queue for n in news],
-        "priorities": [n.priority for n in news],
-        "max_retries": [n.max_retries for n in news],
-        "timeouts": [n.timeout_seconds for n in news],
-        "keys": [n.idempotency_key for n in news],
-        "run_ats": [n.run_at for n in news],
-        "delays": [float(n.delay_seconds) for n in news],
+        **new_job_columns([(p.job_id, p.new) for p in planned]),
         "statuses": [p.status.value for p in planned],
         "opens": [p.open_parents for p in planned],
         "depths": [p.depth for p in planned],

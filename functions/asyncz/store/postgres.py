@@ -21,7 +21,7 @@ from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.maintenance import MaintenanceQueries
-from asyncz.store.rows import attempt_of, job_of, lease_of
+from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns
 from asyncz.store.runner import QueryRunner, check_if_idle
 
 log = logging.getLogger("asyncz.store")
@@ -114,22 +114,7 @@ class PostgresStore:
     async def insert_jobs(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
         """Insert a batch in one statement; per item, in order, its row or ``None`` when its
         idempotency key exists already (or repeats an earlier item's)."""
-        news = [new for _, new in items]
-        rows = await self._run.rows(
-            "insert_jobs",
-            {
-                "ids": [job_id for job_id, _ in items],
-                "tasks": [n.task for n in news],
-                "payloads": [Jsonb(n.payload) for n in news],
-                "queues": [n.queue for n in news],
-                "priorities": [n.priority for n in news],
-                "max_retries": [n.max_retries for n in news],
-                "timeouts": [n.timeout_seconds for n in news],
-                "keys": [n.idempotency_key for n in news],
-                "run_ats": [n.run_at for n in news],
-                "delays": [float(n.delay_seconds) for n in news],
-            },
-        )
+        rows = await self._run.rows("insert_jobs", new_job_columns(items))
         by_id = {str(r["id"]): r for r in rows}
         return [by_id.get(job_id) for job_id, _ in items]
 

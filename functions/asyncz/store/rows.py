@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease
+from psycopg.types.json import Jsonb
+
+from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -43,6 +45,23 @@ def job_of(row: Mapping[str, Any]) -> Job:
         depth=row["depth"],
         has_dependents=row["has_dependents"],
     )
+
+
+def new_job_columns(items: Sequence[tuple[str, NewJob]]) -> dict[str, Any]:
+    """New jobs as one array per column, for a multi-row INSERT from ``unnest``."""
+    news = [new for _, new in items]
+    return {
+        "ids": [job_id for job_id, _ in items],
+        "tasks": [n.task for n in news],
+        "payloads": [Jsonb(n.payload) for n in news],
+        "queues": [n.queue for n in news],
+        "priorities": [n.priority for n in news],
+        "max_retries": [n.max_retries for n in news],
+        "timeouts": [n.timeout_seconds for n in news],
+        "keys": [n.idempotency_key for n in news],
+        "run_ats": [n.run_at for n in news],
+        "delays": [float(n.delay_seconds) for n in news],
+    }
 
 
 def attempt_of(row: Mapping[str, Any]) -> Attempt:
