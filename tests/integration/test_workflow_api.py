@@ -1,5 +1,5 @@
-"""Job dependencies through the api Lambda handler (API Gateway REST events): a diamond
-submitted in one batch on both POST fronts, the failure rules, replay, and refusals."""
+"""Job dependencies through the api Lambda handler (API Gateway events, REST and HTTP API):
+a diamond submitted in one batch, the failure rules, replay, and refusals."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from asyncz.api import handler as api_handler
 from asyncz.jobs import MAX_PARENTS
 from asyncz.settings import Settings
-from tests.integration.test_api import FRONTS, KEY, api_settings, drain, sandbox
+from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain, sandbox
 from tests.support.apigw import Reply, call
 from tests.support.ledger import rows
 
@@ -24,8 +24,8 @@ TASKS = "tests.support.workflow_tasks"
 
 
 @pytest.fixture
-def front() -> str:
-    return "lane"
+def flavour() -> str:
+    return "rest"
 
 
 @pytest.fixture
@@ -34,11 +34,11 @@ def wf_settings(api_settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def api(wf_settings: Settings, clean: None, front: str) -> Iterator[Any]:
-    api_handler._sandbox = sandbox(wf_settings, front)
+def api(wf_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
+    api_handler._sandbox = sandbox(wf_settings)
 
     def request(method: str, target: str, **kw: Any) -> SimpleNamespace:
-        reply: Reply = call(api_handler.handler, method, target, api_key=KEY, **kw)
+        reply: Reply = call(api_handler.handler, method, target, api_key=KEY, flavour=flavour, **kw)
         return SimpleNamespace(status=reply.status, body=reply.json() if reply.body else None)
 
     yield request
@@ -64,7 +64,7 @@ def job(api: Any, job_id: str) -> dict[str, Any]:
     return dict(reply.body)
 
 
-@FRONTS
+@FLAVOURS
 def test_a_diamond_in_one_batch_runs_d_after_b_and_c_with_both_results(
     api: Any, wf_settings: Settings
 ) -> None:
@@ -127,7 +127,7 @@ def test_cancelling_a_parent_cancels_its_waiting_children(api: Any) -> None:
     assert (got["status"], got["last_error"]) == ("cancelled", f"parent_failed: {parent}")
 
 
-@FRONTS
+@FLAVOURS
 def test_refused_dependencies_are_422_and_store_nothing(api: Any, wf_settings: Settings) -> None:
     parent = api("POST", "/jobs", body={"task": "wf_part"}).body["job_id"]
     ghost = str(uuid.uuid4())
