@@ -64,3 +64,23 @@ def test_each_example_runs_as_written(dev: DevRun, n: int, tmp_path: Path) -> No
         text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, f"example {n + 1} failed:\n{done.stderr}\n{dev.log()[-3000:]}"
+
+
+def test_a_diamond_on_asyncz_dev_runs_d_after_b_and_c_with_both_results(dev: DevRun) -> None:
+    from asyncz.client import Client
+
+    with Client(dev.url, API_KEY) as client:
+        jobs = client.submit_graph([
+            {"task": "transcribe", "payload": {"audio": "a.mp3"}, "ref": "a"},
+            {"task": "ask_model", "payload": {"model": "b", "score": 1}, "ref": "b",
+             "depends_on": ["a"]},
+            {"task": "ask_model", "payload": {"model": "c", "score": 2}, "ref": "c",
+             "depends_on": ["a"]},
+            {"task": "pick_best", "ref": "d", "depends_on": ["b", "c"]},
+        ])  # fmt: skip
+        ids = {job.ref: job.id for job in jobs}
+        assert client.result(ids["d"], timeout=60) == "c"  # it compared both results
+        d = client.get(ids["d"])
+        assert {p["job_id"] for p in d.depends_on or []} == {ids["b"], ids["c"]}
+        parents_done = max(client.get(ids[r]).finished_at for r in "bc")  # type: ignore[type-var]
+        assert d.started_at is not None and d.started_at >= parents_done
