@@ -193,12 +193,15 @@ function overviewPage() {
       el("thead", {}, el("tr", {}, ["queue", ...STATUSES, "ready", "delayed", "oldest queued"]
         .map((h, i) => el("th", { class: i ? "num" : null }, h)))),
       queues));
-  // The chart's points are minutes: it is fetched every 30 s, the counts every refresh.
+  // The chart's points are minutes: it is fetched every 30 s, the counts every refresh. The
+  // chart is asked for only once the counts answered: while the API fails, a refresh sends
+  // one request, not two.
   let series = null;
   let seriesAt = 0;
   async function refresh(live) {
     const again = Date.now() - seriesAt >= SERIES_REFRESH_MS;
-    const [stats, fresh] = await Promise.all([api("stats"), again ? api("stats/series") : null]);
+    const stats = await api("stats");
+    const fresh = again ? await api("stats/series") : null;
     if (!live()) return;
     if (fresh) [series, seriesAt] = [fresh, Date.now()];
     const sum = (k) => series.minutes.reduce((n, m) => n + m[k], 0);
