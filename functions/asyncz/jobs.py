@@ -97,6 +97,7 @@ class NewJob:
     idempotency_key: str | None = None
     depends_on: tuple[Dependency, ...] = ()
     ref: str | None = None  # a name other items of the same batch may depend on
+    submitted_by: str | None = None  # the name of the API key that submitted it
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,7 @@ class Job:
     open_parents: int = 0  # while waiting: parents not finished yet
     depth: int = 0  # 0 without parents
     has_dependents: bool = False  # some job names it in depends_on
+    submitted_by: str | None = None  # the name of the API key that submitted it
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ result types it returns. Protocols only: no driver is imported here."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -99,6 +99,7 @@ class JobStore(Protocol):
         task: str | None,
         limit: int,
         after: tuple[datetime, str] | None,
+        submitted_by: str | None = None,
     ) -> list[Job]: ...
     async def list_dead(
         self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
@@ -149,6 +150,46 @@ class JobStore(Protocol):
     def maintenance(self) -> MaintenanceStore:
         """The queries of recovery, retention, periodic jobs and count folding."""
         ...
+
+    @property
+    def access(self) -> AccessStore:
+        """The named API keys and the audit trail."""
+        ...
+
+
+class AccessStore(Protocol):
+    """Named API keys (stored as SHA-256) and the audit trail of operator actions (see
+    :mod:`asyncz.store.access`). Key rows carry ``name, scopes, rate_limit,
+    rate_period_seconds, created_at, expires_at, last_used_at, revoked_at``."""
+
+    async def live_keys(self) -> list[Row]:
+        """Keys neither revoked nor expired, with ``key_hash``."""
+        ...
+
+    async def list_keys(self, *, revoked: bool) -> list[Row]: ...
+    async def create_key(
+        self,
+        *,
+        name: str,
+        key_hash: str,
+        scopes: Sequence[str],
+        rate: tuple[int, int] | None,
+        expires_at: datetime | None,
+    ) -> Row:
+        """Raises KeyNameTakenError when a live key has the name."""
+        ...
+
+    async def revoke_key(self, name: str) -> Row | None: ...
+    async def touch_keys(self, hashes: Sequence[str]) -> None: ...
+    async def insert_audit(
+        self, *, key_name: str, action: str, target: str | None, detail: Mapping[str, Any],
+        outcome: str,
+    ) -> Row: ...  # fmt: skip
+    async def list_audit(
+        self, *, key_name: str | None, action: str | None, limit: int,
+        after: tuple[datetime, int] | None,
+    ) -> list[Row]: ...  # fmt: skip
+    async def prune_audit(self, older_than: float, limit: int) -> int: ...
 
 
 class DependencyStore(Protocol):
@@ -233,6 +274,11 @@ class JobBroker(Protocol):
     async def activity(self) -> int: ...
     async def idle_mark(self) -> str | None: ...
     async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None: ...
+    async def take_request(self, name: str, limit: int, period_seconds: int) -> float:
+        """Admit one request of API key ``name`` under ``limit`` per ``period_seconds``
+        across every sandbox: 0.0, else the seconds until one would be admitted."""
+        ...
+
     async def ping(self) -> None: ...
 
 

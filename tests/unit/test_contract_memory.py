@@ -10,6 +10,7 @@ import pytest
 
 from asyncz.testing import MemoryBroker, MemoryStore
 from tests.support.contract import *  # noqa: F403 - the suite's tests run here
+from tests.support.contract_access import *  # noqa: F403
 
 pytestmark = pytest.mark.unit
 

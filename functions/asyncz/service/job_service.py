@@ -188,10 +188,12 @@ class JobService:
         task: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        submitted_by: str | None = None,
     ) -> Page:
         jobs = await self.store.list_jobs(
-            status=status, queue=queue, task=task, limit=limit, after=decode_cursor(cursor)
-        )
+            status=status, queue=queue, task=task, limit=limit, after=decode_cursor(cursor),
+            submitted_by=submitted_by,
+        )  # fmt: skip
         kept = fit_page(jobs)
         last = kept[-1] if len(jobs) == limit or len(kept) < len(jobs) else None
         return Page(kept, encode_cursor(last.created_at, last.id) if last else None)

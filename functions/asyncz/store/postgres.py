@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
+from asyncz.store.access import AccessQueries
 from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns
@@ -44,6 +45,7 @@ def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
             "idempotency_key": new.idempotency_key,
             "run_at": new.run_at,
             "delay_seconds": float(new.delay_seconds),
+            "submitted_by": new.submitted_by,
         },
     )
 
@@ -56,6 +58,7 @@ class PostgresStore:
         self._run = QueryRunner(pool, query_timeout)
         self.maintenance = MaintenanceQueries(self._run)
         self.dependencies = DependencyQueries(self._run)
+        self.access = AccessQueries(self._run)
 
     @classmethod
     def create(
@@ -147,12 +150,16 @@ class PostgresStore:
         task: str | None,
         limit: int,
         after: tuple[datetime, str] | None,
+        submitted_by: str | None = None,
     ) -> list[Job]:
         # a task or queue filter alone: merge the ended jobs' index with the live statuses'
         name = "list_jobs_by_task_or_queue" if status is None and (queue or task) else "list_jobs"
+        if submitted_by is not None:  # along that key's own index
+            name = "list_jobs_by_submitter"
         rows = await self._run.rows(
             name,
             {
+                "submitted_by": submitted_by,
                 "status": status,
                 "queue": queue,
                 "task": task,

@@ -44,6 +44,7 @@ def job_of(row: Mapping[str, Any]) -> Job:
         open_parents=row["open_parents"],
         depth=row["depth"],
         has_dependents=row["has_dependents"],
+        submitted_by=row["submitted_by"],
     )
 
 
@@ -61,6 +62,7 @@ def new_job_columns(items: Sequence[tuple[str, NewJob]]) -> dict[str, Any]:
         "keys": [n.idempotency_key for n in news],
         "run_ats": [n.run_at for n in news],
         "delays": [float(n.delay_seconds) for n in news],
+        "submitters": [n.submitted_by for n in news],
     }
 
 

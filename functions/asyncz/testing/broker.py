@@ -24,6 +24,7 @@ class MemoryBroker:
         self.position: str | None = None
         self.enqueues = 0  # the Redis adapter's activity counter (always tracked here)
         self.idle: tuple[str, float] | None = None  # (value, expiry monotonic)
+        self.requests: dict[str, list[float]] = {}  # key name -> admitted request times
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
         if items:
@@ -120,6 +121,15 @@ class MemoryBroker:
 
     async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None:
         self.idle = None if value is None else (value, time.monotonic() + ttl_seconds)
+
+    async def take_request(self, name: str, limit: int, period_seconds: int) -> float:
+        now = time.monotonic()
+        log = [t for t in self.requests.get(name, []) if t > now - period_seconds]
+        self.requests[name] = log
+        if len(log) < limit:
+            log.append(now)
+            return 0.0
+        return max(0.001, log[0] + period_seconds - now)
 
     async def ping(self) -> None:
         return None
