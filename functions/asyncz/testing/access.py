@@ -68,8 +68,10 @@ class MemoryAccess:
         self, *, key_name: str, action: str, target: str | None, detail: Mapping[str, Any],
         outcome: str,
     ) -> Row:  # fmt: skip
-        row = {"id": len(self.audit) + 1, "at": datetime.now(UTC), "key_name": key_name,
-               "action": action, "target": target, "detail": dict(detail), "outcome": outcome}  # fmt: skip
+        row = {
+            "id": len(self.audit) + 1, "at": datetime.now(UTC), "key_name": key_name,
+            "action": action, "target": target, "detail": dict(detail), "outcome": outcome,
+        }  # fmt: skip
         self.audit.append(row)
         return {"id": row["id"], "at": row["at"]}
 
