@@ -17,7 +17,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -27,6 +27,8 @@ log = logging.getLogger("asyncz.access")
 
 # How long a sandbox trusts the keys it loaded: the bound on how long a revoked key works.
 KEY_RELOAD_SECONDS = 5.0
+# The configured keys (a secret read costs money per call) are read again after this long.
+CONFIGURED_RELOAD_SECONDS = 60.0
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _RATE = re.compile(r"^\s*(\d{1,7})\s*/\s*(\d{0,5})\s*(s|sec|second|m|min|minute|h|hour)\s*$")
 _PERIOD = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
@@ -118,6 +120,8 @@ def route_scope(method: str, path: str) -> Scope | None:
     """The scope a request needs; ``None`` for the public paths (checked before)."""
     if path.startswith("/keys"):
         return Scope.ADMIN
+    if path == "/whoami":
+        return None  # any key may ask what it may do
     if method == "GET" or method == "HEAD":
         return Scope.READ
     if method == "POST" and path in ("/jobs", "/jobs/batch"):
@@ -139,17 +143,21 @@ class KeyRing:
 
     def __init__(
         self,
-        load: Callable[[], Awaitable[list[Mapping[str, Any]]]] | None,
+        load: Callable[[], Awaitable[list[dict[str, Any]]]] | None,
         configured: Callable[[], frozenset[str]],
         *,
         touch: Callable[[list[str]], Awaitable[None]] | None = None,
         ttl_seconds: float = KEY_RELOAD_SECONDS,
+        configured_ttl_seconds: float = CONFIGURED_RELOAD_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._load = load
         self._configured = configured
         self._touch = touch
         self._ttl = ttl_seconds
+        self._configured_ttl = configured_ttl_seconds
+        self._configured_at: float | None = None
+        self.loaded = load is None  # the stored keys were read at least once
         self._clock = clock
         self._keys: dict[str, Principal] = {}
         self._expiry: dict[str, datetime] = {}
@@ -172,19 +180,24 @@ class KeyRing:
             if self._load is not None:
                 try:
                     self._apply(await self._load())
+                    self.loaded = True
                 except Exception:
                     log.warning("api keys: reload failed, keeping the loaded keys", exc_info=True)
                 await self._flush_used()
             self._loaded_at = self._clock()
 
     def reload_configured(self) -> None:
+        now = self._clock()
+        if self._configured_at is not None and now - self._configured_at < self._configured_ttl:
+            return
+        self._configured_at = now
         configured = {
             h: Principal(CONFIGURED_KEY_NAME, ALL_SCOPES, key_hash=h) for h in self._configured()
         }
         stored = {h: p for h, p in self._keys.items() if p.name != CONFIGURED_KEY_NAME}
         self._keys = {**stored, **configured}
 
-    def _apply(self, rows: list[Mapping[str, Any]]) -> None:
+    def _apply(self, rows: list[dict[str, Any]]) -> None:
         keys = {h: p for h, p in self._keys.items() if p.name == CONFIGURED_KEY_NAME}
         expiry: dict[str, datetime] = {}
         for row in rows:
@@ -211,7 +224,7 @@ class KeyRing:
         """The principal of ``key`` among the loaded keys (no I/O), else ``None``. Found by
         its SHA-256: a lookup's timing could only tell a digest, which does not lead back to
         a key."""
-        if self._loaded_at is None:
+        if self._configured_at is None:
             self.reload_configured()
         found = self._keys.get(hash_api_key(key))
         if found is None:

@@ -185,6 +185,10 @@ class AccessStore(Protocol):
         self, *, key_name: str, action: str, target: str | None, detail: Mapping[str, Any],
         outcome: str,
     ) -> Row: ...  # fmt: skip
+    async def finish_audit(self, audit_id: int, outcome: str, detail: Mapping[str, Any]) -> None:
+        """Set the outcome (and add to the detail) of an action recorded before it ran."""
+        ...
+
     async def list_audit(
         self, *, key_name: str | None, action: str | None, limit: int,
         after: tuple[datetime, int] | None,

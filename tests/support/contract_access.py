@@ -63,9 +63,15 @@ def test_the_audit_trail_lists_newest_first_with_filters_and_prunes(ports: Ports
             key_name=None, action=None, limit=10, after=(page[0]["at"], page[0]["id"])
         )
         assert [r["target"] for r in page + rest] == ["job-2", "job-1", "job-0"]
+        pending = await audit.insert_audit(
+            key_name="ops", action="replay", target=None, detail={"queue": "q"}, outcome="pending"
+        )
+        await audit.finish_audit(pending["id"], "ok", {"count": 3})
+        done = await audit.list_audit(key_name=None, action="replay", limit=1, after=None)
+        assert (done[0]["outcome"], done[0]["detail"]) == ("ok", {"queue": "q", "count": 3})
         assert await audit.prune_audit(3600, 10) == 0
         assert await audit.prune_audit(0, 2) == 2
-        assert len(await audit.list_audit(key_name=None, action=None, limit=10, after=None)) == 1
+        assert len(await audit.list_audit(key_name=None, action=None, limit=10, after=None)) == 2
 
     scenario(ports, body)
 

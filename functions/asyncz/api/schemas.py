@@ -187,6 +187,9 @@ class JobOut(BaseModel):
         description="GET /jobs/{id}: the jobs that depend on this one (the first 1,000)",
     )
     dependents_total: int | None = None
+    submitted_by: str | None = Field(
+        default=None, description="the name of the API key that submitted it"
+    )
 
     @classmethod
     def of(cls, job: Job, graph: dict[str, Any] | None = None) -> JobOut:
@@ -214,6 +217,7 @@ class JobOut(BaseModel):
             progress=job.progress,
             progress_message=job.progress_message,
             open_parents=job.open_parents if job.status == "waiting" else 0,
+            submitted_by=job.submitted_by,
             **(graph or {}),
         )
 

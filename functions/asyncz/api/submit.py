@@ -24,19 +24,20 @@ async def submit_reply(
     batch: bool,
     service: Callable[[], Awaitable[JobService]],
     scale_out: ScaleOut,
+    submitted_by: str | None = None,
 ) -> Reply:
     """Submit the job (``batch``: the jobs) a body the guards let through asks for, then look
     at the backlog for scale-out; the ``202`` or the ``422`` that says what is wrong. A domain
     error (a duplicate key, an outage) is raised for the app's one error handler.
-    ``headers`` are looked up by lower-case name."""
+    ``headers`` are looked up by lower-case name; ``submitted_by``: the key's name."""
     if batch:
-        news = parse_batch(body)
+        news = parse_batch(body, submitted_by)
         if isinstance(news, Reply):
             return news
         svc = await service()
         reply = accepted_batch(await svc.submit_many(news))
     else:
-        new = parse_submit(body, header_text(headers.get("idempotency-key")))
+        new = parse_submit(body, header_text(headers.get("idempotency-key")), submitted_by)
         if isinstance(new, Reply):
             return new
         svc = await service()
@@ -58,7 +59,9 @@ def header_text(value: str | None) -> str | None:
         return value
 
 
-def parse_submit(body: bytes, idempotency_header: str | None) -> NewJob | Reply:
+def parse_submit(
+    body: bytes, idempotency_header: str | None, submitted_by: str | None = None
+) -> NewJob | Reply:
     """The job a request body asks for, or the ``422`` reply that says what is wrong."""
     try:
         req = SubmitJob.model_validate_json(body)
@@ -69,10 +72,10 @@ def parse_submit(body: bytes, idempotency_header: str | None) -> NewJob | Reply:
             422, "validation_error", "`ref` names an item of POST /jobs/batch; a single job is "
             "named by its id"
         )  # fmt: skip
-    return _new_job(req, idempotency_header)
+    return _new_job(req, idempotency_header, submitted_by)
 
 
-def parse_batch(body: bytes) -> list[NewJob] | Reply:
+def parse_batch(body: bytes, submitted_by: str | None = None) -> list[NewJob] | Reply:
     """The jobs of a ``POST /jobs/batch`` body, or the ``422`` that names the first bad item
     (``index``): one bad item refuses the whole batch."""
     try:
@@ -84,7 +87,7 @@ def parse_batch(body: bytes) -> list[NewJob] | Reply:
         return _about_item(reply, index) if isinstance(index, int) else reply
     news: list[NewJob] = []
     for index, item in enumerate(req.jobs):
-        new = _new_job(item, None)
+        new = _new_job(item, None, submitted_by)
         if isinstance(new, Reply):
             return _about_item(new, index)
         news.append(new)
@@ -100,7 +103,9 @@ def _about_item(reply: Reply, index: int) -> Reply:
     return Reply(reply.status, body, reply.headers)
 
 
-def _new_job(req: SubmitJob, idempotency_header: str | None) -> NewJob | Reply:
+def _new_job(
+    req: SubmitJob, idempotency_header: str | None, submitted_by: str | None
+) -> NewJob | Reply:
     task = req.task or req.payload.get("task")
     if not isinstance(task, str) or not task:
         return error_reply(422, "missing_task", "give `task` (or `payload.task`)")
@@ -123,6 +128,7 @@ def _new_job(req: SubmitJob, idempotency_header: str | None) -> NewJob | Reply:
         idempotency_key=idempotency_key,
         depends_on=tuple(_dependency(d, req.on_parent_failure) for d in req.depends_on),
         ref=req.ref,
+        submitted_by=submitted_by,
     )
 
 

@@ -42,6 +42,7 @@ from asyncz.ports import (
     Row,
     SubmitOutcome,
 )
+from asyncz.service.access import Access
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.leases import Leases
@@ -77,6 +78,7 @@ class JobService:
         self.periodic = Periodic(store, registry, settings, self.submitting, self.enqueuer)
         self.readings = Gauges(store, broker, registry, settings)
         self.overview = Stats(store, broker, settings)
+        self.access = Access(store, settings, self.metrics)
 
     # --- submit (asyncz.service.submitting) ------------------------------------------------
 

@@ -69,6 +69,11 @@ class AccessQueries:
         assert row is not None
         return row
 
+    async def finish_audit(self, audit_id: int, outcome: str, detail: Mapping[str, Any]) -> None:
+        await self._run.rows(
+            "finish_audit", {"id": audit_id, "outcome": outcome, "detail": Jsonb(dict(detail))}
+        )
+
     async def list_audit(
         self, *, key_name: str | None, action: str | None, limit: int,
         after: tuple[datetime, int] | None,

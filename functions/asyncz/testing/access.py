@@ -75,6 +75,12 @@ class MemoryAccess:
         self.audit.append(row)
         return {"id": row["id"], "at": row["at"]}
 
+    async def finish_audit(self, audit_id: int, outcome: str, detail: Mapping[str, Any]) -> None:
+        for row in self.audit:
+            if row["id"] == audit_id:
+                row["outcome"] = outcome
+                row["detail"] = {**row["detail"], **detail}
+
     async def list_audit(
         self, *, key_name: str | None, action: str | None, limit: int,
         after: tuple[datetime, int] | None,

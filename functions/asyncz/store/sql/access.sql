@@ -56,3 +56,8 @@ WITH gone AS (
          LIMIT %(limit)s))
     RETURNING 1)
 SELECT count(*) AS pruned FROM gone;
+
+-- name: finish_audit
+-- The outcome of an action whose audit row was written before it ran.
+UPDATE audit_log SET outcome = %(outcome)s, detail = detail || %(detail)s
+ WHERE id = %(id)s;
