@@ -29,6 +29,10 @@ log = logging.getLogger("asyncz.access")
 KEY_RELOAD_SECONDS = 5.0
 # The configured keys (a secret read costs money per call) are read again after this long.
 CONFIGURED_RELOAD_SECONDS = 60.0
+# An unknown key makes a sandbox reload at most this often: a key just created works on
+# every sandbox within this bound, and a flood of wrong keys costs at most two small
+# queries a second per sandbox.
+MISS_RELOAD_SECONDS = 0.5
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _RATE = re.compile(r"^\s*(\d{1,7})\s*/\s*(\d{0,5})\s*(s|sec|second|m|min|minute|h|hour)\s*$")
 _PERIOD = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
@@ -167,14 +171,22 @@ class KeyRing:
 
     @property
     def stale(self) -> bool:
-        return self._loaded_at is None or self._clock() - self._loaded_at >= self._ttl
+        return self._older_than(self._ttl)
 
-    async def refresh(self) -> None:
-        """Reload if stale (one reload at a time per sandbox)."""
-        if not self.stale:
+    def _older_than(self, seconds: float) -> bool:
+        return self._loaded_at is None or self._clock() - self._loaded_at >= seconds
+
+    def invalidate(self) -> None:
+        """Reload at the next request (this sandbox created or revoked a key)."""
+        self._loaded_at = None
+
+    async def refresh(self, max_age: float | None = None) -> None:
+        """Reload if stale, or older than ``max_age`` (one reload at a time per sandbox)."""
+        age = self._ttl if max_age is None else max_age
+        if not self._older_than(age):
             return
         async with self._lock:
-            if not self.stale:
+            if not self._older_than(age):
                 return
             self.reload_configured()
             if self._load is not None:

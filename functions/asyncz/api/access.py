@@ -10,7 +10,14 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
 
-from asyncz.access import KeyRing, Principal, Scope, own_job_read, route_scope
+from asyncz.access import (
+    MISS_RELOAD_SECONDS,
+    KeyRing,
+    Principal,
+    Scope,
+    own_job_read,
+    route_scope,
+)
 from asyncz.api.guards import UNAUTHORIZED, is_public
 from asyncz.api.replies import Reply, error_reply
 from asyncz.errors import AsyncZError
@@ -62,6 +69,9 @@ class AccessGate:
         if self.ring.stale:
             await self.ring.refresh()
         principal = self.ring.lookup(key)
+        if principal is None:  # a key created since the last reload?
+            await self.ring.refresh(max_age=MISS_RELOAD_SECONDS)
+            principal = self.ring.lookup(key)
         if principal is None:
             return UNAUTHORIZED if self.ring.loaded else KEYS_UNAVAILABLE
         need = route_scope(method, path)

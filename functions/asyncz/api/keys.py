@@ -117,11 +117,13 @@ def mount_access(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> 
             principal_of(request).name, name=body.name, scopes=body.scopes, rate=rate,
             expires_at=body.expires_at,
         )  # fmt: skip
+        request.app.state.gate.ring.invalidate()
         return KeyCreated(key=key, **KeyOut.of(row).model_dump())
 
     @router.delete("/keys/{name}", status_code=204, response_class=Response, summary="Revoke")
     async def revoke_key(name: str, request: Request) -> Response:
         await (await service()).access.revoke_key(principal_of(request).name, name)
+        request.app.state.gate.ring.invalidate()
         return Response(status_code=204)
 
     @router.get("/audit", response_model=AuditPage, summary="Operator actions, newest first")

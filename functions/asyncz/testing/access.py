@@ -61,7 +61,7 @@ class MemoryAccess:
 
     async def touch_keys(self, hashes: Sequence[str]) -> None:
         for key in self.keys:
-            if key["key_hash"] in hashes and key["revoked_at"] is None:
+            if key["key_hash"] in hashes:
                 key["last_used_at"] = datetime.now(UTC)
 
     async def insert_audit(

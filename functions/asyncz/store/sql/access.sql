@@ -29,7 +29,7 @@ RETURNING name, revoked_at;
 -- name: touch_api_keys
 -- Last use, written by each sandbox at most once per reload for the keys it saw since.
 UPDATE api_keys SET last_used_at = now()
- WHERE key_hash = ANY(%(hashes)s::text[]) AND revoked_at IS NULL;
+ WHERE key_hash = ANY(%(hashes)s::text[]);
 
 -- name: insert_audit
 INSERT INTO audit_log (key_name, action, target, detail, outcome)
