@@ -162,7 +162,7 @@ def test_rates_and_scopes_parse_or_say_why_not() -> None:
     assert parse_rate("1000/10m") == (1000, 600)
     assert format_rate((5, 1)) == "5/s" and format_rate((1000, 600)) == "1000/10m"
     for bad in ("5", "0/s", "x/s", "5/y", "5/0s"):
-        with pytest.raises(ValueError, match="rate|period"):
+        with pytest.raises(ValueError, match=r"rate|period"):
             parse_rate(bad)
     assert parse_scopes(["submit,read"]) == {Scope.SUBMIT, Scope.READ}
     with pytest.raises(ValueError, match="'write' is not a scope"):
