@@ -46,6 +46,7 @@ class Job:
     open_parents: int = 0  # parents a waiting job still waits for
     depends_on: list[dict[str, Any]] | None = None  # get(): each parent's id, status, rule
     dependents: list[dict[str, Any]] | None = None  # get(): the jobs depending on it
+    submitted_by: str | None = None  # the name of the API key that submitted it
 
     @property
     def finished(self) -> bool:
@@ -77,6 +78,7 @@ class Job:
             open_parents=int(data.get("open_parents") or 0),
             depends_on=data.get("depends_on"),
             dependents=data.get("dependents"),
+            submitted_by=data.get("submitted_by"),
         )
 
 
