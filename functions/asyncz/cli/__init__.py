@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncz import __version__
+from asyncz.cli.access import add_access_commands
 from asyncz.cli.client import DEFAULT_API_URL, CliError
 from asyncz.cli.commands import cmd_dev, cmd_migrate
 from asyncz.cli.ops import (
@@ -176,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("health", "check the API")
     p.set_defaults(func=cmd_health)
+    add_access_commands(add, common)
     return parser
 
 
