@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--queue")
     p.add_argument("--task")
+    p.add_argument("--submitted-by", metavar="KEY_NAME", help="jobs this named key submitted")
     _page_options(p)
     p.set_defaults(func=cmd_list)
 
