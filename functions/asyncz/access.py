@@ -33,6 +33,9 @@ CONFIGURED_RELOAD_SECONDS = 60.0
 # every sandbox within this bound, and a flood of wrong keys costs at most two small
 # queries a second per sandbox.
 MISS_RELOAD_SECONDS = 0.5
+# A reload waits at most this long (a frozen database must not hold every request): past it
+# the sandbox keeps the keys it has and tries again after KEY_RELOAD_SECONDS.
+KEY_LOAD_TIMEOUT_SECONDS = 1.0
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _RATE = re.compile(r"^\s*(\d{1,7})\s*/\s*(\d{0,5})\s*(s|sec|second|m|min|minute|h|hour)\s*$")
 _PERIOD = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
@@ -191,7 +194,9 @@ class KeyRing:
             self.reload_configured()
             if self._load is not None:
                 try:
-                    self._apply(await self._load())
+                    async with asyncio.timeout(KEY_LOAD_TIMEOUT_SECONDS):
+                        rows = await self._load()
+                    self._apply(rows)
                     self.loaded = True
                 except Exception:
                     log.warning("api keys: reload failed, keeping the loaded keys", exc_info=True)
@@ -228,7 +233,8 @@ class KeyRing:
         used, self._used = self._used, set()
         if used and self._touch is not None:
             try:
-                await self._touch(sorted(used))
+                async with asyncio.timeout(KEY_LOAD_TIMEOUT_SECONDS):
+                    await self._touch(sorted(used))
             except Exception:
                 log.warning("api keys: could not record last use", exc_info=True)
 

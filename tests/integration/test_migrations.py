@@ -47,6 +47,7 @@ EXPECTED_JOBS = {
     "open_parents": "integer",
     "depth": "smallint",
     "has_dependents": "boolean",
+    "submitted_by": "text",
 }
 EXPECTED_DEPENDENCIES = {
     "child_id": "uuid",
@@ -132,6 +133,9 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "(task, created_at DESC, id DESC)" in indexes["jobs_task_ended_idx"]
     assert "'dead'::text" in indexes["jobs_task_ended_idx"]
     assert "WHERE (status = 'waiting'::text)" in indexes["jobs_waiting_idx"]
+    assert "WHERE (submitted_by IS NOT NULL)" in indexes["jobs_submitted_by_idx"]
+    assert set(columns(fresh_db, "api_keys")) >= {"name", "key_hash", "scopes", "revoked_at"}
+    assert set(columns(fresh_db, "audit_log")) >= {"key_name", "action", "target", "outcome"}
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(
