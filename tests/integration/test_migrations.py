@@ -47,6 +47,9 @@ EXPECTED_JOBS = {
     "open_parents": "integer",
     "depth": "smallint",
     "has_dependents": "boolean",
+    "unique_key": "text",
+    "unique_scope": "text",
+    "unique_until": "timestamp with time zone",
 }
 EXPECTED_DEPENDENCIES = {
     "child_id": "uuid",
@@ -132,6 +135,8 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "(task, created_at DESC, id DESC)" in indexes["jobs_task_ended_idx"]
     assert "'dead'::text" in indexes["jobs_task_ended_idx"]
     assert "WHERE (status = 'waiting'::text)" in indexes["jobs_waiting_idx"]
+    assert "UNIQUE" in indexes["jobs_unique_hold_idx"]
+    assert "(attempt_base = 0)" in indexes["jobs_unique_hold_idx"]
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(

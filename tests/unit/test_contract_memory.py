@@ -10,6 +10,7 @@ import pytest
 
 from asyncz.testing import MemoryBroker, MemoryStore
 from tests.support.contract import *  # noqa: F403 - the suite's tests run here
+from tests.support.unique_contract import *  # noqa: F403 - and the unique jobs' part
 
 pytestmark = pytest.mark.unit
 

@@ -23,6 +23,7 @@ from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns
 from asyncz.store.runner import QueryRunner, check_if_idle
+from asyncz.store.unique import UniqueQueries
 
 log = logging.getLogger("asyncz.store")
 
@@ -56,6 +57,7 @@ class PostgresStore:
         self._run = QueryRunner(pool, query_timeout)
         self.maintenance = MaintenanceQueries(self._run)
         self.dependencies = DependencyQueries(self._run)
+        self.unique = UniqueQueries(self._run)
 
     @classmethod
     def create(

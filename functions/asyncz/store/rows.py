@@ -44,6 +44,9 @@ def job_of(row: Mapping[str, Any]) -> Job:
         open_parents=row["open_parents"],
         depth=row["depth"],
         has_dependents=row["has_dependents"],
+        unique_key=row.get("unique_key"),
+        unique_scope=row.get("unique_scope"),
+        unique_until=utc(row.get("unique_until")),
     )
 
 

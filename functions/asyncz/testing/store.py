@@ -17,6 +17,7 @@ from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, 
 from asyncz.ports import Row, epoch_ms
 from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+from asyncz.testing.unique import MemoryUnique
 
 _now = now_utc
 
@@ -30,6 +31,7 @@ class MemoryStore:
         self.periodic: dict[tuple[str, datetime], str | None] = {}  # (task, slot) -> job id
         self.maintenance = MemoryMaintenance(self)
         self.dependencies = MemoryDependencies(self)
+        self.unique = MemoryUnique(self)
 
     # --- submit and read -----------------------------------------------------------------
 
