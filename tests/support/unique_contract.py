@@ -43,8 +43,8 @@ def test_a_period_key_is_held_after_its_job_ended(ports: Ports) -> None:
         await store.unique.insert(first, unique("p", UniqueScope.PERIOD, unique_for=3600))
         [lease] = await store.claim([first], "w", 3600)
         assert await store.complete(lease, {})
-        assert await store.unique.insert(str(uuid.uuid4()), unique("p", UniqueScope.PERIOD,
-                                                                    unique_for=3600)) is None  # fmt: skip
+        again = unique("p", UniqueScope.PERIOD, unique_for=3600)
+        assert await store.unique.insert(str(uuid.uuid4()), again) is None
         assert (await store.unique.holders(["p"]))["p"]["id"] == first
         job = await store.get_job(first)
         assert job.unique_scope == "period" and job.unique_until > job.created_at

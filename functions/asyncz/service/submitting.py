@@ -116,7 +116,8 @@ class Submitting:
         job_id = str(uuid.uuid4())
         if new.unique_key is not None:
             return await self.unique.submit(
-                job_id, new, lambda i, n, look: self._resolve_insert(i, n, look=look))
+                job_id, new, lambda i, n, look: self._resolve_insert(i, n, look=look)
+            )
         for _ in range(KEY_ROUNDS):
             try:
                 row = await self.store.insert_job(job_id, new)
@@ -203,8 +204,7 @@ class Submitting:
             if keys:
                 existing |= await self.store.get_by_idempotency_keys([k for k in keys if k])
             if unique:
-                held |= await self.unique.holders_of(
-                    [new for _, new in items], rows, set(existing))
+                held |= await self.unique.holders_of([new for _, new in items], rows, set(existing))
             # a key whose job was purged (or left its scope) meanwhile is free again
             todo = [i for i in todo if rows[i] is None
                     and items[i][1].idempotency_key not in existing
