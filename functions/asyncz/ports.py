@@ -283,6 +283,7 @@ class BatchItem:
     duplicate: bool
     enqueued: bool = True
     ref: str | None = None  # the item's ref, when it gave one
+    unique: bool = False  # a duplicate because its unique key is held (job_id: the holder)
 
 
 @dataclass(frozen=True, slots=True)

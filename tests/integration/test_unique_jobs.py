@@ -11,10 +11,12 @@ from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
 from asyncz.api import handler as api_handler
+from asyncz.client import Client
 from asyncz.jobs import NewJob, UniqueScope
 from asyncz.ports import epoch_ms
 from asyncz.settings import Settings
@@ -239,3 +241,34 @@ def test_bad_unique_input_is_422_and_stores_nothing(
     if path == "/jobs/batch":
         assert reply.json()["index"] == 1
     assert count(api_settings) == 0
+
+
+def handler_client(flavour: str) -> Client:
+    """The real client, its requests turned into API Gateway events for the api handler."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        reply = call(api_handler.handler, request.method, request.url.raw_path.decode(),
+                     api_key=KEY, flavour=flavour, raw_body=request.content,
+                     headers={"Content-Type": "application/json"})  # fmt: skip
+        return httpx.Response(reply.status, content=reply.body, headers=reply.headers)
+
+    return Client("http://api.test", KEY, transport=httpx.MockTransport(handle))
+
+
+@FLAVOURS
+def test_the_client_returns_the_holders_id_and_shows_the_key(api: Any, flavour: str) -> None:
+    with handler_client(flavour) as client:
+        first = client.submit("echo", {"v": 1}, unique_key="client:1", delay_seconds=60)
+        again = client.submit("echo", {"v": 2}, unique_key="client:1")
+        moved = client.submit("echo", {"v": 3}, unique_key="client:1", debounce=True,
+                              delay_seconds=120)  # fmt: skip
+        assert (first.duplicate, again.duplicate, moved.duplicate) == (False, True, True)
+        assert again.id == moved.id == first.id and moved.debounced and not again.debounced
+        job = client.get(first.id)
+        assert (job.unique_key, job.unique_scope, job.payload) == (
+            "client:1", "queued_or_running", {"v": 3})  # fmt: skip
+        jobs = client.submit_many([{"task": "echo", "unique_key": "client:1"},
+                                   {"task": "echo", "unique_key": "client:2"},
+                                   {"task": "echo", "unique_key": "client:2"}])  # fmt: skip
+        assert [j.duplicate for j in jobs] == [True, False, True]
+        assert jobs[0].id == first.id and jobs[2].id == jobs[1].id

@@ -129,6 +129,7 @@ class BatchResult(BaseModel):
         "earlier item): nothing was stored"
     )
     ref: str | None = None
+    unique: bool | None = Field(default=None, description="a duplicate of a held unique key")
 
 
 class BatchSubmitted(BaseModel):

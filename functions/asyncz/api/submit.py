@@ -165,6 +165,7 @@ def accepted_batch(items: list[BatchItem]) -> Reply:
     results = [
         {"job_id": it.job_id, "status": it.status, "duplicate": it.duplicate}
         | ({"ref": it.ref} if it.ref is not None else {})
+        | ({"unique": True} if it.unique else {})
         for it in items
     ]
     body: dict[str, Any] = {

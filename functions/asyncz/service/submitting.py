@@ -115,9 +115,7 @@ class Submitting:
             return SubmitOutcome(item.job_id, JobStatus(item.status), item.enqueued)
         job_id = str(uuid.uuid4())
         if new.unique_key is not None:
-            return await self.unique.submit(
-                job_id, new, lambda i, n, look: self._resolve_insert(i, n, look=look)
-            )
+            return await self.unique.submit(job_id, new, self._resolve_insert)
         for _ in range(KEY_ROUNDS):
             try:
                 row = await self.store.insert_job(job_id, new)
@@ -347,4 +345,5 @@ def _result(
     other = existing.get(new.idempotency_key or "") or held.get(new.unique_key or "")
     if other is None:  # the other job was purged between the two statements
         return BatchItem(None, "purged", duplicate=True)
-    return BatchItem(str(other["id"]), str(other["status"]), duplicate=True)
+    unique = new.idempotency_key not in existing  # else a duplicate of its idempotency key
+    return BatchItem(str(other["id"]), str(other["status"]), duplicate=True, unique=unique)

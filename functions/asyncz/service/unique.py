@@ -31,9 +31,10 @@ log = logging.getLogger("asyncz.service")
 # free again): more than one in a row is a race nobody runs on purpose.
 KEY_ROUNDS = 3
 
-# After an INSERT whose answer was lost: the row's {"run_at_ms", "due"} when this job was
-# stored, None when the idempotency key is another job's; else it raises.
-Resolve = Callable[[str, NewJob, bool], Awaitable[Row | None]]
+# After an INSERT whose answer was lost, ``resolve(job_id, new, look=...)``: the row's
+# {"run_at_ms", "due"} when this job was stored, None when the idempotency key is another
+# job's; else it raises (Submitting._resolve_insert).
+Resolve = Callable[..., Awaitable[Row | None]]
 
 
 class UniqueSubmits:
@@ -50,7 +51,7 @@ class UniqueSubmits:
             try:
                 row = await self.store.unique.insert(job_id, new)
             except StoreOutcomeUnknownError as exc:
-                row = await resolve(job_id, new, exc.answering)
+                row = await resolve(job_id, new, look=exc.answering)
                 row = {**row, "id": job_id} if row is not None else None
             if row is not None and row["id"] == job_id:
                 self.metrics.add_metric("JobsSubmitted", "Count", 1)
