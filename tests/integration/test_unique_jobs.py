@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,29 +19,13 @@ from asyncz.client import Client
 from asyncz.jobs import NewJob, UniqueScope
 from asyncz.ports import epoch_ms
 from asyncz.settings import Settings
-from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain, sandbox
-from tests.support.apigw import Reply, call
+from tests.integration.test_api import FLAVOURS, KEY, api, api_settings, drain, flavour
+from tests.support.apigw import call
 from tests.support.ledger import rows
 from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
-__all__ = ["api_settings"]  # the module's fixture, used here
-
-
-@pytest.fixture
-def flavour() -> str:
-    return "rest"  # tests marked with FLAVOURS run on both
-
-
-@pytest.fixture
-def api(api_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
-    api_handler._sandbox = sandbox(api_settings)
-
-    def request(method: str, target: str, **kw: Any) -> Reply:
-        return call(api_handler.handler, method, target, api_key=KEY, flavour=flavour, **kw)
-
-    yield request
-    api_handler.reset()
+__all__ = ["api", "api_settings", "flavour"]  # the module's fixtures, used here
 
 
 def count(settings: Settings) -> int:

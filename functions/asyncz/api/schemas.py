@@ -81,7 +81,7 @@ class SubmitJob(UniqueFields):
             raise PydanticCustomError("invalid_payload", "payload {problem}", {"problem": problem})
         return payload
 
-    @field_validator("idempotency_key")
+    @field_validator("idempotency_key", "unique_key")
     @classmethod
     def _no_nul_in_key(cls, key: str | None) -> str | None:
         if key is not None and "\x00" in key:

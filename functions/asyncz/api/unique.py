@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, Field, model_validator
 
 from asyncz.jobs import MAX_UNIQUE_FOR, MAX_UNIQUE_KEY
 
@@ -14,7 +13,7 @@ ScopeName = Literal["queued", "queued_or_running", "period"]
 
 
 class UniqueFields(BaseModel):
-    unique_key: str | None = Field(
+    unique_key: str | None = Field(  # no NUL: SubmitJob's key check
         default=None,
         min_length=1,
         max_length=MAX_UNIQUE_KEY,
@@ -36,13 +35,6 @@ class UniqueFields(BaseModel):
         description="POST /jobs only: when the key's holder has not started yet, it takes "
         "this submit's payload and start (`delay_seconds`/`run_at`) instead; one job remains",
     )
-
-    @field_validator("unique_key")
-    @classmethod
-    def _no_nul_in_unique_key(cls, key: str | None) -> str | None:
-        if key is not None and "\x00" in key:
-            raise PydanticCustomError("invalid_key", "the key contains a NUL character")
-        return key
 
     @model_validator(mode="after")
     def _one_unique_scope(self) -> UniqueFields:

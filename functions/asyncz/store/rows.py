@@ -50,6 +50,22 @@ def job_of(row: Mapping[str, Any]) -> Job:
     )
 
 
+def new_job_params(job_id: str, new: NewJob) -> dict[str, Any]:
+    """A new job's parameters, for a single-row INSERT."""
+    return {
+        "id": job_id,
+        "task": new.task,
+        "payload": Jsonb(new.payload),
+        "queue": new.queue,
+        "priority": new.priority,
+        "max_retries": new.max_retries,
+        "timeout_seconds": new.timeout_seconds,
+        "idempotency_key": new.idempotency_key,
+        "run_at": new.run_at,
+        "delay_seconds": float(new.delay_seconds),
+    }
+
+
 def new_job_columns(items: Sequence[tuple[str, NewJob]]) -> dict[str, Any]:
     """New jobs as one array per column, for a multi-row INSERT from ``unnest``."""
     news = [new for _, new in items]

@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from asyncz.jobs import NewJob, UniqueScope
 from asyncz.ports import Row
-from asyncz.store.rows import new_job_columns
+from asyncz.store.rows import new_job_columns, new_job_params
 from asyncz.store.runner import QueryRunner
 
 
@@ -22,16 +21,7 @@ def _unique_for(new: NewJob) -> float | None:
 
 def _params(job_id: str, new: NewJob) -> dict[str, Any]:
     return {
-        "id": job_id,
-        "task": new.task,
-        "payload": Jsonb(new.payload),
-        "queue": new.queue,
-        "priority": new.priority,
-        "max_retries": new.max_retries,
-        "timeout_seconds": new.timeout_seconds,
-        "idempotency_key": new.idempotency_key,
-        "run_at": new.run_at,
-        "delay_seconds": float(new.delay_seconds),
+        **new_job_params(job_id, new),
         "unique_key": new.unique_key,
         "unique_scope": str(new.unique_scope),
         "unique_for": _unique_for(new),
