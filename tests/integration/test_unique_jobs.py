@@ -255,3 +255,21 @@ def test_the_client_returns_the_holders_id_and_shows_the_key(api: Any, flavour: 
                                    {"task": "echo", "unique_key": "client:2"}])  # fmt: skip
         assert [j.duplicate for j in jobs] == [True, False, True]
         assert jobs[0].id == first.id and jobs[2].id == jobs[1].id
+
+
+def test_a_replayed_job_holds_no_key_and_runs_beside_the_newer_holder(settings: Settings) -> None:
+    async def scenario() -> tuple[Any, ...]:
+        async with open_service(settings) as svc:
+            new = NewJob(task="echo", payload={}, unique_key="again", max_retries=0)
+            first = await svc.submit(new)
+            [lease] = await svc.claim_next("w", ["default"], 1, 1, 3600)
+            assert (await svc.fail(lease, "boom")).status == "dead"
+            second = await svc.submit(new)  # the dead job is out of its scope
+            replayed = await svc.replay(first.job_id)  # no clash with the holder
+            third = await svc.submit(new)
+            return first, second, replayed, third
+
+    first, second, replayed, third = asyncio.run(scenario())
+    assert not second.duplicate and second.job_id != first.job_id
+    assert replayed.status == "queued" and replayed.unique_key == "again"
+    assert third.duplicate and third.job_id == second.job_id
