@@ -147,6 +147,11 @@ class JobStore(Protocol):
         ...
 
     @property
+    def unique(self) -> UniqueStore:
+        """The queries of unique jobs (insert under a held key, read the holders)."""
+        ...
+
+    @property
     def maintenance(self) -> MaintenanceStore:
         """The queries of recovery, retention, periodic jobs and count folding."""
         ...
@@ -239,6 +244,24 @@ class DependencyStore(Protocol):
     async def any_waiting(self) -> bool: ...
 
 
+class UniqueStore(Protocol):
+    """What unique jobs (:mod:`asyncz.service.unique`) need from Postgres (see
+    :mod:`asyncz.store.unique`)."""
+
+    async def insert(self, job_id: str, new: NewJob) -> Row | None:
+        """``{"id", "status", "run_at_ms", "due"}`` of the job inserted, or with ``debounce``
+        of the holder changed (another id); ``None`` when the key or idempotency key is held."""
+        ...
+
+    async def insert_many(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
+        """One statement; per item, in order: its row, or ``None`` (a key held)."""
+        ...
+
+    async def holders(self, keys: Sequence[str]) -> dict[str, Row]:
+        """``{key: {"id", "status", "queue", "priority", "run_at", "due"}}`` of the holders."""
+        ...
+
+
 class MaintenanceStore(Protocol):
     """What maintenance (:mod:`asyncz.maintenance`) needs from Postgres, beside the job store
     (see :mod:`asyncz.store.maintenance`)."""
@@ -261,6 +284,10 @@ class JobBroker(Protocol):
     """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int: ...
+    async def reschedule(self, items: Sequence[Dispatch]) -> None:
+        """Move ids already enqueued to where they now belong (a debounced job's new start)."""
+        ...
+
     async def live_workers(self) -> int: ...
     async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
     async def add_starting(self, count: int, ttl_seconds: float) -> None: ...
@@ -293,6 +320,8 @@ class SubmitOutcome:
     job_id: str
     status: JobStatus
     enqueued: bool  # False when Redis was down: the job is durable, recovery enqueues it
+    duplicate: bool = False  # its unique key was held: job_id is the holder, nothing stored
+    debounced: bool = False  # ... and the holder took this submit's payload and start
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +333,7 @@ class BatchItem:
     duplicate: bool
     enqueued: bool = True
     ref: str | None = None  # the item's ref, when it gave one
+    unique: bool = False  # a duplicate because its unique key is held (job_id: the holder)
 
 
 @dataclass(frozen=True, slots=True)

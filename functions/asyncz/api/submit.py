@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from asyncz.api.replies import Reply, error_reply, validation_reply
 from asyncz.api.schemas import DependencyIn, SubmitBatch, SubmitJob
 from asyncz.fleet.scale_out import ScaleOut
-from asyncz.jobs import Dependency, NewJob, ParentRule
+from asyncz.jobs import Dependency, NewJob, ParentRule, UniqueScope
 from asyncz.observability import logger
 from asyncz.ports import BatchItem, SubmitOutcome
 from asyncz.service import JobService
@@ -88,9 +88,16 @@ def parse_batch(body: bytes, submitted_by: str | None = None) -> list[NewJob] | 
     news: list[NewJob] = []
     for index, item in enumerate(req.jobs):
         new = _new_job(item, None, submitted_by)
+        if not isinstance(new, Reply) and new.debounce:
+            new = error_reply(422, "validation_error", "debounce is for POST /jobs only")
         if isinstance(new, Reply):
             return _about_item(new, index)
         news.append(new)
+    unique = next((i for i, n in enumerate(news) if n.unique_key is not None), None)
+    if unique is not None and any(n.depends_on or n.ref is not None for n in news):
+        return _about_item(error_reply(
+            422, "validation_error", "unique_key items cannot be in a batch with refs or "
+            "depends_on"), unique)  # fmt: skip
     return news
 
 
@@ -116,6 +123,10 @@ def _new_job(
         return error_reply(
             422, "validation_error", "Idempotency-Key is 1 to 200 characters, no NUL"
         )
+    if req.unique_key is not None and (req.depends_on or req.ref is not None):
+        return error_reply(
+            422, "validation_error", "a job with a unique_key cannot have depends_on or a ref"
+        )
     return NewJob(
         task=task,
         payload=req.payload,
@@ -129,6 +140,10 @@ def _new_job(
         depends_on=tuple(_dependency(d, req.on_parent_failure) for d in req.depends_on),
         ref=req.ref,
         submitted_by=submitted_by,
+        unique_key=req.unique_key,
+        unique_scope=UniqueScope(req.unique_scope) if req.unique_scope else None,
+        unique_for=req.unique_for,
+        debounce=req.debounce,
     )
 
 
@@ -139,6 +154,11 @@ def _dependency(item: str | DependencyIn, default: str) -> Dependency:
 
 
 def accepted(sub: SubmitOutcome) -> Reply:
+    """``202`` and the new job; ``200`` and the job holding the unique key (nothing new)."""
+    if sub.duplicate:
+        body = {"job_id": sub.job_id, "status": sub.status.value, "duplicate": True,
+                "debounced": sub.debounced}  # fmt: skip
+        return Reply(200, body, {"Location": f"/jobs/{sub.job_id}"})
     return Reply(
         202,
         {"job_id": sub.job_id, "status": sub.status.value},
@@ -151,6 +171,7 @@ def accepted_batch(items: list[BatchItem]) -> Reply:
     results = [
         {"job_id": it.job_id, "status": it.status, "duplicate": it.duplicate}
         | ({"ref": it.ref} if it.ref is not None else {})
+        | ({"unique": True} if it.unique else {})
         for it in items
     ]
     body: dict[str, Any] = {

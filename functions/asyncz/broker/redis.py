@@ -121,6 +121,14 @@ class RedisBroker:
         self.keys.known |= fresh
         return sum(int(r) for r in results[: len(items)])
 
+    async def reschedule(self, items: Sequence[Dispatch]) -> None:
+        """Move ids already enqueued to where they belong now (one round trip)."""
+        with _guard():
+            async with self._r.pipeline(transaction=False) as pipe:
+                for it in items:
+                    self.keys.move(pipe, it)
+                await pipe.execute()
+
     async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int:
         """Move due delayed ids to ready (Lua, atomic per queue); returns how many moved."""
         moved = 0

@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--on-parent-failure", choices=["fail", "run"], help="when a parent ends dead or cancelled"
     )
+    p.add_argument("--unique-key", help="while a job holds it, answer with that job instead")
+    p.add_argument("--unique-scope", choices=["queued", "queued_or_running", "period"])
+    p.add_argument("--unique-for", type=int, metavar="SECONDS", help="the period scope's length")
+    p.add_argument(
+        "--debounce", action="store_true", help="a waiting holder takes this payload and start"
+    )
     _wait_options(p)
     p.set_defaults(func=cmd_submit)
 

@@ -27,7 +27,8 @@ from asyncz.cli.output import (
 from asyncz.client import Client, Job
 
 SUBMIT_OPTIONS = ("queue", "priority", "max_retries", "timeout_seconds", "delay_seconds",
-                  "idempotency_key", "depends_on", "on_parent_failure")  # fmt: skip
+                  "idempotency_key", "depends_on", "on_parent_failure", "unique_key",
+                  "unique_scope", "unique_for", "debounce")  # fmt: skip
 
 
 def _progress(args: argparse.Namespace, what: str) -> Progress:
@@ -59,6 +60,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"submitted {job.id}")
             return _wait(args, client, job.id)
+    if job.duplicate:  # its unique key is held: the holder, nothing stored
+        held = "debounced" if job.debounced else "duplicate"
+        out = {"job_id": job.id, "status": job.status, "duplicate": True, held: True}
+        emit(args, out, f"{job.id}  {job.status}  ({held}: unique key {job.unique_key} held)")
+        return 0
     emit(args, {"job_id": job.id, "status": job.status}, f"{job.id}  {job.status}")
     return 0
 

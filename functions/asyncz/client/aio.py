@@ -26,6 +26,7 @@ from asyncz.client.errors import (
     WaitTimeout,
 )
 from asyncz.client.models import Attempt, Health, Job, Stats
+from asyncz.client.unique import answered, unique_fields
 
 
 class AsyncClient:
@@ -105,23 +106,32 @@ class AsyncClient:
         idempotency_key: str | None = None,
         depends_on: Sequence[str | Mapping[str, Any]] | None = None,
         on_parent_failure: str | None = None,
+        unique_key: str | None = None,
+        unique_scope: str | None = None,
+        unique_for: int | None = None,
+        debounce: bool = False,
     ) -> Job:
         """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists
         (not when it is our own earlier try of this call that stored it: that job is
         returned). ``depends_on``: job ids it waits for (status ``waiting``), each a string
         or ``{"job_id": ..., "on_parent_failure": "run"}``; ``on_parent_failure``: ``fail``
-        (the default) or ``run``."""
+        (the default) or ``run``. ``unique_key``: when a job holds it (``unique_scope``
+        ``queued``, ``queued_or_running`` or ``period`` with ``unique_for`` seconds), that
+        job is returned with ``duplicate=True`` (``debounce``: it takes this payload and
+        start while it has not started); docs/flow-control.md."""
         body, generated = _core.with_key(
             _core.submit_body(task, payload, queue=queue, priority=priority,
                               max_retries=max_retries, timeout_seconds=timeout_seconds,
                               delay_seconds=delay_seconds, run_at=run_at,
                               idempotency_key=idempotency_key, depends_on=depends_on,
-                              on_parent_failure=on_parent_failure),
+                              on_parent_failure=on_parent_failure)
+            | unique_fields(unique_key, unique_scope, unique_for, debounce),
             self.retry.retries,
         )  # fmt: skip
         keyed = bool(body.get("idempotency_key"))  # a key makes a second try safe
         try:
-            return _core.submitted(body, await self._json(Call("POST", "/jobs", body, safe=keyed)))
+            reply = await self._json(Call("POST", "/jobs", body, safe=keyed))
+            return answered(_core.submitted(body, reply), body, reply)
         except DuplicateJob as exc:
             if generated or exc.after_uncertain_try:  # our own earlier try was stored
                 return _core.duplicate_of_ours(exc, body)

@@ -41,7 +41,10 @@ class Job:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     updated_at: datetime | None = None
-    duplicate: bool = False
+    duplicate: bool = False  # also: a submit whose unique_key another job holds (that job)
+    debounced: bool = False  # ... which took this submit's payload and start
+    unique_key: str | None = None
+    unique_scope: str | None = None
     ref: str | None = None  # its ref in the batch that submitted it (submit_graph)
     open_parents: int = 0  # parents a waiting job still waits for
     depends_on: list[dict[str, Any]] | None = None  # get(): each parent's id, status, rule
@@ -67,6 +70,8 @@ class Job:
             max_retries=data.get("max_retries"),
             timeout_seconds=data.get("timeout_seconds"),
             idempotency_key=data.get("idempotency_key"),
+            unique_key=data.get("unique_key"),
+            unique_scope=data.get("unique_scope"),
             cancel_requested=bool(data.get("cancel_requested")),
             worker_id=data.get("worker_id"),
             run_at=_when(data.get("run_at")),

@@ -22,8 +22,9 @@ from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.access import AccessQueries
 from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.maintenance import MaintenanceQueries
-from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns
+from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns, new_job_params
 from asyncz.store.runner import QueryRunner, check_if_idle
+from asyncz.store.unique import UniqueQueries
 
 log = logging.getLogger("asyncz.store")
 
@@ -32,22 +33,8 @@ Row = dict[str, Any]
 
 def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
     """The query name and parameters that insert a new job."""
-    return (
-        "insert_job_idempotent" if new.idempotency_key is not None else "insert_job",
-        {
-            "id": job_id,
-            "task": new.task,
-            "payload": Jsonb(new.payload),
-            "queue": new.queue,
-            "priority": new.priority,
-            "max_retries": new.max_retries,
-            "timeout_seconds": new.timeout_seconds,
-            "idempotency_key": new.idempotency_key,
-            "run_at": new.run_at,
-            "delay_seconds": float(new.delay_seconds),
-            "submitted_by": new.submitted_by,
-        },
-    )
+    name = "insert_job_idempotent" if new.idempotency_key is not None else "insert_job"
+    return name, new_job_params(job_id, new)
 
 
 class PostgresStore:
@@ -59,6 +46,7 @@ class PostgresStore:
         self.maintenance = MaintenanceQueries(self._run)
         self.dependencies = DependencyQueries(self._run)
         self.access = AccessQueries(self._run)
+        self.unique = UniqueQueries(self._run)
 
     @classmethod
     def create(

@@ -43,6 +43,16 @@ class MemoryBroker:
                 new += 1
         return new
 
+    async def reschedule(self, items: Sequence[Dispatch]) -> None:
+        for it in items:
+            member = f"{it.priority}|{it.job_id}"
+            if it.due:
+                self.delayed.get(it.queue, {}).pop(member, None)
+                await self.enqueue([it])
+            else:
+                self.ready.get(it.queue, {}).pop(it.job_id, None)
+                self.delayed.setdefault(it.queue, {})[member] = it.run_at_ms
+
     async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int:
         now, moved = epoch_ms(), 0
         for q in queues:

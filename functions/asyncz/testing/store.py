@@ -18,6 +18,7 @@ from asyncz.ports import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+from asyncz.testing.unique import MemoryUnique
 
 _now = now_utc
 
@@ -32,6 +33,7 @@ class MemoryStore:
         self.maintenance = MemoryMaintenance(self)
         self.dependencies = MemoryDependencies(self)
         self.access = MemoryAccess()
+        self.unique = MemoryUnique(self)
 
     # --- submit and read -----------------------------------------------------------------
 
