@@ -136,5 +136,3 @@ def api_key_hashes(settings: Settings) -> frozenset[str]:
             keys += [k.strip() for k in raw.split(",") if k.strip()]
         hashes |= {hash_api_key(k) for k in keys}
     return frozenset(hashes)
-
-
