@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Architecture = Literal["x86_64", "arm64"]
+# The API Gateway in front of the api function: the REST API (v1) or an HTTP API (v2,
+# payload format 2.0; cheaper per request: docs/cost.md).
+ApiKind = Literal["rest", "http"]
 StageKind = Literal["aws", "local"]
 # What an ``aws`` stage costs and gives up (docs/deploy.md prices each):
 #   standard   RDS + RDS Proxy, Valkey primary + replica, Secrets Manager credentials;
@@ -32,6 +35,7 @@ class StageConfig:
     kind: StageKind = "aws"
     profile: Profile = "standard"
     architecture: Architecture = "x86_64"
+    api: ApiKind = "rest"
 
     # --- Network (aws only). NAT gateways give the functions internet egress
     # (needed by tasks that call outside APIs); 0 keeps them private and cheaper.
@@ -142,6 +146,7 @@ PROFILE_DEFAULTS: dict[Profile, dict[str, Any]] = {
         "tracing": False,  # no X-Ray endpoint ($14.60/month) in lean
         "api_reserved_concurrency": 10,
         "fleet_max_workers": 4,
+        "api": "http",  # $1.00 per million requests against $3.50 (docs/cost.md)
     },
     "serverless": {
         "cache_replicas": 0,
@@ -149,6 +154,7 @@ PROFILE_DEFAULTS: dict[Profile, dict[str, Any]] = {
         "api_reserved_concurrency": 10,
         "fleet_max_workers": 4,
         "recovery_idle_check_seconds": 3600,
+        "api": "http",
     },
 }
 
