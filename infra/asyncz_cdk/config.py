@@ -36,6 +36,9 @@ class StageConfig:
     profile: Profile = "standard"
     architecture: Architecture = "x86_64"
     api: ApiKind = "rest"
+    # Lambda's platform lines (START/END/REPORT) at this level and above; None: Lambda's
+    # text log format with all of them (the local stage: LocalStack's logs as before).
+    platform_log_level: str | None = "WARN"
 
     # --- Network (aws only). NAT gateways give the functions internet egress
     # (needed by tasks that call outside APIs); 0 keeps them private and cheaper.
@@ -191,6 +194,7 @@ def local_stage(
         "heartbeat_seconds": 2,
         "log_retention_days": 7,
         "retain_data": False,
+        "platform_log_level": None,
         "db_deletion_protection": False,
     }
     values.update(overrides or {})

@@ -65,6 +65,7 @@ class ServiceStack(Stack):
             network=data.network,
             metrics_namespace=metrics_namespace(name),
             task_modules=tuple(task_modules),
+            platform_log_level=config.platform_log_level,
         )
         functions = Functions(
             self,

@@ -1,5 +1,6 @@
-"""`-c api=http` (the default of `lean` and `serverless`): an HTTP API with payload format
-2.0 in front of the api function, its stage throttled and access-logged, and no REST API."""
+"""The front and the logs of the deployed functions: `-c api=http` (the default of `lean` and
+`serverless`) puts an HTTP API with payload format 2.0 in front of the api function, its stage
+throttled and access-logged, and no REST API; Lambda's platform lines are dropped in AWS."""
 
 from __future__ import annotations
 
@@ -58,3 +59,17 @@ def test_standard_keeps_the_rest_api_for_x_ray_tracing(aws: Synth) -> None:
     assert aws.config.api == "rest" and aws.config.tracing
     assert len(resources(aws.service, "AWS::ApiGateway::RestApi")) == 1
     assert resources(aws.service, "AWS::ApiGatewayV2::Api") == {}
+
+
+def test_lambda_platform_lines_are_dropped_in_aws_and_kept_for_localstack(
+    aws: Synth, local: Synth
+) -> None:
+    for _, fn in asyncz_functions(aws.service).values():
+        assert fn["Properties"]["LoggingConfig"] == {
+            "ApplicationLogLevel": "INFO",
+            "LogFormat": "JSON",
+            "LogGroup": fn["Properties"]["LoggingConfig"]["LogGroup"],
+            "SystemLogLevel": "WARN",
+        }
+    for _, fn in asyncz_functions(local.service).values():
+        assert "LogFormat" not in fn["Properties"].get("LoggingConfig", {})
