@@ -40,8 +40,9 @@ from tests.perf.bench_scale_out import call
 from tests.perf.common import DB, command, load_line, machine, prepare, start_dev, stop_dev
 from tests.support.devrun import free_port
 
-# Lambda's platform lines per invocation (text format): START (~70 B), END (~50 B) and
-# REPORT (~140 B with its durations and memory).
+# Lambda's platform lines per invocation in its text log format: START (~70 B), END (~50 B)
+# and REPORT (~140 B with its durations and memory). The deployed functions log JSON with
+# Lambda's own lines at WARN, which drops them: --platform-bytes 0.
 PLATFORM_BYTES = 260
 STATS_FLUSH_SECONDS = 11.0  # PostgreSQL's PGSTAT_IDLE_INTERVAL (10 s), and a margin
 
@@ -119,7 +120,7 @@ def owner(record: dict[str, Any]) -> str | None:
     return "other"
 
 
-def measure(jobs: int, batch: int, log_dir: str) -> dict[str, float]:
+def measure(jobs: int, batch: int, log_dir: str, platform_bytes: int) -> dict[str, float]:
     prepare()
     server, redis_url = private_redis()
     log_path = os.path.join(log_dir, f"batch-{batch}.log")
@@ -164,8 +165,10 @@ def measure(jobs: int, batch: int, log_dir: str) -> dict[str, float]:
         ):
             figures["worker_invocations"] += 1
             figures["worker_billed_ms"] += math.ceil(float(record["duration_ms"]))
-    figures["log_bytes_api"] += PLATFORM_BYTES * figures["api_invocations"]
-    figures["log_bytes_worker"] += PLATFORM_BYTES * figures["worker_invocations"]
+    figures["log_bytes_api"] += platform_bytes * figures["api_invocations"]
+    figures["log_bytes_worker"] += platform_bytes * figures["worker_invocations"]
+    own = sum(v for k, v in figures.items() if k.startswith("log_bytes_"))
+    figures["log_bytes_total"] = own + figures["access_log_bytes"]
     figures["redis_commands"] = calls1 - calls0
     figures["pg_transactions"] = commits1 - commits0
     return {k: v / jobs for k, v in figures.items()}
@@ -179,6 +182,7 @@ ROWS = [
     ("log_bytes_api", "api log bytes (own + platform)", "{:.0f}"),
     ("log_bytes_worker", "worker log bytes (own + platform)", "{:.0f}"),
     ("access_log_bytes", "API Gateway access log bytes", "{:.0f}"),
+    ("log_bytes_total", "log bytes in all", "{:.0f}"),
     ("redis_commands", "Redis commands", "{:.2f}"),
     ("pg_transactions", "PostgreSQL transactions (≈ statements)", "{:.2f}"),
 ]
@@ -188,14 +192,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 100])
+    ap.add_argument(
+        "--platform-bytes", type=int, default=0,
+        help=f"Lambda's platform log bytes per invocation (0 as deployed; {PLATFORM_BYTES} "
+        "with Lambda's text log format)",
+    )  # fmt: skip
     args = ap.parse_args()
     print(f"# a job's bill of materials — {machine()}")
     print(f"# {load_line()}")
     print(f"# command: {command('tests.perf.bench_cost', sys.argv[1:])}")
     print(f"# asyncz dev defaults, Powertools metrics on; {args.jobs} echo jobs per shape; "
-          f"platform lines modelled at {PLATFORM_BYTES} B per invocation")  # fmt: skip
+          f"platform lines modelled at {args.platform_bytes} B per invocation")  # fmt: skip
     log_dir = tempfile.mkdtemp(prefix="asyncz-bench-cost-")
-    results = {b: measure(args.jobs, b, log_dir) for b in args.batches}
+    results = {b: measure(args.jobs, b, log_dir, args.platform_bytes) for b in args.batches}
     heads = " | ".join("single POST /jobs" if b == 1 else f"batch of {b}" for b in args.batches)
     print(f"| per job | {heads} |")
     print("|---|" + "---|" * len(args.batches))
