@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Any, TextIO
 
 from asyncz.jobs import Lease
@@ -20,11 +19,10 @@ from asyncz.jobs import Lease
 LEVELS = {"completed": "INFO", "retrying": "INFO", "cancelled": "INFO", "dead": "WARNING"}
 
 
-def outcome_line(
-    lease: Lease, status: str, duration_ms: float, error: str | None, now: float | None = None
-) -> str:
+def outcome_line(lease: Lease, status: str, duration_ms: float, error: str | None) -> str:
+    """No timestamp of its own: CloudWatch stamps every event (and ``asyncz dev`` prints the
+    line as the sandbox wrote it)."""
     record: dict[str, Any] = {
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
         "level": LEVELS.get(status, "INFO"),
         "message": f"job {status}",
         "job_id": lease.job_id,
