@@ -107,6 +107,8 @@ def owner(record: dict[str, Any]) -> str | None:
     """Which function wrote a line of the function's own (None: the local runner's)."""
     if "component" in record:
         return None
+    if str(record.get("message", "")).startswith("job ") and "job_id" in record:
+        return "worker"  # the outcome line of an attempt
     name = str(record.get("function_name", ""))
     for fn in ("api", "worker", "fleet", "recovery"):
         if name.endswith(fn):
