@@ -91,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="concurrent api sandboxes (env ASYNCZ_DEV_API_SANDBOXES; 4)",
     )
+    p.add_argument(
+        "--api-events",
+        choices=["rest", "http"],
+        default=None,
+        help="the API Gateway events the api sandboxes get: rest (the REST API's, as the "
+        "standard profile deploys) or http (the HTTP API's payload 2.0, as lean and serverless "
+        "do); env ASYNCZ_DEV_API_EVENTS",
+    )
     p.add_argument("--pg-port", type=int, default=None, help="embedded Postgres port")
     p.add_argument("--redis-port", type=int, default=None, help="embedded Redis port")
     p.add_argument("--quiet", action="store_true", help="no access log lines")
