@@ -20,6 +20,7 @@ from starlette.routing import Route
 from asyncz import composition
 from asyncz.access import KeyRing, Principal, Scope
 from asyncz.api.access import AccessGate, forbidden
+from asyncz.api.activity import mount_activity
 from asyncz.api.guards import InputGuard
 from asyncz.api.keys import mount_access, principal_of
 from asyncz.api.openapi import ERRORS, openapi_with_key
@@ -256,6 +257,7 @@ def create_app(
 
     mount_ui(app, state.service)
     mount_access(app, state.service)
+    mount_activity(app, state.service)
     return app
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from asyncz import __version__
 from asyncz.cli.access import add_access_commands
+from asyncz.cli.activity import cmd_workers
 from asyncz.cli.client import DEFAULT_API_URL, CliError
 from asyncz.cli.commands import cmd_dev, cmd_migrate
 from asyncz.cli.ops import (
@@ -187,8 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job_id")
     p.set_defaults(func=cmd_cancel)
 
-    p = add("stats", "per-queue counts")
+    p = add("stats", "per-queue counts (--tasks: each task's last hour)")
+    p.add_argument("--tasks", action="store_true", help="each task's runs, failures, percentiles")
     p.set_defaults(func=cmd_stats)
+
+    p = add("workers", "the live workers and what each runs now")
+    p.set_defaults(func=cmd_workers)
 
     p = add("health", "check the API")
     p.set_defaults(func=cmd_health)
