@@ -151,8 +151,8 @@ def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:
         "with scopes and per-key rates, reloaded every 5 s) but the GETs of health, the docs "
         "and the dashboard's pages. /health needs none so load balancers and uptime checks "
         "can call it: it answers only ok/down per dependency (no data, no error text) from a "
-        "ping cached 2 s per sandbox. /ui, /docs, /openapi.json and their assets/ are static files a "
-        "browser loads before it can send a key; every data call they make sends one.",
+        "ping cached 2 s per sandbox. /ui, /docs, /openapi.json and their assets/ are static "
+        "files a browser loads before it can send a key; every data call they make sends one.",
     )
     acknowledge(
         api,
