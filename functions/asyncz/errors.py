@@ -138,9 +138,31 @@ class KeyNotFoundError(AsyncZError):
     code = "key_not_found"
 
 
+class InvalidPayloadError(AsyncZError):
+    """A payload that does not fit its task's declared type; ``details`` name each field
+    path (``payload.text``) and its problem."""
+
+    code = "invalid_payload"
+
+    def __init__(self, message: str, *, details: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or []
+
+
+class InvalidResultError(AsyncZError):
+    """A task returned a value that does not fit its declared result type."""
+
+    code = "invalid_result"
+
+
+# a failed attempt's `last_error` starts with the code of these, not the class name
+_CODED = (InvalidPayloadError, InvalidResultError)
+
+
 def describe(exc: BaseException, limit: int = 4000) -> str:
     """A one-line, bounded description of an exception for `last_error`."""
-    text = f"{type(exc).__name__}: {exc}".strip()
+    name = exc.code if isinstance(exc, _CODED) else type(exc).__name__
+    text = f"{name}: {exc}".strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

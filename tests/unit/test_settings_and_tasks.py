@@ -178,7 +178,7 @@ def test_builtin_tasks_keep_only_their_newest_artifacts(tmp_path: Any) -> None:
             worker_id="w",
             artifact_dir=str(tmp_path),
         )
-        builtin.email_send({"user_id": i}, ctx)
+        builtin.email_send(builtin.EmailIn(user_id=i), ctx)
     kept = sorted(p.name for p in (tmp_path / "outbox").iterdir())
     assert len(kept) == builtin.MAX_ARTIFACTS_PER_FOLDER
     assert f"job-{builtin.MAX_ARTIFACTS_PER_FOLDER + 24:04d}.eml" in kept  # the newest stays

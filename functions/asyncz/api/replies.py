@@ -20,6 +20,7 @@ from asyncz.errors import (
     DuplicateJobError,
     InvalidCursorError,
     InvalidInputError,
+    InvalidPayloadError,
     InvalidTransitionError,
     JobNotFoundError,
     KeyNameTakenError,
@@ -47,6 +48,7 @@ STATUS_OF: dict[type[AsyncZError], int] = {
     KeyNotFoundError: 404,
     BatchSizeError: 422,
     InvalidInputError: 422,
+    InvalidPayloadError: 422,
     InvalidTransitionError: 409,
     DuplicateJobError: 409,
     StoreUnavailableError: 503,
@@ -87,6 +89,7 @@ def domain_error_reply(exc: AsyncZError) -> Reply:
         job_id=getattr(exc, "job_id", None),
         index=exc.index,
         status=str(job_status) if job_status is not None else None,
+        details=getattr(exc, "details", None),
     )
 
 

@@ -72,8 +72,10 @@ class Submitting:
         self.unique = UniqueSubmits(store, enqueuer, metrics)
 
     def complete_defaults(self, new: NewJob) -> NewJob:
-        """Fill per-task then global defaults; raises UnknownTaskError for an unknown task."""
+        """Fill per-task then global defaults; raises UnknownTaskError for an unknown task,
+        InvalidPayloadError for a payload that does not fit a typed task."""
         spec = self.registry.get(new.task)
+        spec.check_payload(new.payload)  # a typed task's payload fits, or nothing is stored
         s = self.settings
         if new.queue not in s.queue_list:  # no worker polls it: it would never run
             raise UnknownQueueError(

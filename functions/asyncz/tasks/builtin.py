@@ -1,5 +1,7 @@
 """Built-in tasks: test and demo tasks, and the seed's two examples doing real work.
-Registered by :func:`register` from the composition root (no import side effect)."""
+Registered by :func:`register` from the composition root (no import side effect). Their
+payload models ignore fields they do not know, so every payload sent before they were typed
+is still accepted."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from asyncz.tasks.documents import render_email, render_pdf
 from asyncz.tasks.registry import TaskContext, TaskRegistry
 
@@ -18,30 +22,82 @@ class TaskFailedError(RuntimeError):
     """Raised by the ``fail`` and ``flaky`` tasks on purpose."""
 
 
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class SleepIn(_Lenient):
+    seconds: float = Field(default=1.0, description="how long; a negative value is 0")
+
+
+class SleepOut(BaseModel):
+    slept: float
+    interrupted: bool = Field(description="stopped early: cancelled or timed out")
+
+
+class FailIn(_Lenient):
+    message: str = "task failed on purpose"
+
+
+class FlakyIn(_Lenient):
+    failures: int = Field(default=1, description="how many attempts fail first")
+
+
+class FlakyOut(BaseModel):
+    succeeded_on_attempt: int
+
+
+class EmailIn(_Lenient):
+    user_id: int | str | None = None
+    to: str | None = Field(default=None, description="user-<user_id>@example.invalid if unset")
+    subject: str | None = None
+    body: str | None = None
+
+
+class EmailOut(BaseModel):
+    to: str
+    subject: str
+    message_path: str
+    bytes: int
+
+
+class PdfIn(BaseModel):
+    model_config = ConfigDict(extra="allow")  # without `lines`, every field is a line
+
+    title: str | None = None
+    report_id: int | str | None = None
+    lines: list[Any] | None = None
+
+
+class PdfOut(BaseModel):
+    document_path: str
+    pages: int
+    bytes: int
+    sha256: str
+
+
 def echo(payload: dict[str, Any]) -> dict[str, Any]:
     """Returns its payload."""
     return payload
 
 
-def sleep(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+def sleep(payload: SleepIn, ctx: TaskContext) -> SleepOut:
     """Sleeps ``payload.seconds`` (stops early when cancelled or timed out)."""
-    seconds = float(payload.get("seconds", 1))
     started = time.monotonic()
-    interrupted = ctx.cancelled.wait(max(seconds, 0.0))
-    return {"slept": round(time.monotonic() - started, 3), "interrupted": interrupted}
+    interrupted = ctx.cancelled.wait(max(payload.seconds, 0.0))
+    return SleepOut(slept=round(time.monotonic() - started, 3), interrupted=interrupted)
 
 
-def fail(payload: dict[str, Any]) -> None:
+def fail(payload: FailIn) -> None:
     """Always raises with ``payload.message``."""
-    raise TaskFailedError(str(payload.get("message", "task failed on purpose")))
+    raise TaskFailedError(payload.message)
 
 
-def flaky(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+def flaky(payload: FlakyIn, ctx: TaskContext) -> FlakyOut:
     """Fails the first ``payload.failures`` attempts, then succeeds."""
-    failures = int(payload.get("failures", 1))
-    if ctx.attempt <= failures:
-        raise TaskFailedError(f"flaky failure {ctx.attempt} of {failures}")
-    return {"succeeded_on_attempt": ctx.attempt}
+    if ctx.attempt <= payload.failures:
+        raise TaskFailedError(f"flaky failure {ctx.attempt} of {payload.failures}")
+    return FlakyOut(succeeded_on_attempt=ctx.attempt)
 
 
 # A warm Lambda sandbox keeps /tmp (512 MB by default) for hours: the demo tasks keep only
@@ -72,33 +128,34 @@ def _prune(folder: Path, keep: int) -> None:
             os.remove(old)
 
 
-def email_send(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+def email_send(payload: EmailIn, ctx: TaskContext) -> EmailOut:
     """Renders the email for ``payload`` and delivers it to the outbox folder."""
-    user = payload.get("user_id")
-    to = str(payload.get("to") or f"user-{user}@example.invalid")
-    subject = str(payload.get("subject") or "Your AsyncZ notification")
-    body = str(payload.get("body") or f"Hello user {user},\n\nThis message was sent by AsyncZ.\n")
+    user = payload.user_id
+    to = payload.to or f"user-{user}@example.invalid"
+    subject = payload.subject or "Your AsyncZ notification"
+    body = payload.body or f"Hello user {user},\n\nThis message was sent by AsyncZ.\n"
     message = render_email(to=to, subject=subject, body=body, message_id=ctx.job_id)
     path = _write(os.path.join(ctx.artifact_dir, "outbox"), f"{ctx.job_id}.eml", message)
-    return {"to": to, "subject": subject, "message_path": str(path), "bytes": len(message)}
+    return EmailOut(to=to, subject=subject, message_path=str(path), bytes=len(message))
 
 
-def pdf_generate(payload: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+def pdf_generate(payload: PdfIn, ctx: TaskContext) -> PdfOut:
     """Generates a PDF report from ``payload`` (title + lines or every field)."""
-    title = str(payload.get("title") or f"Report {payload.get('report_id', ctx.job_id)}")
-    raw_lines = payload.get("lines")
-    if isinstance(raw_lines, list):
-        lines = [str(x) for x in raw_lines]
+    report_id = payload.report_id if payload.report_id is not None else ctx.job_id
+    title = payload.title or f"Report {report_id}"
+    if payload.lines is not None:
+        lines = [str(x) for x in payload.lines]
     else:
-        lines = [f"{k}: {v}" for k, v in sorted(payload.items()) if k != "task"]
+        fields = payload.model_dump(exclude_unset=True)
+        lines = [f"{k}: {v}" for k, v in sorted(fields.items()) if k != "task"]
     document, pages = render_pdf(title, lines)
     path = _write(os.path.join(ctx.artifact_dir, "documents"), f"{ctx.job_id}.pdf", document)
-    return {
-        "document_path": str(path),
-        "pages": pages,
-        "bytes": len(document),
-        "sha256": hashlib.sha256(document).hexdigest(),
-    }
+    return PdfOut(
+        document_path=str(path),
+        pages=pages,
+        bytes=len(document),
+        sha256=hashlib.sha256(document).hexdigest(),
+    )
 
 
 def register(registry: TaskRegistry) -> None:

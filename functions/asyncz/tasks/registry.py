@@ -5,13 +5,14 @@ from __future__ import annotations
 import inspect
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from asyncz.errors import UnknownTaskError
+from asyncz.errors import InvalidPayloadError, UnknownTaskError
 from asyncz.tasks.schedule import Schedule
+from asyncz.tasks.signatures import Signature
 
 PROGRESS_MESSAGE_MAX = 1000
 
@@ -89,9 +90,29 @@ class TaskSpec:
     is_async: bool
     wants_context: bool
     schedule: Schedule | None = None
+    signature: Signature | None = None
 
     def call(self, payload: dict[str, Any], ctx: TaskContext) -> Any:
-        return self.fn(payload, ctx) if self.wants_context else self.fn(payload)
+        """Run the task on its payload parsed into its declared type and give its result's
+        JSON form (an async task: a coroutine that does). A payload or result that does not
+        fit its type raises ``InvalidPayloadError`` / ``InvalidResultError``."""
+        arg = self.check_payload(payload)
+        if self.is_async:
+            return self._result_of(self.fn(arg, ctx) if self.wants_context else self.fn(arg))
+        return self.result_json(self.fn(arg, ctx) if self.wants_context else self.fn(arg))
+
+    async def _result_of(self, running: Awaitable[Any]) -> Any:
+        return self.result_json(await running)
+
+    def check_payload(self, payload: dict[str, Any]) -> Any:
+        """The payload parsed into the task's declared type (as it is when untyped)."""
+        return (
+            payload if self.signature is None else self.signature.parse_payload(self.name, payload)
+        )
+
+    def result_json(self, value: Any) -> Any:
+        """A typed task's result, checked against its declared type, in its JSON form."""
+        return value if self.signature is None else self.signature.result_json(self.name, value)
 
 
 class TaskRegistry:
@@ -113,6 +134,7 @@ class TaskRegistry:
         if existing is not None and existing.fn is not fn:
             raise ValueError(f"task {name!r} is registered twice")
         params = list(inspect.signature(fn).parameters.values())
+        signature = existing.signature if existing is not None else _signature(name, fn, schedule)
         spec = TaskSpec(
             name=name,
             fn=fn,
@@ -121,6 +143,7 @@ class TaskRegistry:
             is_async=inspect.iscoroutinefunction(fn),
             wants_context=len(params) >= 2,
             schedule=schedule,
+            signature=signature,
         )
         self._tasks[name] = spec
         return spec
@@ -137,6 +160,10 @@ class TaskRegistry:
     def names(self) -> list[str]:
         return sorted(self._tasks)
 
+    def specs(self) -> list[TaskSpec]:
+        """Every registered task, by name."""
+        return [self._tasks[n] for n in sorted(self._tasks)]
+
     def scheduled(self) -> list[TaskSpec]:
         """The tasks with a schedule, by name."""
         return [self._tasks[n] for n in sorted(self._tasks) if self._tasks[n].schedule]
@@ -144,6 +171,21 @@ class TaskRegistry:
     def longest_timeout(self, default: int) -> int:
         """The longest timeout any registered task runs with by default."""
         return max([default, *(s.timeout_seconds or default for s in self._tasks.values())])
+
+
+def _signature(name: str, fn: TaskFn, schedule: Schedule | None) -> Signature | None:
+    """``fn``'s typed signature (``None``: untyped); a scheduled task's payload type must
+    take what each slot's job carries, or no slot could ever be enqueued."""
+    signature = Signature.of(name, fn)
+    if schedule is not None:
+        try:
+            signature.parse_payload(name, {"scheduled_for": "2026-01-01T00:00:00+00:00"})
+        except InvalidPayloadError as exc:
+            raise ValueError(
+                f"task {name!r} has a schedule: its payload type must accept "
+                f'{{"scheduled_for": <ISO 8601 time>}} ({exc})'
+            ) from None
+    return signature if signature.typed else None
 
 
 REGISTRY = TaskRegistry()
@@ -160,6 +202,10 @@ def task(
     registry: TaskRegistry = REGISTRY,
 ) -> Callable[[TaskFn], TaskFn]:
     """Register ``fn(payload)`` or ``fn(payload, ctx)`` (sync or ``async``) as task ``name``.
+
+    Annotate the payload and the return value (a pydantic model, dataclass, TypedDict…) and
+    a payload is checked at submit (``422 invalid_payload``), handed to the task parsed, and
+    the result is checked and stored in its JSON form; ``dict`` or no annotation: untyped.
 
     ``schedule`` makes it periodic: a five-field cron expression evaluated in ``timezone``
     (``"0 * * * *"``), or an interval (seconds or a timedelta, at least 60). Each slot is

@@ -1,0 +1,154 @@
+"""Typed tasks through the api Lambda handler (REST and HTTP API events) and a worker: a bad
+payload refused at submit with nothing stored, a good one run with its model and its result
+stored as JSON, and a queued payload an older model accepted ending in the DLQ."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from asyncz.api import handler as api_handler
+from asyncz.settings import Settings
+from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain, sandbox
+from tests.support.apigw import Reply, call
+from tests.support.ledger import rows
+
+pytestmark = pytest.mark.integration
+__all__ = ["api_settings"]  # the module's fixture, used here
+
+TASKS = "tests.support.typed_app"
+
+
+@pytest.fixture
+def flavour() -> str:
+    return "rest"
+
+
+@pytest.fixture
+def typed_settings(api_settings: Settings) -> Settings:
+    return api_settings.model_copy(update={"task_modules": TASKS})
+
+
+@pytest.fixture
+def api(typed_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
+    api_handler._sandbox = sandbox(typed_settings)
+
+    def request(method: str, target: str, **kw: Any) -> SimpleNamespace:
+        reply: Reply = call(api_handler.handler, method, target, api_key=KEY, flavour=flavour, **kw)
+        return SimpleNamespace(status=reply.status, body=reply.json() if reply.body else None)
+
+    yield request
+    api_handler.reset()
+
+
+def job_count(settings: Settings) -> int:
+    return int(rows(settings.database_url, "SELECT count(*) AS n FROM jobs")[0]["n"])
+
+
+def job(api: Any, job_id: str) -> dict[str, Any]:
+    reply = api("GET", f"/jobs/{job_id}")
+    assert reply.status == 200, reply.body
+    return dict(reply.body)
+
+
+@FLAVOURS
+def test_a_misspelt_field_is_422_invalid_payload_naming_it_and_stores_nothing(
+    api: Any, typed_settings: Settings
+) -> None:
+    api("POST", "/jobs", body={"task": "shout", "payload": {"text": "first"}})
+    before = job_count(typed_settings)
+    reply = api("POST", "/jobs", body={"task": "shout", "payload": {"txet": "hi"}})
+    assert reply.status == 422 and reply.body["error"] == "invalid_payload", reply.body
+    assert "payload.text" in reply.body["message"]
+    assert reply.body["details"] == [
+        {"field": "payload.text", "problem": "Field required", "type": "missing"}
+    ]
+    wrong_type = api("POST", "/jobs", body={"task": "area", "payload": {"width": "wide"}})
+    assert wrong_type.status == 422 and wrong_type.body["error"] == "invalid_payload"
+    assert {d["field"] for d in wrong_type.body["details"]} == {"payload.width", "payload.height"}
+    assert job_count(typed_settings) == before == 1
+
+
+@FLAVOURS
+def test_a_batch_with_one_bad_item_is_refused_whole_naming_its_index(
+    api: Any, typed_settings: Settings
+) -> None:
+    batch = {
+        "jobs": [
+            {"task": "shout", "payload": {"text": "ok"}},
+            {"task": "echo", "payload": {"anything": 1}},
+            {"task": "shout", "payload": {"text": "loud", "times": 99}},
+        ]
+    }
+    reply = api("POST", "/jobs/batch", body=batch)
+    assert reply.status == 422 and reply.body["error"] == "invalid_payload", reply.body
+    assert reply.body["index"] == 2 and reply.body["message"].startswith("jobs[2]: ")
+    assert reply.body["details"][0]["field"] == "payload.times"
+    assert job_count(typed_settings) == 0
+
+
+def test_a_typed_task_runs_with_its_model_and_its_result_is_stored_as_json(
+    api: Any, typed_settings: Settings
+) -> None:
+    ids = [
+        api("POST", "/jobs", body={"task": t, "payload": p}).body["job_id"]
+        for t, p in [
+            ("shout", {"text": "hi", "times": 2}),
+            ("shout_async", {"text": "hey"}),
+            ("area", {"width": 3, "height": 3}),
+            ("sleep", {"seconds": 0, "ignored": "builtin payloads keep extra fields"}),
+        ]
+    ]
+    drain(typed_settings, lambda: all(job(api, i)["status"] == "completed" for i in ids))
+    results = [job(api, i)["result"] for i in ids]
+    assert results[:3] == [
+        {"text": "HI HI", "job_id": None},
+        {"text": "HEY", "job_id": ids[1]},
+        {"area": 9.0, "square": True},
+    ]
+    assert results[3]["interrupted"] is False
+    stored = rows(typed_settings.database_url, "SELECT result FROM jobs WHERE id=%s", (ids[0],))
+    assert stored == [{"result": {"text": "HI HI", "job_id": None}}]
+
+
+def test_a_result_not_of_its_declared_type_fails_the_attempt_clearly(
+    api: Any, typed_settings: Settings
+) -> None:
+    body = {"task": "shout_wrongly", "payload": {"text": "hi"}, "max_retries": 0}
+    job_id = api("POST", "/jobs", body=body).body["job_id"]
+    drain(typed_settings, lambda: job(api, job_id)["status"] == "dead")
+    error = job(api, job_id)["last_error"]
+    assert error.startswith("invalid_result: task 'shout_wrongly' returned a value that is not")
+    assert "result.text: Field required" in error
+
+
+def test_a_queued_payload_an_older_model_accepted_goes_to_the_dlq_and_the_worker_goes_on(
+    api: Any, typed_settings: Settings
+) -> None:
+    old = api("POST", "/jobs", body={"task": "shout", "payload": {"text": "x"}, "max_retries": 1})
+    # the job as an older ShoutIn stored it: its field was called `words`, now `text`
+    rows(
+        typed_settings.database_url,
+        "UPDATE jobs SET payload = %s::jsonb WHERE id = %s RETURNING id",
+        ('{"words": "hi"}', old.body["job_id"]),
+    )
+    good = api("POST", "/jobs", body={"task": "shout", "payload": {"text": "after"}}).body
+    drain(
+        typed_settings,
+        lambda: (
+            job(api, old.body["job_id"])["status"] == "dead"
+            and job(api, good["job_id"])["status"] == "completed"
+        ),
+    )
+    dead = job(api, old.body["job_id"])
+    assert dead["attempts"] == 2, dead
+    assert dead["last_error"].startswith("invalid_payload: payload does not fit task 'shout'")
+    assert "payload.text: Field required" in dead["last_error"]
+    dlq = api("GET", "/dlq").body["items"]
+    assert [j["job_id"] for j in dlq] == [old.body["job_id"]]
+    assert job(api, good["job_id"])["result"] == {"text": "AFTER", "job_id": None}
+    attempts = api("GET", f"/jobs/{old.body['job_id']}/attempts").body["items"]
+    assert [a["outcome"] for a in attempts] == ["failed", "failed"]

@@ -1,0 +1,159 @@
+"""Typed task signatures: payloads parsed into pydantic models, dataclasses and TypedDicts,
+results checked and turned into JSON, untyped tasks untouched, and clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from asyncz.errors import InvalidPayloadError, InvalidResultError, describe
+from asyncz.jobs import NewJob
+from asyncz.tasks import TaskContext, TaskRegistry, task
+from asyncz.tasks.loader import load_task_modules
+from tests.support import memory, typed_app
+
+pytestmark = pytest.mark.unit
+
+CTX = TaskContext("job-1", 1, "default", "w", "/tmp")
+
+
+class Item(BaseModel):
+    qty: int
+
+
+class Order(BaseModel):
+    items: list[Item]
+
+
+class Tick(BaseModel):
+    scheduled_for: str
+
+
+def registry(reg: TaskRegistry | None = None) -> TaskRegistry:
+    """The built-in tasks and the typed app's (registered on ``reg``, not the global one)."""
+    reg = load_task_modules([], reg or TaskRegistry())
+    for fn in (typed_app.shout, typed_app.shout_async, typed_app.area, typed_app.shout_wrongly):
+        reg.register(fn.__name__, fn)
+    return reg
+
+
+def test_a_pydantic_task_gets_its_model_and_gives_back_json() -> None:
+    spec = registry().get("shout")
+    assert spec.call({"text": "hi", "times": 2}, CTX) == {"text": "HI HI", "job_id": None}
+
+
+def test_an_async_task_with_the_context_gets_its_model() -> None:
+    spec = registry().get("shout_async")
+    assert spec.is_async and spec.wants_context
+    assert asyncio.run(spec.call({"text": "hi"}, CTX)) == {"text": "HI", "job_id": "job-1"}
+
+
+def test_a_dataclass_in_and_a_typeddict_out() -> None:
+    spec = registry().get("area")
+    assert spec.call({"width": 2, "height": 3.5}, CTX) == {"area": 7.0, "square": False}
+
+
+def test_a_misspelt_field_names_its_path() -> None:
+    spec = registry().get("shout")
+    with pytest.raises(InvalidPayloadError) as caught:
+        spec.call({"txet": "hi"}, CTX)
+    assert [d["field"] for d in caught.value.details] == ["payload.text"]
+    assert caught.value.details[0]["type"] == "missing"
+    assert "payload.text: Field required" in str(caught.value)
+    assert describe(caught.value).startswith("invalid_payload: ")
+
+
+def test_nested_field_paths_are_dotted() -> None:
+    reg = TaskRegistry()
+
+    def order(payload: Order) -> int:
+        return len(payload.items)
+
+    reg.register("order", order)
+    with pytest.raises(InvalidPayloadError) as caught:
+        reg.get("order").check_payload({"items": [{"qty": 1}, {"qty": "many"}]})
+    assert caught.value.details[0]["field"] == "payload.items.1.qty"
+
+
+def test_a_result_that_is_not_its_declared_type_fails_clearly() -> None:
+    with pytest.raises(InvalidResultError, match=r"declared ShoutOut.*result\.text"):
+        registry().get("shout_wrongly").call({"text": "hi"}, CTX)
+
+
+def test_untyped_tasks_get_the_payload_as_sent_and_return_anything() -> None:
+    reg = TaskRegistry()
+    seen: list[Any] = []
+
+    @task("plain", registry=reg)
+    def plain(payload: dict[str, Any]) -> dict[str, Any]:
+        seen.append(payload)
+        return {"n": {1, 2}.__len__()}
+
+    @task("bare", registry=reg)
+    def bare(payload, ctx):  # type: ignore[no-untyped-def]
+        return payload
+
+    sent = {"anything": [1, "x"], "task": "plain"}
+    assert reg.get("plain").call(sent, CTX) == {"n": 2} and seen[0] is sent
+    assert reg.get("plain").signature is None and reg.get("bare").signature is None
+    assert reg.get("bare").call(sent, CTX) is sent
+
+
+def test_an_annotation_that_cannot_be_resolved_is_refused_at_registration() -> None:
+    def broken(payload: NoSuchModel) -> None:  # type: ignore[name-defined]  # noqa: F821
+        return None
+
+    with pytest.raises(TypeError, match="'broken': cannot resolve its type annotations"):
+        TaskRegistry().register("broken", broken)
+
+
+def test_a_scheduled_task_must_accept_its_slot_payload() -> None:
+    reg = TaskRegistry()
+
+    def ticks(payload: Tick) -> None:
+        return None
+
+    task("ticks", schedule=60, registry=reg)(ticks)
+    with pytest.raises(ValueError, match="scheduled_for"):
+        task("shouts", schedule=60, registry=reg)(typed_app.shout)
+
+
+def test_builtin_tasks_are_typed_and_ignore_fields_they_do_not_know() -> None:
+    reg = load_task_modules([], TaskRegistry())
+    assert reg.get("flaky").call({"failures": 0, "extra": True}, CTX) == {"succeeded_on_attempt": 1}
+    with pytest.raises(InvalidPayloadError, match=r"payload\.failures"):
+        reg.get("flaky").check_payload({"failures": "several"})
+    assert reg.get("echo").signature is None  # echo returns whatever it is given
+    schema = reg.get("sleep").signature.payload_schema()  # type: ignore[union-attr]
+    assert schema["properties"]["seconds"]["type"] == "number"
+
+
+def test_schemas_of_typed_and_untyped_tasks() -> None:
+    reg = registry()
+    sig = reg.get("area").signature
+    assert sig is not None
+    assert sig.payload_schema()["required"] == ["width", "height"]
+    assert sig.result_schema()["properties"]["square"] == {"title": "Square", "type": "boolean"}
+    json.dumps(reg.get("shout").signature.payload_schema())  # type: ignore[union-attr]
+
+
+def test_submit_refuses_a_bad_payload_before_anything_is_stored() -> None:
+    svc = memory.service()
+    registry(svc.registry)
+
+    async def go() -> None:
+        with pytest.raises(InvalidPayloadError):
+            await svc.submit(NewJob(task="shout", payload={"text": ""}))
+        news = [NewJob(task="shout", payload={"text": "a"}), NewJob(task="shout", payload={})]
+        with pytest.raises(InvalidPayloadError) as caught:
+            await svc.submit_many(news)
+        assert caught.value.index == 1 and str(caught.value).startswith("jobs[1]: ")
+        assert (await svc.list_jobs(limit=10)).items == []
+        ok = await svc.submit(NewJob(task="shout", payload={"text": "a"}))
+        assert ok.job_id
+
+    asyncio.run(go())
