@@ -396,6 +396,7 @@ ENDPOINTS = [
     ("POST", "/dlq/replay"),
     ("DELETE", f"/dlq/{uuid.uuid4()}"),
     ("GET", "/stats"),
+    ("GET", "/tasks"),
 ]
 
 

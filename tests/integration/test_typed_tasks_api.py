@@ -152,3 +152,49 @@ def test_a_queued_payload_an_older_model_accepted_goes_to_the_dlq_and_the_worker
     assert job(api, good["job_id"])["result"] == {"text": "AFTER", "job_id": None}
     attempts = api("GET", f"/jobs/{old.body['job_id']}/attempts").body["items"]
     assert [a["outcome"] for a in attempts] == ["failed", "failed"]
+
+
+def test_get_tasks_lists_builtin_and_user_tasks_with_schemas_and_defaults(
+    api: Any, typed_settings: Settings
+) -> None:
+    reply = api("GET", "/tasks")
+    assert reply.status == 200, reply.body
+    tasks = {t["name"]: t for t in reply.body["items"]}
+    assert {"echo", "sleep", "email_send", "pdf_generate", "shout", "area"} <= set(tasks)
+    shout = tasks["shout"]
+    assert shout["typed"] and not shout["is_async"] and not shout["takes_context"]
+    assert shout["description"] == "The text in capitals, ``times`` times."
+    assert shout["payload_schema"]["required"] == ["text"]
+    assert shout["payload_schema"]["properties"]["times"]["maximum"] == 10
+    assert shout["result_schema"]["title"] == "ShoutOut"
+    assert (shout["queue"], shout["schedule"]) == ("default", None)
+    assert shout["max_retries"] == typed_settings.default_max_retries
+    assert tasks["shout_async"]["is_async"] and tasks["shout_async"]["takes_context"]
+    assert tasks["echo"]["typed"] is False and tasks["echo"]["payload_schema"] == {"type": "object"}
+    assert tasks["echo"]["timeout_seconds"] == 30
+    assert tasks["area"]["result_schema"]["properties"]["square"]["type"] == "boolean"
+    assert api("GET", "/tasks", headers={"x-api-key": "wrong"}).status == 401
+
+
+def test_openapi_describes_each_task_payload_and_validates_as_openapi_31(api: Any) -> None:
+    from openapi_spec_validator import validate
+    from openapi_spec_validator.validation import OpenAPIV31SpecValidator
+
+    schema = api("GET", "/openapi.json").body
+    validate(schema, cls=OpenAPIV31SpecValidator)
+    components = schema["components"]["schemas"]
+    body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/TypedSubmitJob"}
+    union = components["TypedSubmitJob"]
+    assert union["discriminator"]["propertyName"] == "task"
+    assert union["discriminator"]["mapping"]["shout"] == "#/components/schemas/SubmitJob.shout"
+    assert len(union["oneOf"]) == len(union["discriminator"]["mapping"]) >= 10
+    shout = components["SubmitJob.shout"]
+    assert shout["properties"]["task"] == {"const": "shout"}
+    assert shout["properties"]["payload"] == {"$ref": "#/components/schemas/ShoutIn"}
+    assert components["ShoutIn"]["required"] == ["text"]
+    assert components["SubmitJob.area"]["properties"]["payload"]["$ref"].endswith("/Rectangle")
+    assert components["SubmitJob.echo"]["properties"]["payload"] == {"type": "object"}
+    items = components["SubmitBatch"]["properties"]["jobs"]["items"]
+    assert items == {"$ref": "#/components/schemas/TypedSubmitJob"}
+    assert "/tasks" in schema["paths"]

@@ -45,6 +45,7 @@ from asyncz.api.schemas import (
     StatusName,
 )
 from asyncz.api.submit import submit_reply
+from asyncz.api.task_catalog import TaskList, task_list
 from asyncz.api.ui import mount_ui
 from asyncz.connections import api_key_hashes
 from asyncz.errors import AsyncZError
@@ -53,6 +54,8 @@ from asyncz.observability import logger
 from asyncz.ports import MetricsSink
 from asyncz.service import JobService
 from asyncz.settings import Settings
+from asyncz.tasks.loader import load_task_modules
+from asyncz.tasks.registry import TaskRegistry
 
 log = logging.getLogger("asyncz.api")
 HEALTH_CACHE_SECONDS = 2.0
@@ -68,9 +71,19 @@ class ApiState:
         self.metrics = metrics
         self.scale_out = ScaleOut(settings, waker)
         self._health: tuple[float, dict[str, Any]] | None = None
+        self._tasks: TaskList | None = None
 
     async def service(self) -> JobService:
         return await composition.current_service(self.settings, metrics=self.metrics)
+
+    def registry(self) -> TaskRegistry:
+        """The tasks the service runs (imported once; no connection needed)."""
+        return load_task_modules(self.settings.task_module_list)
+
+    def tasks(self) -> TaskList:
+        if self._tasks is None:
+            self._tasks = task_list(self.registry(), self.settings)
+        return self._tasks
 
     async def health(self) -> dict[str, Any]:
         """The health report, reused for a few seconds: an unauthenticated caller cannot
@@ -111,7 +124,7 @@ def create_app(
         gate=gate,
     )
     app.state.gate = gate  # the handler's key check before Mangum can decode a body
-    app.openapi = lambda: openapi_with_key(app)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi_with_key(app, state.registry())  # type: ignore[method-assign]
 
     @app.exception_handler(AsyncZError)
     async def domain_error(request: Request, exc: AsyncZError) -> JSONResponse:
@@ -240,6 +253,10 @@ def create_app(
     @app.get("/stats", response_model=Stats, summary="Queue statistics")
     async def stats() -> Any:
         return await (await state.service()).stats()
+
+    @app.get("/tasks", response_model=TaskList, summary="Registered tasks and their schemas")
+    async def tasks() -> Any:
+        return state.tasks()
 
     @app.get("/schedules", response_model=ScheduleList, summary="Periodic jobs")
     async def schedules() -> Any:

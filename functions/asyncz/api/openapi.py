@@ -11,6 +11,8 @@ from pydantic import BaseModel
 
 from asyncz.api.guards import PUBLIC_PATHS
 from asyncz.api.schemas import BatchSubmitted, ErrorOut, SubmitBatch, SubmitJob, Submitted
+from asyncz.api.task_catalog import submit_union
+from asyncz.tasks.registry import TaskRegistry
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut, "description": text}
@@ -46,14 +48,23 @@ def _operation(
     }
 
 
-def submit_operations(components: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def submit_operations(
+    components: dict[str, Any], registry: TaskRegistry
+) -> dict[str, dict[str, Any]]:
     """``{path: operation}`` of POST /jobs and POST /jobs/batch; their models go into
-    ``components``."""
+    ``components``, a job's body as one schema per registered task."""
     for model in (SubmitJob, Submitted, SubmitBatch, BatchSubmitted, ErrorOut):
         schema = model.model_json_schema(ref_template=_REF)
         components.update(schema.pop("$defs", {}))
         components[model.__name__] = schema
+    union = submit_union(registry, components)
+    components["SubmitBatch"]["properties"]["jobs"]["items"] = {"$ref": _REF.format(model=union)}
     one = _operation("Submit a job", "submit_job_jobs_post", SubmitJob, Submitted)
+    one["requestBody"]["content"]["application/json"]["schema"]["$ref"] = _REF.format(model=union)
+    one["description"] = (
+        "`payload` is checked against the task's payload type (see `GET /tasks`): a payload "
+        "that does not fit is `422 invalid_payload`, its `details` naming each field path."
+    )
     one["parameters"] = [
         {
             "name": "Idempotency-Key",
@@ -85,9 +96,9 @@ def submit_operations(components: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {"/jobs": one, "/jobs/batch": batch}
 
 
-def openapi_with_key(app: FastAPI) -> dict[str, Any]:
-    """The generated schema, plus the submit routes and the API key scheme on every
-    operation but /health."""
+def openapi_with_key(app: FastAPI, registry: TaskRegistry) -> dict[str, Any]:
+    """The generated schema, plus the submit routes (a body per task of ``registry``) and the
+    API key scheme on every operation but /health."""
     if app.openapi_schema is None:
         schema = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
@@ -96,7 +107,7 @@ def openapi_with_key(app: FastAPI) -> dict[str, Any]:
         components["securitySchemes"] = {
             "ApiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}
         }
-        for path, op in submit_operations(components.setdefault("schemas", {})).items():
+        for path, op in submit_operations(components.setdefault("schemas", {}), registry).items():
             schema["paths"].setdefault(path, {})["post"] = op
         for path, ops in schema["paths"].items():
             for op in ops.values():
