@@ -18,7 +18,7 @@ from tests.support.templates import asyncz_functions, environment
 pytestmark = [pytest.mark.infra, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-MYTASKS = 'from asyncz.tasks import task\n\n\n@task("shout")\ndef shout(payload):\n'
+MYTASKS = "from pydantic import BaseModel\n\nfrom asyncz.tasks import task\n\n\nclass ShoutIn("
 
 
 def test_first_task_project_synthesizes_as_documented(tmp_path: Path) -> None:

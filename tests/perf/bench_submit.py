@@ -15,6 +15,8 @@ Paths:
            insert's price)
   held     the same with one ``unique_key`` for every request (after the first, each is a
            ``200`` naming the holder: the price of a duplicate's answer)
+  typed    the same payload for a typed task (``email_send``: its payload is validated
+           against its pydantic model at submit); ``handler`` sends it to ``echo`` (untyped)
 
     .venv/bin/python -m tests.perf.bench_submit --concurrency 16 64 --seconds 10 --rounds 3
 """
@@ -35,12 +37,14 @@ from typing import Any
 
 from tests.perf.common import API_KEY, DB, REDIS, command, load_line, machine, prepare, summary
 
-BODY = json.dumps({"task": "echo", "payload": {"user_id": 42, "note": "benchmark"}})
+PAYLOAD = {"user_id": 42, "subject": "benchmark"}
+BODY = json.dumps({"task": "echo", "payload": PAYLOAD})
 PATHS = {
     "raw": "raw INSERT + ZADD",
     "handler": "api handler (product)",
     "unique": "api handler, new unique_key",
     "held": "api handler, held unique_key",
+    "typed": "api handler, typed task",
 }
 
 
@@ -56,7 +60,7 @@ def _raw_request() -> Any:
         job_id = str(uuid.uuid4())
         conn.execute(
             "INSERT INTO jobs (id, task, payload) VALUES (%s, %s, %s)",
-            (job_id, "echo", Jsonb({"user_id": 42, "note": "benchmark"})),
+            (job_id, "echo", Jsonb(PAYLOAD)),
         )
         r.zadd("bench:{default}:ready", {job_id: time.time() * 1000})
 
@@ -68,6 +72,7 @@ def _handler_request(kind: str = "handler") -> Any:
     from tests.support.apigw import FakeContext, rest_event
 
     body = json.loads(BODY) | ({"unique_key": "bench-held"} if kind == "held" else {})
+    body |= {"task": "email_send"} if kind == "typed" else {}
     event = rest_event(
         "POST",
         "/jobs",

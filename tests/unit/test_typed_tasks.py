@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -157,3 +162,32 @@ def test_submit_refuses_a_bad_payload_before_anything_is_stored() -> None:
         assert ok.job_id
 
     asyncio.run(go())
+
+
+def test_the_readme_writing_tasks_example_registers_and_runs() -> None:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text[text.index("## Writing tasks") :]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block, "the README's Writing tasks section lost its example"
+    probe = block.group(1) + textwrap.dedent("""
+        import json
+        from asyncz.errors import InvalidPayloadError
+        from asyncz.tasks import REGISTRY, TaskContext
+        spec = REGISTRY.get("report_build")
+        ctx = TaskContext("j1", 1, "default", "w", "/tmp")
+        print(json.dumps(spec.call({"report_id": "7"}, ctx)))
+        try:
+            spec.check_payload({"report": 7})
+        except InvalidPayloadError as exc:
+            print(exc.details[0]["field"])
+        print(REGISTRY.get("digest").schedule.describe())
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        '{"url": "s3://reports/7.pdf"}',
+        "payload.report_id",
+        "0 * * * *",
+    ]

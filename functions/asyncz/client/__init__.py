@@ -31,6 +31,7 @@ from asyncz.client.errors import (
 )
 from asyncz.client.models import Attempt, Health, Job, QueueStats, Stats
 from asyncz.client.sync import Client
+from asyncz.client.typed import TaskInfo
 
 __all__ = [
     "ApiError",
@@ -54,6 +55,7 @@ __all__ = [
     "RateLimited",
     "ServerError",
     "Stats",
+    "TaskInfo",
     "Unauthorized",
     "Unavailable",
     "WaitTimeout",

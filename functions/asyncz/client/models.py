@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 TERMINAL = frozenset({"completed", "dead", "cancelled"})
 
 
@@ -54,6 +55,12 @@ class Job:
     @property
     def finished(self) -> bool:
         return self.status in TERMINAL
+
+    def result_as(self, as_type: type[T]) -> T:
+        """``result`` parsed into ``as_type`` (a pydantic model, dataclass, TypedDict…)."""
+        from asyncz.client.typed import parse_as
+
+        return parse_as(as_type, self.result)
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> Job:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, overload
 from urllib.parse import quote
 
 import httpx
 
-from asyncz.client import _core
+from asyncz.client import _core, typed
 from asyncz.client import access as _access
 from asyncz.client._core import Call, RetryPolicy
 from asyncz.client.access import ApiKey, AuditEntry
@@ -25,7 +25,10 @@ from asyncz.client.errors import (
     WaitTimeout,
 )
 from asyncz.client.models import Attempt, Health, Job, Stats
+from asyncz.client.typed import Payload, TaskInfo, TaskRef, parse_as, payload_json, task_infos
 from asyncz.client.unique import answered, unique_fields
+
+T = TypeVar("T")
 
 
 class Client:
@@ -93,8 +96,8 @@ class Client:
 
     def submit(
         self,
-        task: str,
-        payload: Mapping[str, Any] | None = None,
+        task: TaskRef,
+        payload: Payload = None,
         *,
         queue: str | None = None,
         priority: int | None = None,
@@ -117,11 +120,13 @@ class Client:
         (the default) or ``run``. ``unique_key``: when a job holds it (``unique_scope``
         ``queued``, ``queued_or_running`` or ``period`` with ``unique_for`` seconds), that
         job is returned with ``duplicate=True`` (``debounce``: it takes this payload and
-        start while it has not started); docs/flow-control.md."""
+        start while it has not started); docs/flow-control.md. ``task``: its name or its
+        ``@task`` function; ``payload``: a dict, a pydantic model or a dataclass."""
         body, generated = _core.with_key(
-            _core.submit_body(task, payload, queue=queue, priority=priority,
-                              max_retries=max_retries, timeout_seconds=timeout_seconds,
-                              delay_seconds=delay_seconds, run_at=run_at,
+            _core.submit_body(typed.task_name(task), payload_json(payload), queue=queue,
+                              priority=priority, max_retries=max_retries,
+                              timeout_seconds=timeout_seconds, delay_seconds=delay_seconds,
+                              run_at=run_at,
                               idempotency_key=idempotency_key, depends_on=depends_on,
                               on_parent_failure=on_parent_failure)
             | unique_fields(unique_key, unique_scope, unique_for, debounce),
@@ -207,10 +212,18 @@ class Client:
             time.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def result(self, job_id: str, timeout: float | None = 60.0) -> Any:
-        """The job's result once it completes; :class:`JobFailed` (with the job's last
-        error) when it ends dead or cancelled; :class:`WaitTimeout` when time runs out."""
-        return _core.outcome(self.wait(job_id, timeout))
+    @overload
+    def result(self, job_id: str, as_type: None = None, timeout: float | None = 60.0) -> Any: ...
+    @overload
+    def result(self, job_id: str, as_type: type[T], timeout: float | None = 60.0) -> T: ...
+    def result(
+        self, job_id: str, as_type: type[T] | None = None, timeout: float | None = 60.0
+    ) -> T | Any:
+        """The job's result once it completes (parsed into ``as_type``, a model or dataclass,
+        when given); :class:`JobFailed` (with the job's last error) when it ends dead or
+        cancelled; :class:`WaitTimeout` when time runs out."""
+        value = _core.outcome(self.wait(job_id, timeout))
+        return value if as_type is None else parse_as(as_type, value)
 
     def _pages(self, path: str, params: dict[str, Any]) -> Iterator[Job]:
         while True:
@@ -281,6 +294,10 @@ class Client:
     def task_figures(self) -> list[dict[str, Any]]:
         """``GET /stats/tasks``: each task's runs, failures, retries and percentiles."""
         return list((self._json(Call("GET", "/stats/tasks")))["items"])
+
+    def tasks(self) -> list[TaskInfo]:
+        """Every task the API runs, with its payload and result JSON Schemas."""
+        return task_infos(self._json(Call("GET", "/tasks")))
 
     def stats(self) -> Stats:
         return Stats.from_api(self._json(Call("GET", "/stats")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import threading
@@ -17,6 +18,9 @@ from asyncz.tasks.signatures import Signature
 PROGRESS_MESSAGE_MAX = 1000
 
 TaskFn = Callable[..., Any]
+# set on each function @task registers, so a client can be handed the function itself
+# (asyncz.client.typed reads it by the same name: the client imports nothing of the server)
+TASK_NAME_ATTRIBUTE = "__asyncz_task__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +222,8 @@ def task(
         registry.register(
             name, fn, timeout_seconds=timeout_seconds, max_retries=max_retries, schedule=plan
         )
+        with contextlib.suppress(AttributeError, TypeError):  # how the client finds its name
+            setattr(fn, TASK_NAME_ATTRIBUTE, name)
         return fn
 
     return decorate
