@@ -5,7 +5,6 @@ the model (sync and async), and a misspelt field is refused before anything is s
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,8 +12,7 @@ import pytest
 
 from asyncz.client import AsyncClient, Client, InvalidInput
 from tests.support import typed_app
-from tests.support.databases import empty_backends
-from tests.support.devrun import API_KEY, DevRun, dev_env
+from tests.support.devrun import API_KEY, DevRun, dev_importing
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -22,17 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
-    database_url, redis_url = empty_backends("dev", 8)
-    env = dev_env(database_url, redis_url, API_KEY)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    folder = tmp_path_factory.mktemp("typed-dev")
-    run = DevRun(folder / "data", env, API_KEY, args=["--tasks", "tests.support.typed_app"])
-    try:
-        run.wait_healthy()
+def dev() -> Iterator[DevRun]:
+    with dev_importing(ROOT, "tests.support.typed_app", API_KEY) as run:
         yield run
-    finally:
-        run.stop()
 
 
 def test_a_model_in_and_the_model_back(dev: DevRun) -> None:

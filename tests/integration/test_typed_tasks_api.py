@@ -5,15 +5,13 @@ stored as JSON, and a queued payload an older model accepted ending in the DLQ."
 from __future__ import annotations
 
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from asyncz.api import handler as api_handler
 from asyncz.settings import Settings
-from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain, sandbox
-from tests.support.apigw import Reply, call
+from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain
+from tests.support.apigw import handler_api
 from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
@@ -34,14 +32,8 @@ def typed_settings(api_settings: Settings) -> Settings:
 
 @pytest.fixture
 def api(typed_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
-    api_handler._sandbox = sandbox(typed_settings)
-
-    def request(method: str, target: str, **kw: Any) -> SimpleNamespace:
-        reply: Reply = call(api_handler.handler, method, target, api_key=KEY, flavour=flavour, **kw)
-        return SimpleNamespace(status=reply.status, body=reply.json() if reply.body else None)
-
-    yield request
-    api_handler.reset()
+    with handler_api(typed_settings, KEY, flavour) as request:
+        yield request
 
 
 def job_count(settings: Settings) -> int:
@@ -191,9 +183,10 @@ def test_openapi_describes_each_task_payload_and_validates_as_openapi_31(api: An
     assert len(union["oneOf"]) == len(union["discriminator"]["mapping"]) >= 10
     shout = components["SubmitJob.shout"]
     assert shout["properties"]["task"] == {"const": "shout"}
-    assert shout["properties"]["payload"] == {"$ref": "#/components/schemas/ShoutIn"}
-    assert components["ShoutIn"]["required"] == ["text"]
-    assert components["SubmitJob.area"]["properties"]["payload"]["$ref"].endswith("/Rectangle")
+    assert shout["properties"]["payload"] == {"$ref": "#/components/schemas/Task.ShoutIn"}
+    assert components["Task.ShoutIn"]["required"] == ["text"]
+    area = components["SubmitJob.area"]["properties"]["payload"]["$ref"]
+    assert area.endswith("/Task.Rectangle")
     assert components["SubmitJob.echo"]["properties"]["payload"] == {"type": "object"}
     items = components["SubmitBatch"]["properties"]["jobs"]["items"]
     assert items == {"$ref": "#/components/schemas/TypedSubmitJob"}

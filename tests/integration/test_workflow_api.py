@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from asyncz.api import handler as api_handler
 from asyncz.jobs import MAX_PARENTS
 from asyncz.settings import Settings
-from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain, sandbox
-from tests.support.apigw import Reply, call
+from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain
+from tests.support.apigw import handler_api
 from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
@@ -35,14 +33,8 @@ def wf_settings(api_settings: Settings) -> Settings:
 
 @pytest.fixture
 def api(wf_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
-    api_handler._sandbox = sandbox(wf_settings)
-
-    def request(method: str, target: str, **kw: Any) -> SimpleNamespace:
-        reply: Reply = call(api_handler.handler, method, target, api_key=KEY, flavour=flavour, **kw)
-        return SimpleNamespace(status=reply.status, body=reply.json() if reply.body else None)
-
-    yield request
-    api_handler.reset()
+    with handler_api(wf_settings, KEY, flavour) as request:
+        yield request
 
 
 def diamond(b_task: str = "wf_part", rule: str = "fail") -> dict[str, Any]:

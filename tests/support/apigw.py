@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from asyncz.local.apigateway.proxy_events import build_event, build_http_event
@@ -73,3 +75,21 @@ def call(handler: Any, method: str, target: str, *, flavour: str = "rest", **kwa
     for k, vs in (out.get("multiValueHeaders") or {}).items():
         headers[k.lower()] = vs[-1]
     return Reply(out["statusCode"], headers, data)
+
+
+@contextmanager
+def handler_api(settings: Any, api_key: str, flavour: str = "rest") -> Iterator[Any]:
+    """``request(method, target, **kw)`` on the api handler of a sandbox built for
+    ``settings``: a namespace of ``status`` and the decoded ``body``. Resets the handler."""
+    from asyncz.api import handler as api_handler
+
+    api_handler._sandbox = api_handler.build_sandbox(settings)
+
+    def request(method: str, target: str, **kw: Any) -> SimpleNamespace:
+        reply = call(api_handler.handler, method, target, api_key=api_key, flavour=flavour, **kw)
+        return SimpleNamespace(status=reply.status, body=reply.json() if reply.body else None)
+
+    try:
+        yield request
+    finally:
+        api_handler.reset()

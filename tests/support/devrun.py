@@ -12,8 +12,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,19 @@ class DevRun:
                 return dict(job)
             assert time.monotonic() < deadline, f"{job_id} after {timeout} s: {job}"
             time.sleep(0.2)
+
+
+@contextmanager
+def dev_importing(folder: Path, modules: str, api_key: str, *args: str) -> Iterator[DevRun]:
+    """``asyncz dev`` importing the task ``modules`` (comma-separated) from ``folder``, on the
+    dev tests' empty backends, its data in ``folder/data``; stopped at the end."""
+    from tests.support.databases import empty_backends
+
+    env = dev_env(*empty_backends("dev", 8), api_key)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))
+    run = DevRun(folder / "data", env, api_key, args=["--tasks", modules, *args])
+    try:
+        run.wait_healthy()
+        yield run
+    finally:
+        run.stop()

@@ -38,6 +38,10 @@ class Tick(BaseModel):
     scheduled_for: str
 
 
+class Stats(BaseModel):  # the name of one of the API's own response models
+    mine: int
+
+
 def registry(reg: TaskRegistry | None = None) -> TaskRegistry:
     """The built-in tasks and the typed app's (registered on ``reg``, not the global one)."""
     reg = load_task_modules([], reg or TaskRegistry())
@@ -191,3 +195,19 @@ def test_the_readme_writing_tasks_example_registers_and_runs() -> None:
         "payload.report_id",
         "0 * * * *",
     ]
+
+
+def test_a_task_model_named_like_an_api_model_does_not_replace_it_in_openapi() -> None:
+    from asyncz.api.task_catalog import submit_union
+
+    def counts(payload: Stats) -> None:
+        return None
+
+    reg = TaskRegistry()
+    reg.register("counts", counts)
+    components: dict[str, Any] = {"Stats": {"title": "the API's"}, "SubmitJob": {}}
+    assert submit_union(reg, components) == "TypedSubmitJob"
+    assert components["Stats"] == {"title": "the API's"}
+    assert components["Task.Stats"]["required"] == ["mine"]
+    payload = components["SubmitJob.counts"]["properties"]["payload"]
+    assert payload == {"$ref": "#/components/schemas/Task.Stats"}

@@ -16,6 +16,9 @@ from asyncz.tasks.registry import TaskRegistry, TaskSpec
 from asyncz.tasks.signatures import UNTYPED_PAYLOAD_SCHEMA
 
 REF = "#/components/schemas/{model}"
+# the tasks' own models are components under this prefix: a user's model may share a name
+# with one of the API's (Stats, Health…) and must not replace it
+MODEL = "Task.{model}"
 UNION = "TypedSubmitJob"  # the component POST /jobs (and each batch item) is described by
 
 
@@ -88,8 +91,9 @@ def _component_name(task: str) -> str:
 def submit_union(registry: TaskRegistry, components: dict[str, Any]) -> str:
     """Put one ``SubmitJob.<task>`` schema per task (its ``task`` fixed, its ``payload`` the
     task's schema) and their union :data:`UNION`, discriminated by ``task``, into
-    ``components``; returns the union's name. The payload models' own definitions are
-    shared components (pydantic gives two models of one name distinct names)."""
+    ``components``; returns the union's name. The payload models' definitions are
+    components named ``Task.<model>`` (pydantic gives two models of one name distinct
+    names)."""
     specs = registry.specs()
     typed = [
         (spec.name, "validation", spec.signature.payload)
@@ -97,8 +101,9 @@ def submit_union(registry: TaskRegistry, components: dict[str, Any]) -> str:
         if spec.signature is not None and spec.signature.payload is not None
     ]
     inputs: list[tuple[str, JsonSchemaMode, TypeAdapter[Any]]] = typed  # type: ignore[assignment]
-    by_task, defs = TypeAdapter.json_schemas(inputs, ref_template=REF) if inputs else ({}, {})
-    components.update(defs.get("$defs", {}))
+    template = REF.format(model=MODEL)
+    by_task, defs = TypeAdapter.json_schemas(inputs, ref_template=template) if inputs else ({}, {})
+    components.update({MODEL.format(model=k): v for k, v in defs.get("$defs", {}).items()})
     mapping: dict[str, str] = {}
     for spec in specs:
         payload = by_task.get((spec.name, "validation"), dict(UNTYPED_PAYLOAD_SCHEMA))
