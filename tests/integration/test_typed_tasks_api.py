@@ -11,6 +11,7 @@ import pytest
 
 from asyncz.settings import Settings
 from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain
+from tests.integration.test_workflow_api import job
 from tests.support.apigw import handler_api
 from tests.support.ledger import rows
 
@@ -38,12 +39,6 @@ def api(typed_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
 
 def job_count(settings: Settings) -> int:
     return int(rows(settings.database_url, "SELECT count(*) AS n FROM jobs")[0]["n"])
-
-
-def job(api: Any, job_id: str) -> dict[str, Any]:
-    reply = api("GET", f"/jobs/{job_id}")
-    assert reply.status == 200, reply.body
-    return dict(reply.body)
 
 
 @FLAVOURS
