@@ -120,6 +120,18 @@ def test_an_annotation_that_cannot_be_resolved_is_refused_at_registration() -> N
         TaskRegistry().register("broken", broken)
 
 
+class Opaque:
+    """A plain class: nothing pydantic can validate."""
+
+
+def test_a_type_pydantic_cannot_check_is_refused_at_registration_saying_what_to_do() -> None:
+    def opaque(payload: dict[str, Any]) -> Opaque:
+        return Opaque()
+
+    with pytest.raises(TypeError, match=r"'opaque': its result type Opaque .*annotate it `Any`"):
+        TaskRegistry().register("opaque", opaque)
+
+
 def test_a_scheduled_task_must_accept_its_slot_payload() -> None:
     reg = TaskRegistry()
 

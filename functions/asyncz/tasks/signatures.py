@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
 from asyncz.errors import InvalidPayloadError, InvalidResultError
 
@@ -76,8 +76,8 @@ class Signature:
         return cls(
             payload_type=payload_type,
             result_type=result_type,
-            payload=TypeAdapter(payload_type) if _typed(payload_type) else None,
-            result=TypeAdapter(result_type) if _typed(result_type) else None,
+            payload=_adapter(name, "payload", payload_type),
+            result=_adapter(name, "result", result_type),
         )
 
     @property
@@ -119,6 +119,21 @@ class Signature:
     def result_schema(self) -> dict[str, Any]:
         """The result's JSON Schema (``{}``: any JSON value)."""
         return self.result.json_schema() if self.result else dict(UNTYPED_RESULT_SCHEMA)
+
+
+def _adapter(task: str, what: str, annotation: Any) -> TypeAdapter[Any] | None:
+    """The adapter of a typed annotation (``None``: untyped); one pydantic cannot check
+    (a plain class) is refused now, saying how to leave it unchecked."""
+    if not _typed(annotation):
+        return None
+    try:
+        return TypeAdapter(annotation)
+    except PydanticSchemaGenerationError as exc:
+        raise TypeError(
+            f"task {task!r}: its {what} type {_type_name(annotation)} is not one pydantic can "
+            "check (use a pydantic model, a dataclass or a TypedDict, or annotate it `Any` to "
+            f"leave it unchecked): {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def _type_name(tp: Any) -> str:
