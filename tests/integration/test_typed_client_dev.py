@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def dev() -> Iterator[DevRun]:
-    with dev_importing(ROOT, "tests.support.typed_app", API_KEY) as run:
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
+    folder = tmp_path_factory.mktemp("typed-dev")  # its data and log, not in the checkout
+    with dev_importing(folder, "tests.support.typed_app", API_KEY, import_from=ROOT) as run:
         yield run
 
 

@@ -183,13 +183,17 @@ class DevRun:
 
 
 @contextmanager
-def dev_importing(folder: Path, modules: str, api_key: str, *args: str) -> Iterator[DevRun]:
-    """``asyncz dev`` importing the task ``modules`` (comma-separated) from ``folder``, on the
-    dev tests' empty backends, its data in ``folder/data``; stopped at the end."""
+def dev_importing(
+    folder: Path, modules: str, api_key: str, *args: str, import_from: Path | None = None
+) -> Iterator[DevRun]:
+    """``asyncz dev`` importing the task ``modules`` (comma-separated) from ``import_from``
+    (default ``folder``), on the dev tests' empty backends, its data and log in ``folder``;
+    stopped at the end."""
     from tests.support.databases import empty_backends
 
     env = dev_env(*empty_backends("dev", 8), api_key)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))
+    path = str(import_from or folder)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [path, env.get("PYTHONPATH")]))
     run = DevRun(folder / "data", env, api_key, args=["--tasks", modules, *args])
     try:
         run.wait_healthy()
