@@ -3,7 +3,7 @@ by :class:`asyncz.client.Client` and :class:`asyncz.client.AsyncClient`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -75,3 +75,63 @@ def revoke_key(name: str) -> Call:
 def audit_page(key_name: str | None, action: str | None, limit: int, cursor: str | None) -> Call:
     params = {"key_name": key_name, "action": action, "limit": limit, "cursor": cursor}
     return Call("GET", "/audit", params=params)
+
+
+class AccessClient:
+    """``client.access``: named keys (scope ``admin``), the audit trail (``read``) and
+    ``whoami`` (any key)."""
+
+    def __init__(self, send: Callable[[Call], Any]) -> None:
+        self._send = send
+
+    def whoami(self) -> ApiKey:
+        """This client's key: its name, scopes and rate."""
+        return ApiKey.from_api(self._send(Call("GET", "/whoami")))
+
+    def create_key(
+        self, name: str, scopes: Iterable[str], *, rate: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> ApiKey:  # fmt: skip
+        """A new named key; its ``key`` is shown this once (only its hash is stored)."""
+        return ApiKey.from_api(self._send(create_key(name, scopes, rate, expires_at)))
+
+    def keys(self, *, revoked: bool = False) -> list[ApiKey]:
+        return [ApiKey.from_api(k) for k in self._send(list_keys(revoked))["items"]]
+
+    def revoke_key(self, name: str) -> None:
+        self._send(revoke_key(name))
+
+    def audit(
+        self, *, key_name: str | None = None, action: str | None = None, limit: int = 50
+    ) -> list[AuditEntry]:
+        """The latest operator actions, newest first."""
+        page = self._send(audit_page(key_name, action, limit, None))
+        return [AuditEntry.from_api(e) for e in page["items"]]
+
+
+class AsyncAccessClient:
+    """``client.access`` of :class:`asyncz.client.AsyncClient` (see :class:`AccessClient`)."""
+
+    def __init__(self, send: Callable[[Call], Awaitable[Any]]) -> None:
+        self._send = send
+
+    async def whoami(self) -> ApiKey:
+        return ApiKey.from_api(await self._send(Call("GET", "/whoami")))
+
+    async def create_key(
+        self, name: str, scopes: Iterable[str], *, rate: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> ApiKey:  # fmt: skip
+        return ApiKey.from_api(await self._send(create_key(name, scopes, rate, expires_at)))
+
+    async def keys(self, *, revoked: bool = False) -> list[ApiKey]:
+        return [ApiKey.from_api(k) for k in (await self._send(list_keys(revoked)))["items"]]
+
+    async def revoke_key(self, name: str) -> None:
+        await self._send(revoke_key(name))
+
+    async def audit(
+        self, *, key_name: str | None = None, action: str | None = None, limit: int = 50
+    ) -> list[AuditEntry]:
+        page = await self._send(audit_page(key_name, action, limit, None))
+        return [AuditEntry.from_api(e) for e in page["items"]]

@@ -12,9 +12,8 @@ from urllib.parse import quote
 import httpx
 
 from asyncz.client import _core, typed
-from asyncz.client import access as _access
 from asyncz.client._core import Call, RetryPolicy
-from asyncz.client.access import ApiKey, AuditEntry
+from asyncz.client.access import AsyncAccessClient
 from asyncz.client.errors import (
     AsyncZClientError,
     ConnectionFailed,
@@ -54,6 +53,8 @@ class AsyncClient:
             timeout=timeout,
             transport=transport,
         )
+        # named keys and the audit trail: client.access.create_key(...), .audit(), ...
+        self.access = AsyncAccessClient(self._json)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -263,32 +264,6 @@ class AsyncClient:
         """Every dead job matching the filters, page after page."""
         params = {"queue": queue, "task": task, "limit": page_size, "cursor": cursor}
         return self._pages("/dlq", params)
-
-    # --- keys and audit (scope admin; audit: read) -----------------------------------------
-
-    async def whoami(self) -> ApiKey:
-        """This client's key: its name, scopes and rate."""
-        return ApiKey.from_api(await self._json(Call("GET", "/whoami")))
-
-    async def create_key(
-        self, name: str, scopes: Iterable[str], *, rate: str | None = None,
-        expires_at: datetime | None = None,
-    ) -> ApiKey:  # fmt: skip
-        """A new named key; its ``key`` is shown this once (only its hash is stored)."""
-        return ApiKey.from_api(await self._json(_access.create_key(name, scopes, rate, expires_at)))
-
-    async def keys(self, *, revoked: bool = False) -> list[ApiKey]:
-        return [ApiKey.from_api(k) for k in (await self._json(_access.list_keys(revoked)))["items"]]
-
-    async def revoke_key(self, name: str) -> None:
-        await self._json(_access.revoke_key(name))
-
-    async def audit(
-        self, *, key_name: str | None = None, action: str | None = None, limit: int = 50
-    ) -> list[AuditEntry]:
-        """The latest operator actions, newest first."""
-        page = await self._json(_access.audit_page(key_name, action, limit, None))
-        return [AuditEntry.from_api(e) for e in page["items"]]
 
     async def workers(self) -> dict[str, Any]:
         """``GET /workers``: the live workers and the attempts each runs now."""

@@ -11,9 +11,8 @@ from urllib.parse import quote
 import httpx
 
 from asyncz.client import _core, typed
-from asyncz.client import access as _access
 from asyncz.client._core import Call, RetryPolicy
-from asyncz.client.access import ApiKey, AuditEntry
+from asyncz.client.access import AccessClient
 from asyncz.client.errors import (
     AsyncZClientError,
     ConnectionFailed,
@@ -53,6 +52,8 @@ class Client:
             timeout=timeout,
             transport=transport,
         )
+        # named keys and the audit trail: client.access.create_key(...), .audit(), ...
+        self.access = AccessClient(self._json)
 
     def __enter__(self) -> Client:
         return self
@@ -259,32 +260,6 @@ class Client:
         """Every dead job matching the filters, page after page."""
         params = {"queue": queue, "task": task, "limit": page_size, "cursor": cursor}
         return self._pages("/dlq", params)
-
-    # --- keys and audit (scope admin; audit: read) -----------------------------------------
-
-    def whoami(self) -> ApiKey:
-        """This client's key: its name, scopes and rate."""
-        return ApiKey.from_api(self._json(Call("GET", "/whoami")))
-
-    def create_key(
-        self, name: str, scopes: Iterable[str], *, rate: str | None = None,
-        expires_at: datetime | None = None,
-    ) -> ApiKey:  # fmt: skip
-        """A new named key; its ``key`` is shown this once (only its hash is stored)."""
-        return ApiKey.from_api(self._json(_access.create_key(name, scopes, rate, expires_at)))
-
-    def keys(self, *, revoked: bool = False) -> list[ApiKey]:
-        return [ApiKey.from_api(k) for k in (self._json(_access.list_keys(revoked)))["items"]]
-
-    def revoke_key(self, name: str) -> None:
-        self._json(_access.revoke_key(name))
-
-    def audit(
-        self, *, key_name: str | None = None, action: str | None = None, limit: int = 50
-    ) -> list[AuditEntry]:
-        """The latest operator actions, newest first."""
-        page = self._json(_access.audit_page(key_name, action, limit, None))
-        return [AuditEntry.from_api(e) for e in page["items"]]
 
     def workers(self) -> dict[str, Any]:
         """``GET /workers``: the live workers and the attempts each runs now."""
