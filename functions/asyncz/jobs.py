@@ -97,6 +97,7 @@ class NewJob:
     idempotency_key: str | None = None
     depends_on: tuple[Dependency, ...] = ()
     ref: str | None = None  # a name other items of the same batch may depend on
+    concurrency_key: str | None = None  # the task's per-key limits count by it
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,7 @@ class Job:
     open_parents: int = 0  # while waiting: parents not finished yet
     depth: int = 0  # 0 without parents
     has_dependents: bool = False  # some job names it in depends_on
+    concurrency_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,7 @@ class Lease:
     max_retries: int
     timeout_seconds: int
     has_parents: bool = False  # the task is given its parents' statuses and results
+    concurrency_key: str | None = None
 
     @property
     def tries_used(self) -> int:

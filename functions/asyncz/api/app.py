@@ -163,7 +163,7 @@ def create_app(
     async def get_job(job_id: UUID) -> Any:
         svc = await state.service()
         job = await svc.get(_about(job_id))
-        return JobOut.of(job, await svc.graph(job))
+        return JobOut.of(job, {**await svc.graph(job), "waiting_for": await svc.held_reason(job)})
 
     @app.get("/jobs/{job_id}/attempts", response_model=AttemptList, summary="Attempt log")
     async def get_attempts(job_id: UUID) -> Any:

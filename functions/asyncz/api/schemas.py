@@ -65,6 +65,14 @@ class SubmitJob(BaseModel):
         "(dead, or cancelled if the parent was; last_error `parent_failed: <parent id>`; "
         "replaying the parent brings it back); `run` runs it anyway",
     )
+    concurrency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="what the task's per-key limits count by (e.g. `tenant:42`, a provider "
+        "key): at most `key_concurrency` of its jobs run at once, `key_rate` start per period",
+    )
     ref: str | None = Field(
         default=None,
         pattern=REF_PATTERN,
@@ -179,6 +187,11 @@ class JobOut(BaseModel):
     progress: float | None = Field(default=None, description="the task's last report, 0 to 1")
     progress_message: str | None = None
     open_parents: int = Field(default=0, description="parents a waiting job still waits for")
+    concurrency_key: str | None = None
+    waiting_for: str | None = Field(
+        default=None,
+        description="GET /jobs/{id}: why a queued job is held back (a limit, a paused queue)",
+    )
     depends_on: list[ParentOut] | None = Field(
         default=None, description="GET /jobs/{id}: the parents, each with its status"
     )
@@ -214,6 +227,7 @@ class JobOut(BaseModel):
             progress=job.progress,
             progress_message=job.progress_message,
             open_parents=job.open_parents if job.status == "waiting" else 0,
+            concurrency_key=job.concurrency_key,
             **(graph or {}),
         )
 

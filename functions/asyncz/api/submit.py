@@ -123,6 +123,7 @@ def _new_job(req: SubmitJob, idempotency_header: str | None) -> NewJob | Reply:
         idempotency_key=idempotency_key,
         depends_on=tuple(_dependency(d, req.on_parent_failure) for d in req.depends_on),
         ref=req.ref,
+        concurrency_key=req.concurrency_key,
     )
 
 

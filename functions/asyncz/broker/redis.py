@@ -23,6 +23,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from asyncz.broker.keys import SCORE_SCALE, KeySpace
+from asyncz.broker.limits import RedisLimits
 from asyncz.errors import BrokerUnavailableError
 from asyncz.jobs import PRIORITY_MAX
 from asyncz.ports import Dispatch, epoch_ms
@@ -72,6 +73,7 @@ class RedisBroker:
         self._track = track_activity
         source = resources.files("asyncz.broker").joinpath("promote.lua").read_text("utf-8")
         self._promote = client.register_script(source)
+        self.limits = RedisLimits(client, prefix, _guard)
 
     @classmethod
     def from_url(

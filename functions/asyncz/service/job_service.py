@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from asyncz.errors import (
+    BrokerUnavailableError,
     InvalidTransitionError,
     JobNotFoundError,
     OutcomeUnknownError,
@@ -45,6 +46,7 @@ from asyncz.ports import (
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.leases import Leases
+from asyncz.service.limits import FlowControl
 from asyncz.service.submitting import Submitting
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
@@ -69,8 +71,9 @@ class JobService:
         self.enqueuer = Enqueuer(broker)
         self.dependencies = Dependencies(store, self.enqueuer, settings, self.metrics)
         self.submitting = Submitting(store, self.enqueuer, registry, settings, self.metrics)
+        self.flow = FlowControl(store, broker, registry, settings)
         self.leases = Leases(
-            store, broker, self.enqueuer, self.dependencies, settings, self.metrics, rand
+            store, broker, self.enqueuer, self.dependencies, settings, self.metrics, rand, self.flow
         )
         self.recovery = Recovery(store, broker, settings, self.metrics, self.dependencies)
         self.retention = Retention(store, settings, self.metrics)
@@ -172,6 +175,17 @@ class JobService:
         return await self.dependencies.describe(
             job.id, depth=job.depth, has_dependents=job.has_dependents
         )
+
+    async def held_reason(self, job: Job) -> str | None:
+        """Why a queued job is held back, in words (``None`` when nothing holds it)."""
+        if job.status is not JobStatus.QUEUED:
+            return None
+        row = {"id": job.id, "task": job.task, "concurrency_key": job.concurrency_key,
+               "queue": job.queue, "priority": job.priority}  # fmt: skip
+        try:
+            return await self.flow.held_reason(row)
+        except BrokerUnavailableError:
+            return None
 
     async def parents_of(self, job_id: str) -> list[Row]:
         return await self.dependencies.parents_of(job_id)

@@ -14,6 +14,7 @@ from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, Met
 from asyncz.retry import backoff_delay
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
+from asyncz.service.limits import FlowControl
 from asyncz.settings import Settings
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -29,6 +30,7 @@ class Leases:
         settings: Settings,
         metrics: MetricsSink,
         rand: Callable[[], float],
+        flow: FlowControl,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -37,6 +39,7 @@ class Leases:
         self.settings = settings
         self.metrics = metrics
         self.rand = rand  # backoff jitter (a seam for tests)
+        self.flow = flow
 
     async def claim_next(
         self,
@@ -54,22 +57,26 @@ class Leases:
         ids = await self.broker.pop(queues, max_items, wait_seconds)
         if not ids:
             return []
-        ids = [i for i in ids if _is_uuid(i)]
-        leases = await self.store.claim(ids, worker_id, max_timeout)
+        ids = await self.flow.admit([i for i in ids if _is_uuid(i)])
+        leases = await self.store.claim(ids, worker_id, max_timeout) if ids else []
         if len(leases) < len(ids):
             claimed = {lease.job_id for lease in leases}
             missed = [i for i in ids if i not in claimed]
+            await self.flow.release(missed)
             await self.enqueuer.enqueue_quietly(await self.store.unclaimed(missed))
         return leases
 
     async def promote(self, queues: Sequence[str]) -> int:
-        return await self.broker.promote_due(queues)
+        """Due delayed ids, and ids held by a rate whose window opened, back to ready."""
+        return await self.broker.promote_due(queues) + await self.flow.wake_due()
 
     async def heartbeat(self, leases: Sequence[Lease]) -> HeartbeatOutcome:
         outcome = HeartbeatOutcome()
         if not leases:
             return outcome
         held = await self.store.heartbeat(leases)
+        await self.flow.refresh(held)
+        await self.flow.release(lease.job_id for lease in leases if lease.job_id not in held)
         for lease in leases:
             if lease.job_id not in held:
                 outcome.lost.add(lease.job_id)
@@ -86,6 +93,7 @@ class Leases:
         Then the children of those that have any are settled (released when their last
         parent is done)."""
         held = await self.store.complete_many(done)
+        await self.flow.release(lease.job_id for lease, _ in done)
         if held:
             self.metrics.add_metric("JobsCompleted", "Count", len(held))
             parents = [job_id for job_id, has_dependents in held.items() if has_dependents]
@@ -118,6 +126,7 @@ class Leases:
         row = await self.store.finish_failed(
             lease, status=status, outcome=outcome, error=error, delay_seconds=delay
         )
+        await self.flow.release([lease.job_id])
         if row is None:
             return None
         status = JobStatus(row["status"])  # a cancel requested meanwhile wins (SQL decides)

@@ -96,6 +96,7 @@ class Submitting:
             idempotency_key=new.idempotency_key,
             depends_on=new.depends_on,
             ref=new.ref,
+            concurrency_key=new.concurrency_key,
         )
 
     async def submit(self, new: NewJob) -> SubmitOutcome:

@@ -44,6 +44,7 @@ def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
             "idempotency_key": new.idempotency_key,
             "run_at": new.run_at,
             "delay_seconds": float(new.delay_seconds),
+            "concurrency_key": new.concurrency_key,
         },
     )
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from asyncz.broker.keys import SCORE_SCALE, ready_score
 from asyncz.jobs import PRIORITY_MAX
 from asyncz.ports import Dispatch, epoch_ms
+from asyncz.testing.limits import MemoryLimits
 
 
 class MemoryBroker:
@@ -24,6 +25,7 @@ class MemoryBroker:
         self.position: str | None = None
         self.enqueues = 0  # the Redis adapter's activity counter (always tracked here)
         self.idle: tuple[str, float] | None = None  # (value, expiry monotonic)
+        self.limits = MemoryLimits(self.ready)
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
         if items:

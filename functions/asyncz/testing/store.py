@@ -52,6 +52,7 @@ class MemoryStore:
             "last_error": None, "created_at": now, "started_at": None, "finished_at": None,
             "updated_at": now, "progress": None, "progress_message": None,
             "open_parents": 0, "depth": 0, "has_dependents": False,
+            "concurrency_key": new.concurrency_key,
         }  # fmt: skip
         self.jobs[job_id].update(state)
         self.attempts[job_id] = []
@@ -200,7 +201,8 @@ class MemoryStore:
                 Lease(job_id=job_id, token=j["lease_token"], task=j["task"], payload=j["payload"],
                       queue=j["queue"], priority=j["priority"], attempt=j["attempts"],
                       attempt_base=j["attempt_base"], max_retries=j["max_retries"],
-                      timeout_seconds=j["timeout_seconds"], has_parents=j["depth"] > 0)
+                      timeout_seconds=j["timeout_seconds"], has_parents=j["depth"] > 0,
+                      concurrency_key=j["concurrency_key"])
             )  # fmt: skip
         return leases
 
@@ -208,7 +210,8 @@ class MemoryStore:
         now = _now()
         return [
             {"id": j["id"], "queue": j["queue"], "priority": j["priority"],
-             "run_at": j["run_at"], "due": j["run_at"] <= now}
+             "run_at": j["run_at"], "due": j["run_at"] <= now, "task": j["task"],
+             "concurrency_key": j["concurrency_key"]}
             for i in ids
             if (j := self.jobs.get(i)) and j["status"] == "queued" and not j["cancel_requested"]
         ]  # fmt: skip
