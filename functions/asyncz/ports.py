@@ -197,6 +197,27 @@ class JobStore(Protocol):
         """The queries of recovery, retention, periodic jobs and count folding."""
         ...
 
+    @property
+    def flow(self) -> FlowStore:
+        """The queries of flow control (paused queues)."""
+        ...
+
+
+class FlowStore(Protocol):
+    """Paused queues in Postgres (see :mod:`asyncz.store.flow`)."""
+
+    async def pause_queue(self, queue: str, by: str | None) -> bool:
+        """False when it was paused already."""
+        ...
+
+    async def resume_queue(self, queue: str) -> bool:
+        """False when it was not paused."""
+        ...
+
+    async def paused_queues(self) -> dict[str, Row]:
+        """``{queue: {"queue", "paused_at", "paused_by"}}``."""
+        ...
+
 
 class DependencyStore(Protocol):
     """What job dependencies (:mod:`asyncz.service.dependencies`) need from Postgres (see

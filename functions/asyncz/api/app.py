@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from asyncz import composition
+from asyncz.api.flow_routes import mount_flow
 from asyncz.api.guards import InputGuard, KeyCheck
 from asyncz.api.openapi import ERRORS, openapi_with_key
 from asyncz.api.replies import (
@@ -225,6 +226,7 @@ def create_app(
         report = await state.health()
         return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
 
+    mount_flow(app, state.service)
     mount_ui(app, state.service)
     return app
 

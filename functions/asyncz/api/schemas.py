@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from asyncz.api.flow_schemas import LimitUsage
 from asyncz.jobs import MAX_DEPTH, MAX_PARENTS, PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
@@ -288,11 +289,15 @@ class QueueStats(BaseModel):
     ready: int | None = None
     delayed: int | None = None
     oldest_queued_age_seconds: float
+    paused: bool = False
 
 
 class Stats(BaseModel):
     queues: dict[str, QueueStats]
     live_workers: int | None
+    limits: list[LimitUsage] | None = Field(
+        default=None, description="each limited task: running and waiting (null: Redis is down)"
+    )
 
 
 class ScheduleOut(BaseModel):

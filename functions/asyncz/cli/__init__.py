@@ -16,6 +16,7 @@ from typing import Any
 from asyncz import __version__
 from asyncz.cli.client import DEFAULT_API_URL, CliError
 from asyncz.cli.commands import cmd_dev, cmd_migrate
+from asyncz.cli.flow import cmd_pause, cmd_resume
 from asyncz.cli.ops import (
     cmd_cancel,
     cmd_dlq,
@@ -124,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-seconds", type=int)
     p.add_argument("--delay-seconds", type=int)
     p.add_argument("--idempotency-key")
+    p.add_argument("--concurrency-key", help="what the task's per-key limits count by")
     p.add_argument(
         "--depends-on", action="append", metavar="JOB_ID", help="a parent (repeat for more)"
     )
@@ -170,6 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("cancel", "cancel a job")
     p.add_argument("job_id")
     p.set_defaults(func=cmd_cancel)
+
+    for name, about, func in (
+        ("pause", "pause a queue (jobs are accepted, none starts)", cmd_pause),
+        ("resume", "resume a paused queue", cmd_resume),
+    ):
+        p = add(name, about)
+        p.add_argument("queue")
+        p.set_defaults(func=func)
 
     p = add("stats", "per-queue counts")
     p.set_defaults(func=cmd_stats)

@@ -27,7 +27,8 @@ from asyncz.cli.output import (
 from asyncz.client import Client, Job
 
 SUBMIT_OPTIONS = ("queue", "priority", "max_retries", "timeout_seconds", "delay_seconds",
-                  "idempotency_key", "depends_on", "on_parent_failure")  # fmt: skip
+                  "idempotency_key", "depends_on", "on_parent_failure",
+                  "concurrency_key")  # fmt: skip
 
 
 def _progress(args: argparse.Namespace, what: str) -> Progress:

@@ -23,6 +23,7 @@ from asyncz.client.errors import (
     Unavailable,
     WaitTimeout,
 )
+from asyncz.client.flow import queue_path, with_concurrency_key
 from asyncz.client.models import Attempt, Health, Job, Stats
 
 
@@ -103,18 +104,23 @@ class AsyncClient:
         idempotency_key: str | None = None,
         depends_on: Sequence[str | Mapping[str, Any]] | None = None,
         on_parent_failure: str | None = None,
+        concurrency_key: str | None = None,
     ) -> Job:
         """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists
         (not when it is our own earlier try of this call that stored it: that job is
         returned). ``depends_on``: job ids it waits for (status ``waiting``), each a string
         or ``{"job_id": ..., "on_parent_failure": "run"}``; ``on_parent_failure``: ``fail``
-        (the default) or ``run``."""
+        (the default) or ``run``. ``concurrency_key``: what the task's per-key limits count
+        by (docs/flow-control.md)."""
         body, generated = _core.with_key(
-            _core.submit_body(task, payload, queue=queue, priority=priority,
-                              max_retries=max_retries, timeout_seconds=timeout_seconds,
-                              delay_seconds=delay_seconds, run_at=run_at,
-                              idempotency_key=idempotency_key, depends_on=depends_on,
-                              on_parent_failure=on_parent_failure),
+            with_concurrency_key(
+                _core.submit_body(task, payload, queue=queue, priority=priority,
+                                  max_retries=max_retries, timeout_seconds=timeout_seconds,
+                                  delay_seconds=delay_seconds, run_at=run_at,
+                                  idempotency_key=idempotency_key, depends_on=depends_on,
+                                  on_parent_failure=on_parent_failure),
+                concurrency_key,
+            ),
             self.retry.retries,
         )  # fmt: skip
         keyed = bool(body.get("idempotency_key"))  # a key makes a second try safe
@@ -235,6 +241,13 @@ class AsyncClient:
         """Every dead job matching the filters, page after page."""
         params = {"queue": queue, "task": task, "limit": page_size, "cursor": cursor}
         return self._pages("/dlq", params)
+
+    async def pause_queue(self, queue: str) -> dict[str, Any]:
+        """Pause a queue: jobs are still accepted, none starts until it is resumed."""
+        return dict(await self._json(Call("POST", queue_path(queue, "pause"), safe=True)))
+
+    async def resume_queue(self, queue: str) -> dict[str, Any]:
+        return dict(await self._json(Call("POST", queue_path(queue, "resume"), safe=True)))
 
     async def stats(self) -> Stats:
         return Stats.from_api(await self._json(Call("GET", "/stats")))

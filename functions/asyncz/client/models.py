@@ -46,6 +46,8 @@ class Job:
     open_parents: int = 0  # parents a waiting job still waits for
     depends_on: list[dict[str, Any]] | None = None  # get(): each parent's id, status, rule
     dependents: list[dict[str, Any]] | None = None  # get(): the jobs depending on it
+    concurrency_key: str | None = None  # what the task's per-key limits count by
+    waiting_for: str | None = None  # get(): why a queued job is held back (a limit, a pause)
 
     @property
     def finished(self) -> bool:
@@ -74,6 +76,8 @@ class Job:
             finished_at=_when(data.get("finished_at")),
             updated_at=_when(data.get("updated_at")),
             ref=data.get("ref"),
+            concurrency_key=data.get("concurrency_key"),
+            waiting_for=data.get("waiting_for"),
             open_parents=int(data.get("open_parents") or 0),
             depends_on=data.get("depends_on"),
             dependents=data.get("dependents"),

@@ -154,13 +154,27 @@ class JobService:
         return await self.readings.note_if_idle(activity, gauges)
 
     async def stats(self) -> dict[str, Any]:
-        return await self.overview.stats()
+        return await self.flow.with_usage(await self.overview.stats())
 
     async def series(self, minutes: int = SERIES_MINUTES) -> list[dict[str, Any]]:
         return await self.overview.series(minutes)
 
     async def health(self) -> dict[str, Any]:
         return await self.overview.health()
+
+    # --- flow control (asyncz.service.limits) ---------------------------------------------
+
+    async def pause_queue(self, queue: str) -> dict[str, Any]:
+        return await self.flow.pause(queue)
+
+    async def resume_queue(self, queue: str) -> dict[str, Any]:
+        return await self.flow.resume(queue)
+
+    async def queue_states(self) -> list[dict[str, Any]]:
+        return await self.flow.queue_states()
+
+    def task_listing(self) -> list[dict[str, Any]]:
+        return self.flow.task_listing(self.registry)
 
     # --- read --------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ their outcomes (retry with backoff, or dead-letter). A part of
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,7 +15,7 @@ from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, Met
 from asyncz.retry import backoff_delay
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
-from asyncz.service.limits import FlowControl
+from asyncz.service.limits import PAUSE_READ_SECONDS, FlowControl
 from asyncz.settings import Settings
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -54,6 +55,10 @@ class Leases:
         An id that cannot be claimed is a duplicate delivery (skipped), or a queued job that
         is not due or does not fit ``max_timeout`` (put back where it belongs).
         """
+        queues = await self.flow.runnable(queues)
+        if not queues:  # every queue is paused: wait as a pop would, take nothing
+            await asyncio.sleep(min(wait_seconds, PAUSE_READ_SECONDS))
+            return []
         ids = await self.broker.pop(queues, max_items, wait_seconds)
         if not ids:
             return []

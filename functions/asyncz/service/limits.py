@@ -8,16 +8,19 @@ Only tasks with a limit pay anything: with none declared, the claim path is unch
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 
-from asyncz.errors import BrokerUnavailableError
+from asyncz.errors import BrokerUnavailableError, UnknownQueueError
 from asyncz.ports import JobBroker, JobStore, Row, Slot
 from asyncz.settings import Settings
 from asyncz.tasks.limits import TaskLimits, parse_overrides
 from asyncz.tasks.registry import TaskRegistry
 
 log = logging.getLogger("asyncz.service")
+
+PAUSE_READ_SECONDS = 1.0  # how stale a worker's view of paused queues may be
 
 REASONS = {
     "concurrency": "waiting for a concurrency slot of task {task}",
@@ -46,6 +49,20 @@ class FlowControl:
         self.settings = settings
         self.limited = effective_limits(registry, settings)
         self.slots: dict[str, Slot] = {}  # job id -> the slot its running attempt holds
+        self._paused: tuple[float, frozenset[str]] = (-PAUSE_READ_SECONDS, frozenset())
+
+    async def paused(self) -> frozenset[str]:
+        """The paused queues, read from Postgres at most once a second."""
+        read_at, queues = self._paused
+        if time.monotonic() - read_at >= PAUSE_READ_SECONDS:
+            queues = frozenset(await self.store.flow.paused_queues())
+            self._paused = (time.monotonic(), queues)
+        return queues
+
+    async def runnable(self, queues: Sequence[str]) -> list[str]:
+        """The queues a worker may take from now (a paused one starts nothing)."""
+        paused = await self.paused()
+        return [q for q in queues if q not in paused] if paused else list(queues)
 
     def limits_of(self, task: str) -> TaskLimits | None:
         return self.limited.get(task)
@@ -109,6 +126,8 @@ class FlowControl:
     async def held_reason(self, job: Row) -> str | None:
         """Why a queued job of a limited task is not running, in words (``None``: it is not
         held back)."""
+        if job["queue"] in await self.paused():
+            return f"queue {job['queue']} is paused"
         limits = self.limited.get(job["task"])
         if limits is None:
             return None
@@ -121,3 +140,58 @@ class FlowControl:
 
     async def usage(self) -> list[Row]:
         return await self.broker.limits.usage(self.limited, keys_per_task=50)
+
+    # --- paused queues, and what GET /stats, /queues and /tasks show ----------------------
+
+    async def pause(self, queue: str) -> Row:
+        self._known(queue)
+        await self.store.flow.pause_queue(queue, None)
+        self._paused = (-PAUSE_READ_SECONDS, frozenset())  # this process sees it at once
+        return await self._state(queue)
+
+    async def resume(self, queue: str) -> Row:
+        self._known(queue)
+        await self.store.flow.resume_queue(queue)
+        self._paused = (-PAUSE_READ_SECONDS, frozenset())
+        return await self._state(queue)
+
+    def _known(self, queue: str) -> None:
+        if queue not in self.settings.queue_list:
+            raise UnknownQueueError(
+                f"unknown queue {queue!r}; this deployment runs "
+                f"{', '.join(self.settings.queue_list)} (ASYNCZ_QUEUES)"
+            )
+
+    async def _state(self, queue: str) -> Row:
+        row = (await self.store.flow.paused_queues()).get(queue)
+        return {"queue": queue, "paused": row is not None,
+                "paused_at": row["paused_at"] if row else None}  # fmt: skip
+
+    async def queue_states(self) -> list[Row]:
+        paused = await self.store.flow.paused_queues()
+        return [
+            {"queue": q, "paused": q in paused,
+             "paused_at": paused[q]["paused_at"] if q in paused else None}
+            for q in sorted(set(self.settings.queue_list) | set(paused))
+        ]  # fmt: skip
+
+    def task_listing(self, registry: TaskRegistry) -> list[Row]:
+        out = []
+        for name in registry.names():
+            spec, limits = registry.get(name), self.limited.get(name)
+            plan = spec.schedule.describe() if spec.schedule else None
+            out.append(
+                {"task": name, "limits": limits.describe() if limits else {}, "schedule": plan}
+            )
+        return out
+
+    async def with_usage(self, stats: Row) -> Row:
+        """``GET /stats`` with each queue's pause and each limit's running and waiting."""
+        paused = await self.store.flow.paused_queues()
+        for queue, entry in stats["queues"].items():
+            entry["paused"] = queue in paused
+        try:
+            stats["limits"] = await self.usage()
+        except BrokerUnavailableError:
+            stats["limits"] = None
+        return stats

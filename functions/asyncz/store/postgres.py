@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.dependencies import DependencyQueries
+from asyncz.store.flow import FlowQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns
 from asyncz.store.runner import QueryRunner, check_if_idle
@@ -57,6 +58,7 @@ class PostgresStore:
         self._run = QueryRunner(pool, query_timeout)
         self.maintenance = MaintenanceQueries(self._run)
         self.dependencies = DependencyQueries(self._run)
+        self.flow = FlowQueries(self._run)
 
     @classmethod
     def create(

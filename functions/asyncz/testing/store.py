@@ -16,6 +16,7 @@ from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, unstorable
 from asyncz.ports import Row, epoch_ms
 from asyncz.testing.dependencies import MemoryDependencies
+from asyncz.testing.flow import MemoryFlow
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
 
 _now = now_utc
@@ -30,6 +31,7 @@ class MemoryStore:
         self.periodic: dict[tuple[str, datetime], str | None] = {}  # (task, slot) -> job id
         self.maintenance = MemoryMaintenance(self)
         self.dependencies = MemoryDependencies(self)
+        self.flow = MemoryFlow()
 
     # --- submit and read -----------------------------------------------------------------
 

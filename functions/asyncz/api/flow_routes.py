@@ -1,0 +1,37 @@
+"""Routes of flow control: pause and resume a queue, list queues and tasks with their limits."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Path
+
+from asyncz.api.flow_schemas import QueueList, QueueState, TaskList
+from asyncz.api.schemas import NAME_PATTERN
+from asyncz.service import JobService
+
+QueueName = Annotated[str, Path(pattern=NAME_PATTERN)]
+
+
+def mount_flow(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> None:
+    router = APIRouter()
+
+    @router.post("/queues/{name}/pause", response_model=QueueState, summary="Pause a queue")
+    async def pause(name: QueueName) -> Any:
+        """Jobs are still accepted; none starts until the queue is resumed."""
+        return await (await service()).pause_queue(name)
+
+    @router.post("/queues/{name}/resume", response_model=QueueState, summary="Resume a queue")
+    async def resume(name: QueueName) -> Any:
+        return await (await service()).resume_queue(name)
+
+    @router.get("/queues", response_model=QueueList, summary="Queues, paused or not")
+    async def queues() -> Any:
+        return {"items": await (await service()).queue_states()}
+
+    @router.get("/tasks", response_model=TaskList, summary="Tasks and their limits")
+    async def tasks() -> Any:
+        return {"items": (await service()).task_listing()}
+
+    app.include_router(router)
