@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from asyncz.fleet.plan import ready_backlog
 from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
 from asyncz.settings import Settings
 from tests.support.ledger import rows, status_counts
@@ -213,5 +214,25 @@ def test_recovery_rescues_held_back_ids_that_redis_lost(settings: Settings) -> N
             assert await svc.complete(lease, None)
             [again] = await svc.claim_next("w1", ["default"], 10, 1.0, 600)
             assert again.job_id == held
+
+    asyncio.run(scenario())
+
+
+def test_the_fleet_backlog_leaves_out_paused_queues_even_after_redis_is_flushed(
+    settings: Settings,
+) -> None:
+    s = settings.model_copy(update={"queues": "default,other"})
+
+    async def scenario() -> None:
+        async with open_service(s) as svc:
+            await svc.pause_queue("default")
+            for queue in ("default", "default", "other"):
+                await svc.submit(NewJob(task="echo", payload={}, queue=queue))
+            assert await ready_backlog(svc.broker, s.queue_list) == 1
+            await svc.broker._r.flushdb()  # type: ignore[attr-defined]
+            await svc.recover()  # re-enqueues the rows, and mirrors the pause again
+            assert await ready_backlog(svc.broker, s.queue_list) == 1
+            await svc.resume_queue("default")
+            assert await ready_backlog(svc.broker, s.queue_list) == 3
 
     asyncio.run(scenario())

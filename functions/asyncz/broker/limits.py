@@ -115,3 +115,16 @@ class RedisLimits:
                     }
                 )
         return out
+
+    async def mirror_paused(self, queues: set[str]) -> None:
+        key = f"{self._p}:limits:paused"
+        with self._guard():
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.delete(key)
+                if queues:
+                    pipe.sadd(key, *queues)
+                await pipe.execute()
+
+    async def paused(self) -> set[str]:
+        with self._guard():
+            return {str(q) for q in await self._r.smembers(f"{self._p}:limits:paused")}

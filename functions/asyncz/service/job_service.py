@@ -130,7 +130,9 @@ class JobService:
     # --- maintenance (asyncz.maintenance) -------------------------------------------------
 
     async def recover(self) -> RecoveryReport:
-        return await self.recovery.recover()
+        report = await self.recovery.recover()
+        await self.flow.mirror_pauses()
+        return report
 
     async def fold_counts(self) -> int:
         return await self.recovery.fold_counts()

@@ -146,14 +146,26 @@ class FlowControl:
     async def pause(self, queue: str) -> Row:
         self._known(queue)
         await self.store.flow.pause_queue(queue, None)
-        self._paused = (-PAUSE_READ_SECONDS, frozenset())  # this process sees it at once
-        return await self._state(queue)
+        return await self._changed(queue)
 
     async def resume(self, queue: str) -> Row:
         self._known(queue)
         await self.store.flow.resume_queue(queue)
-        self._paused = (-PAUSE_READ_SECONDS, frozenset())
+        return await self._changed(queue)
+
+    async def _changed(self, queue: str) -> Row:
+        self._paused = (-PAUSE_READ_SECONDS, frozenset())  # this process sees it at once
+        await self.mirror_pauses()
         return await self._state(queue)
+
+    async def mirror_pauses(self) -> None:
+        """Copy the paused queues to Redis for the fleet's backlog (quietly: recovery copies
+        them again each run, a FLUSHALL included)."""
+        paused = set(await self.store.flow.paused_queues())
+        try:
+            await self.broker.limits.mirror_paused(paused)
+        except BrokerUnavailableError as exc:
+            log.warning("paused queues not mirrored to Redis: %s", exc)
 
     def _known(self, queue: str) -> None:
         if queue not in self.settings.queue_list:

@@ -20,6 +20,7 @@ class MemoryLimits:
         self.held: dict[str, dict[str, int]] = {}  # scope -> {member: held ms}
         self.later: dict[str, int] = {}  # member -> ms when the rate allows
         self.keys: dict[str, set[str]] = {}
+        self.paused_queues: set[str] = set()
 
     def _full(self, scope: str, limit: int | None, now: int) -> bool:
         if not limit:
@@ -132,3 +133,9 @@ class MemoryLimits:
                 }
             )
         return out
+
+    async def mirror_paused(self, queues: set[str]) -> None:
+        self.paused_queues = set(queues)
+
+    async def paused(self) -> set[str]:
+        return set(self.paused_queues)
