@@ -59,9 +59,11 @@ if cmd == 'acquire' then
     if full(ts, tl) then
       verdict = 'concurrency'
       redis.call('ZADD', L .. 'held:' .. task, 'NX', now, member)
+      redis.call('SADD', L .. 'heldsets', L .. 'held:' .. task)
     elseif full(ks, kl) then
       verdict = 'key_concurrency'
       redis.call('ZADD', L .. 'kheld:' .. task .. ':' .. key, 'NX', now, member)
+      redis.call('SADD', L .. 'heldsets', L .. 'kheld:' .. task .. ':' .. key)
     else
       local wait = rate_wait(tr, tn, tp)
       if wait > 0 then verdict = 'rate' else
@@ -114,12 +116,30 @@ elseif cmd == 'refresh' then
   end
   return 0
 elseif cmd == 'wake' then
-  -- ARGV[3] PRIORITY_MAX, ARGV[4] SCALE, ARGV[5] max: ids whose rate window opened.
+  -- ARGV[3] PRIORITY_MAX, ARGV[4] SCALE, ARGV[5] max, ARGV[6] wake per slot, ARGV[7] sets
+  -- to look at. Ids whose rate window opened go back to ready; so do the oldest held ids of
+  -- a held set whose slots expired (a killed worker never released them).
+  local pmax, scale, wake = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
   local due = redis.call('ZRANGEBYSCORE', L .. 'later', '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
   for _, member in ipairs(due) do
-    ready(member, tonumber(ARGV[3]), tonumber(ARGV[4]))
+    ready(member, pmax, scale)
     redis.call('ZREM', L .. 'later', member)
   end
-  return #due
+  local woken = #due
+  for _, held in ipairs(redis.call('SRANDMEMBER', L .. 'heldsets', tonumber(ARGV[7]))) do
+    local rest = string.sub(held, #L + 1)  -- 'held:<task>' or 'kheld:<task>:<key>'
+    local slots = L .. 'slots:' .. string.sub(rest, 6)
+    if string.sub(rest, 1, 1) == 'k' then slots = L .. 'kslots:' .. string.sub(rest, 7) end
+    local expired = redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
+    if expired > 0 then
+      local popped = redis.call('ZPOPMIN', held, expired * wake)
+      for j = 1, #popped, 2 do
+        ready(popped[j], pmax, scale)
+        woken = woken + 1
+      end
+    end
+    if redis.call('EXISTS', held) == 0 then redis.call('SREM', L .. 'heldsets', held) end
+  end
+  return woken
 end
 return redis.error_reply('unknown command ' .. tostring(cmd))

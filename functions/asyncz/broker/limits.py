@@ -19,6 +19,7 @@ from asyncz.ports import Row, Slot
 from asyncz.tasks.limits import Rate, TaskLimits
 
 WAKE_PER_SLOT = 2  # held ids moved back to ready per freed slot (one may be stale)
+HELD_SETS = 200  # held sets (a task's, a key's) a wake looks at for expired slots, at random
 
 
 def _rate(rate: Rate | None) -> list[int]:
@@ -70,7 +71,9 @@ class RedisLimits:
             await self._run("refresh", int(lease_seconds * 1000), *flat)
 
     async def wake_due(self, limit: int = 1000) -> int:
-        return int(await self._run("wake", PRIORITY_MAX, SCORE_SCALE, limit))
+        return int(
+            await self._run("wake", PRIORITY_MAX, SCORE_SCALE, limit, WAKE_PER_SLOT, HELD_SETS)
+        )
 
     async def held_reason(self, slot: Slot) -> str | None:
         base, key = f"{self._p}:limits:", slot.key or ""

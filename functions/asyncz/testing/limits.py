@@ -99,7 +99,17 @@ class MemoryLimits:
         for member in due:
             del self.later[member]
             self._to_ready(member)
-        return len(due)
+        woken = len(due)
+        for scope, held in self.held.items():  # slots a killed worker never released
+            slots = self.slots.get(scope, {})
+            expired = [t for t, d in slots.items() if d <= now]
+            for token in expired:
+                del slots[token]
+            for member in sorted(held, key=lambda m: held[m])[: len(expired) * WAKE_PER_SLOT]:
+                del held[member]
+                self._to_ready(member)
+                woken += 1
+        return woken
 
     async def held_reason(self, slot: Slot) -> str | None:
         if slot.member in self.held.get(slot.task, {}):
