@@ -113,12 +113,14 @@ class QueueStats:
     ready: int | None
     delayed: int | None
     oldest_queued_age_seconds: float
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Stats:
     queues: dict[str, QueueStats]
     live_workers: int | None
+    limits: list[dict[str, Any]] | None = None  # each limited task: running, waiting, per key
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> Stats:
@@ -128,10 +130,11 @@ class Stats:
                 ready=q.get("ready"),
                 delayed=q.get("delayed"),
                 oldest_queued_age_seconds=float(q.get("oldest_queued_age_seconds") or 0.0),
+                paused=bool(q.get("paused")),
             )
             for name, q in (data.get("queues") or {}).items()
         }
-        return cls(queues=queues, live_workers=data.get("live_workers"))
+        return cls(queues=queues, live_workers=data.get("live_workers"), limits=data.get("limits"))
 
 
 @dataclass(frozen=True, slots=True)
