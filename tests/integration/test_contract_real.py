@@ -11,6 +11,7 @@ import pytest
 from asyncz.broker.redis import RedisBroker
 from asyncz.store.postgres import PostgresStore
 from tests.support.contract import *  # noqa: F403 - the suite's tests run here
+from tests.support.limits_contract import *  # noqa: F403 - and the flow-control contract
 
 pytestmark = pytest.mark.integration
 

@@ -10,6 +10,7 @@ import pytest
 
 from asyncz.testing import MemoryBroker, MemoryStore
 from tests.support.contract import *  # noqa: F403 - the suite's tests run here
+from tests.support.limits_contract import *  # noqa: F403 - and the flow-control contract
 
 pytestmark = pytest.mark.unit
 
