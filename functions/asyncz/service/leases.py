@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from asyncz.errors import StoreUnavailableError
 from asyncz.faults import crash_point
 from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
 from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, MetricsSink
@@ -63,7 +64,13 @@ class Leases:
         if not ids:
             return []
         ids = await self.flow.admit([i for i in ids if _is_uuid(i)])
-        leases = await self.store.claim(ids, worker_id, max_timeout) if ids else []
+        try:
+            leases = await self.store.claim(ids, worker_id, max_timeout) if ids else []
+        except StoreUnavailableError:
+            # The claim may have committed: keep the slots taken until their lease deadline
+            # (recovery brings the ids back), but stop renewing them.
+            self.flow.forget(ids)
+            raise
         if len(leases) < len(ids):
             claimed = {lease.job_id for lease in leases}
             missed = [i for i in ids if i not in claimed]

@@ -111,6 +111,11 @@ class FlowControl:
         except BrokerUnavailableError as exc:
             log.warning("slots free at their lease deadline instead: %s", exc)
 
+    def forget(self, job_ids: Iterable[str]) -> None:
+        """Stop holding these slots here; they expire with their lease deadline."""
+        for job_id in job_ids:
+            self.slots.pop(job_id, None)
+
     async def refresh(self, job_ids: Iterable[str]) -> None:
         """Running attempts keep their slots (with the heartbeat that renews their leases)."""
         slots = [s for i in job_ids if (s := self.slots.get(i)) is not None]
