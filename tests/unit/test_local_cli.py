@@ -101,9 +101,11 @@ def test_json_output_is_the_api_payload(api: FakeApi, capsys: pytest.CaptureFixt
                 "ready": 2,
                 "delayed": 0,
                 "oldest_queued_age_seconds": 1.5,
+                "paused": False,
             }
         },
         "live_workers": 3,
+        "limits": [],
     }
     api.routes[("GET", "/stats")] = (200, stats)
     assert cli.main(["stats", "--json"]) == 0
