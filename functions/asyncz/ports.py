@@ -28,6 +28,7 @@ class Dispatch:
     priority: int
     run_at_ms: int
     due: bool
+    fair_key: str | None = None  # its concurrency key: ordered fairly among keys when due
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -117,6 +118,27 @@ def test_one_keys_thousand_jobs_do_not_starve_another_keys_ten(settings: Setting
             stop_worker(p)
     a, b = starts("A"), starts("B")
     assert max(b) < sorted(a)[99]  # type: ignore[type-var]
+
+
+def test_without_a_limit_one_keys_thousand_jobs_do_not_starve_another_keys_ten(
+    settings: Settings,
+) -> None:
+    s = limited(settings)
+    news = [NewJob(task="sleep", payload={"seconds": 0.005}, concurrency_key="A")] * 1000
+    news += [NewJob(task="sleep", payload={"seconds": 0.005}, concurrency_key="B")] * 10
+    asyncio.run(submit(s, news))
+    url = s.database_url or ""
+
+    def starts(key: str) -> list[Any]:
+        return [r["started_at"] for r in attempt_spans(url, "sleep", key)]
+
+    procs = [start_worker(s) for _ in range(4)]
+    try:  # until A's 100th has started and all of B's have
+        wait_until(lambda: len(starts("A")) >= 100 and len(starts("B")) == 10, timeout=180)
+    finally:
+        for p in procs:
+            stop_worker(p)
+    assert max(starts("B")) < sorted(starts("A"))[99]
 
 
 def test_a_held_back_job_says_why_and_runs_when_the_slot_frees(settings: Settings) -> None:

@@ -100,3 +100,22 @@ def test_paused_queues_live_in_the_store_and_are_mirrored_to_the_broker(ports: P
         await broker.enqueue([Dispatch(str(uuid.uuid4()), "q1", 0, epoch_ms(), True)])
 
     scenario(ports, body)
+
+
+def test_a_keys_backlog_interleaves_with_the_keys_that_come_after_it(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        def due(key: str | None) -> Dispatch:
+            return Dispatch(str(uuid.uuid4()), "default", 0, epoch_ms(), True, key)
+
+        a, b, plain = [due("A") for _ in range(50)], [due("B") for _ in range(3)], due(None)
+        await broker.enqueue(a)
+        await broker.enqueue(b)
+        await broker.enqueue([plain])
+        order = await broker.pop(["default"], 100, 0.5)
+        assert len(order) == 54
+        assert {d.job_id for d in b} | {plain.job_id} <= set(order[:12])  # not behind all of A
+        assert [i for i in order if i in {d.job_id for d in a}] == [d.job_id for d in a]
+        first = due("A")  # a repeated id keeps its place (ZADD NX)
+        assert await broker.enqueue([first]) == 1 and await broker.enqueue([first]) == 0
+
+    scenario(ports, body)

@@ -66,7 +66,8 @@ class RedisBroker:
     def __init__(
         self, client: aioredis.Redis, prefix: str = "asyncz", *, track_activity: bool = False
     ) -> None:
-        self.keys = KeySpace(prefix)
+        fair = resources.files("asyncz.broker").joinpath("fair.lua").read_text("utf-8")
+        self.keys = KeySpace(prefix, client.register_script(fair))
         self._r = client
         # Count enqueues (INCR) so recovery can tell that nothing happened since it last
         # found Postgres idle; off by default: the submit path stays one ZADD.

@@ -125,7 +125,9 @@ class Submitting:
             raise DuplicateJobError("unknown", "purged")
         self.metrics.add_metric("JobsSubmitted", "Count", 1)
         crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
-        it = Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
+        it = Dispatch(
+            job_id, new.queue, new.priority, row["run_at_ms"], row["due"], new.concurrency_key
+        )
         enqueued = await self.enqueuer.dispatch_quietly([it])
         return SubmitOutcome(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
 
@@ -205,7 +207,9 @@ class Submitting:
                 break
         crash_point("submit.after_commit")  # chaos: the rows are durable, Redis never hears
         dispatch = [
-            Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
+            Dispatch(
+                job_id, new.queue, new.priority, row["run_at_ms"], row["due"], new.concurrency_key
+            )
             for (job_id, new), row in zip(items, rows, strict=True)
             if row is not None
         ]
@@ -269,7 +273,9 @@ class Submitting:
         self.metrics.add_metric("JobsSubmitted", "Count", len(items))
         crash_point("submit.after_commit")  # chaos: the rows are durable, Redis never hears
         dispatch = [
-            Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
+            Dispatch(
+                job_id, new.queue, new.priority, row["run_at_ms"], row["due"], new.concurrency_key
+            )
             for (job_id, new), row in zip(items, rows, strict=True)
             if row["status"] == JobStatus.QUEUED.value
         ]
