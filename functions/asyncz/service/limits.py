@@ -64,9 +64,6 @@ class FlowControl:
         paused = await self.paused()
         return [q for q in queues if q not in paused] if paused else list(queues)
 
-    def limits_of(self, task: str) -> TaskLimits | None:
-        return self.limited.get(task)
-
     async def admit(self, ids: Sequence[str]) -> list[str]:
         """The popped ids that may be claimed now: those of unlimited tasks, and those whose
         slots (and rate) were granted. The rest stay held in Redis until a slot frees or
