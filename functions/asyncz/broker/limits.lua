@@ -31,7 +31,7 @@ end
 -- 0 when a start is allowed now, else the ms when the oldest start leaves the window.
 -- The window is GUARD ms longer than the period: the start Postgres records follows its
 -- grant here by a claim's round trip, and those recorded starts must hold the limit too.
-local GUARD = 50
+local GUARD = 200
 local function rate_wait(key, count, period)
   if count <= 0 then return 0 end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period - GUARD)

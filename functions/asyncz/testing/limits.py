@@ -9,7 +9,7 @@ from asyncz.ports import Row, Slot, epoch_ms
 from asyncz.tasks.limits import Rate, TaskLimits
 
 WAKE_PER_SLOT = 2
-RATE_GUARD_MS = 50  # as limits.lua: the window is this much longer than the period
+RATE_GUARD_MS = 200  # as limits.lua: the window is this much longer than the period
 
 
 class MemoryLimits:
