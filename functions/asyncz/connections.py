@@ -3,7 +3,6 @@ IAM auth tokens signed in the function (lean and serverless profiles)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from psycopg.conninfo import make_conninfo
 from redis.credentials import CredentialProvider
 
+from asyncz.access import hash_api_key
 from asyncz.iam_auth import CachedToken, elasticache_token, rds_token
 from asyncz.settings import Settings
 
@@ -136,7 +136,3 @@ def api_key_hashes(settings: Settings) -> frozenset[str]:
             keys += [k.strip() for k in raw.split(",") if k.strip()]
         hashes |= {hash_api_key(k) for k in keys}
     return frozenset(hashes)
-
-
-def hash_api_key(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()

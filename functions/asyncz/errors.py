@@ -126,6 +126,18 @@ class InvalidCursorError(AsyncZError):
     code = "invalid_cursor"
 
 
+class KeyNameTakenError(AsyncZError):
+    """A live API key has this name already (revoke it first to reuse the name)."""
+
+    code = "key_name_taken"
+
+
+class KeyNotFoundError(AsyncZError):
+    """No live API key has this name."""
+
+    code = "key_not_found"
+
+
 def describe(exc: BaseException, limit: int = 4000) -> str:
     """A one-line, bounded description of an exception for `last_error`."""
     text = f"{type(exc).__name__}: {exc}".strip()

@@ -56,6 +56,18 @@ MAX_DEPTH = 100
 PARENT_FAILED = "parent_failed: "  # last_error of a job ended by a parent's failure
 
 
+class UniqueScope(enum.StrEnum):
+    """How long a job holds its ``unique_key`` (a second submit meanwhile creates nothing)."""
+
+    QUEUED = "queued"  # until its first attempt starts
+    QUEUED_OR_RUNNING = "queued_or_running"  # until it finishes (retries included)
+    PERIOD = "period"  # for ``unique_for`` seconds from its submit, whatever its status
+
+
+MAX_UNIQUE_KEY = 200
+MAX_UNIQUE_FOR = 365 * 86_400  # seconds
+
+
 class ParentRule(enum.StrEnum):
     """What a waiting job does when this parent ends ``dead`` or ``cancelled``."""
 
@@ -98,6 +110,11 @@ class NewJob:
     depends_on: tuple[Dependency, ...] = ()
     ref: str | None = None  # a name other items of the same batch may depend on
     concurrency_key: str | None = None  # the task's per-key limits count by it
+    submitted_by: str | None = None  # the name of the API key that submitted it
+    unique_key: str | None = None  # at most one job holds it within its scope
+    unique_scope: UniqueScope | None = None  # set (the default scope) when unique_key is
+    unique_for: float | None = None  # seconds, for the PERIOD scope
+    debounce: bool = False  # replace the holder's payload and start while it has not started
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +147,10 @@ class Job:
     depth: int = 0  # 0 without parents
     has_dependents: bool = False  # some job names it in depends_on
     concurrency_key: str | None = None
+    submitted_by: str | None = None  # the name of the API key that submitted it
+    unique_key: str | None = None
+    unique_scope: str | None = None
+    unique_until: datetime | None = None  # a PERIOD job's end of hold (None once passed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import base64
 import binascii
 import json
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 
 from asyncz.errors import InvalidCursorError
@@ -17,15 +18,22 @@ def encode_cursor(when: datetime, job_id: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
-    """Validate an opaque cursor; a forged or garbled one is a client error, never a 500."""
+def _uuid(text: str) -> str:
+    return str(uuid.UUID(text))
+
+
+def decode_cursor(
+    cursor: str | None, ident: Callable[[str], str] = _uuid
+) -> tuple[datetime, str] | None:
+    """Validate an opaque cursor; a forged or garbled one is a client error, never a 500.
+    ``ident`` checks the row's id (a job's uuid by default)."""
     if not cursor:
         return None
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         data = json.loads(raw)
         when = datetime.fromisoformat(data["t"])
-        job_id = str(uuid.UUID(str(data["i"])))
+        job_id = ident(str(data["i"]))
     except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
         raise InvalidCursorError("cursor is not one this API issued") from exc
     if when.tzinfo is None:

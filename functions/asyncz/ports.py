@@ -4,7 +4,7 @@ result types it returns. Protocols only: no driver is imported here."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -153,6 +153,7 @@ class JobStore(Protocol):
         task: str | None,
         limit: int,
         after: tuple[datetime, str] | None,
+        submitted_by: str | None = None,
     ) -> list[Job]: ...
     async def list_dead(
         self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
@@ -200,6 +201,11 @@ class JobStore(Protocol):
         ...
 
     @property
+    def unique(self) -> UniqueStore:
+        """The queries of unique jobs (insert under a held key, read the holders)."""
+        ...
+
+    @property
     def maintenance(self) -> MaintenanceStore:
         """The queries of recovery, retention, periodic jobs and count folding."""
         ...
@@ -207,6 +213,11 @@ class JobStore(Protocol):
     @property
     def flow(self) -> FlowStore:
         """The queries of flow control (paused queues)."""
+        ...
+
+    @property
+    def access(self) -> AccessStore:
+        """The named API keys and the audit trail."""
         ...
 
 
@@ -224,6 +235,45 @@ class FlowStore(Protocol):
     async def paused_queues(self) -> dict[str, Row]:
         """``{queue: {"queue", "paused_at", "paused_by"}}``."""
         ...
+
+
+class AccessStore(Protocol):
+    """Named API keys (stored as SHA-256) and the audit trail of operator actions (see
+    :mod:`asyncz.store.access`). Key rows carry ``name, scopes, rate_limit,
+    rate_period_seconds, created_at, expires_at, last_used_at, revoked_at``."""
+
+    async def live_keys(self) -> list[Row]:
+        """Keys neither revoked nor expired, with ``key_hash``."""
+        ...
+
+    async def list_keys(self, *, revoked: bool) -> list[Row]: ...
+    async def create_key(
+        self,
+        *,
+        name: str,
+        key_hash: str,
+        scopes: Sequence[str],
+        rate: tuple[int, int] | None,
+        expires_at: datetime | None,
+    ) -> Row:
+        """Raises KeyNameTakenError when a live key has the name."""
+        ...
+
+    async def revoke_key(self, name: str) -> Row | None: ...
+    async def touch_keys(self, hashes: Sequence[str]) -> None: ...
+    async def insert_audit(
+        self, *, key_name: str, action: str, target: str | None, detail: Mapping[str, Any],
+        outcome: str,
+    ) -> Row: ...  # fmt: skip
+    async def finish_audit(self, audit_id: int, outcome: str, detail: Mapping[str, Any]) -> None:
+        """Set the outcome (and add to the detail) of an action recorded before it ran."""
+        ...
+
+    async def list_audit(
+        self, *, key_name: str | None, action: str | None, limit: int,
+        after: tuple[datetime, int] | None,
+    ) -> list[Row]: ...  # fmt: skip
+    async def prune_audit(self, older_than: float, limit: int) -> int: ...
 
 
 class DependencyStore(Protocol):
@@ -269,6 +319,24 @@ class DependencyStore(Protocol):
     async def any_waiting(self) -> bool: ...
 
 
+class UniqueStore(Protocol):
+    """What unique jobs (:mod:`asyncz.service.unique`) need from Postgres (see
+    :mod:`asyncz.store.unique`)."""
+
+    async def insert(self, job_id: str, new: NewJob) -> Row | None:
+        """``{"id", "status", "run_at_ms", "due"}`` of the job inserted, or with ``debounce``
+        of the holder changed (another id); ``None`` when the key or idempotency key is held."""
+        ...
+
+    async def insert_many(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
+        """One statement; per item, in order: its row, or ``None`` (a key held)."""
+        ...
+
+    async def holders(self, keys: Sequence[str]) -> dict[str, Row]:
+        """``{key: {"id", "status", "queue", "priority", "run_at", "due"}}`` of the holders."""
+        ...
+
+
 class MaintenanceStore(Protocol):
     """What maintenance (:mod:`asyncz.maintenance`) needs from Postgres, beside the job store
     (see :mod:`asyncz.store.maintenance`)."""
@@ -291,6 +359,10 @@ class JobBroker(Protocol):
     """What the service needs from Redis (see :mod:`asyncz.broker.redis`)."""
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int: ...
+    async def reschedule(self, items: Sequence[Dispatch]) -> None:
+        """Move ids already enqueued to where they now belong (a debounced job's new start)."""
+        ...
+
     async def live_workers(self) -> int: ...
     async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
     async def add_starting(self, count: int, ttl_seconds: float) -> None: ...
@@ -308,6 +380,11 @@ class JobBroker(Protocol):
     async def activity(self) -> int: ...
     async def idle_mark(self) -> str | None: ...
     async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None: ...
+    async def take_request(self, name: str, limit: int, period_seconds: int) -> float:
+        """Admit one request of API key ``name`` under ``limit`` per ``period_seconds``
+        across every sandbox: 0.0, else the seconds until one would be admitted."""
+        ...
+
     async def ping(self) -> None: ...
 
     @property
@@ -323,6 +400,8 @@ class SubmitOutcome:
     job_id: str
     status: JobStatus
     enqueued: bool  # False when Redis was down: the job is durable, recovery enqueues it
+    duplicate: bool = False  # its unique key was held: job_id is the holder, nothing stored
+    debounced: bool = False  # ... and the holder took this submit's payload and start
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +413,7 @@ class BatchItem:
     duplicate: bool
     enqueued: bool = True
     ref: str | None = None  # the item's ref, when it gave one
+    unique: bool = False  # a duplicate because its unique key is held (job_id: the holder)
 
 
 @dataclass(frozen=True, slots=True)

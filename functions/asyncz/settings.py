@@ -117,6 +117,7 @@ class Settings(BaseSettings):
     # long as its job.
     retain_finished_seconds: int = Field(default=7 * 86400, ge=0)  # completed, cancelled
     retain_dead_seconds: int = Field(default=30 * 86400, ge=0)
+    retain_audit_seconds: int = Field(default=365 * 86400, ge=0)  # the operator audit trail
 
     # --- API.
     api_key_hashes: str = ""  # comma-separated SHA-256 hex digests of accepted API keys

@@ -91,10 +91,9 @@ class StageConfig:
     tracing: bool = True
     log_retention_days: int = 30
 
-    # --- API Gateway usage plan.
+    # --- API Gateway stage throttle (the whole API; per-key rates are set on each key).
     api_throttle_rate: float = 100.0
     api_throttle_burst: int = 200
-    api_quota_per_day: int = 1_000_000
     api_execution_logging: bool = True  # needs the account-level CloudWatch role
 
     # --- Monitoring.

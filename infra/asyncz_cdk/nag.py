@@ -162,8 +162,9 @@ def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:
     acknowledge(
         api,
         "AwsSolutions-APIG3",
-        "No WAF web ACL by default (about $6/month idle); throttling and quotas come from "
-        "the usage plan. Attach one with AWS::WAFv2::WebACLAssociation if exposed widely.",
+        "No WAF web ACL by default (about $6/month idle); the stage throttles the whole API "
+        "and each named key may carry its own rate. Attach one with "
+        "AWS::WAFv2::WebACLAssociation if exposed widely.",
     )
     if config.api_execution_logging:
         acknowledge(

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import API_KEY, PageWatch
-from tests.support.devrun import DevRun
+from tests.support.devrun import DevRun, request
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -267,3 +267,62 @@ def test_a_job_page_links_its_parents_and_children(
     pg.locator(f"tr[data-job='{child}']").wait_for()
     dev.call("POST", f"/jobs/{parent}/cancel")
     assert csp_violations(watch) == []
+
+
+def named_key(dev: DevRun, name: str, *scopes: str) -> str:
+    status, body = dev.call("POST", "/keys", {"name": name, "scopes": list(scopes)})
+    assert status == 201, body
+    return str(body["key"])
+
+
+def test_a_read_key_sees_the_pages_without_the_actions(
+    dev: DevRun, page: Page, output_dir: Path
+) -> None:
+    pg, watch = page
+    dead = dev.submit({"task": "fail", "payload": {}, "max_retries": 0})
+    dev.wait_status(dead, {"dead"})
+    sign_in(pg, dev, named_key(dev, f"viewer-{dead[:8]}", "read"))
+    pg.wait_for_selector("#nav a[data-page=dlq]", state="visible")
+    expect(pg.locator("#whoami")).to_contain_text("(read)")
+    pg.click("#nav a[data-page=dlq]")
+    rows = pg.locator("#list tr[data-job]")
+    rows.first.wait_for()  # dead jobs are listed (this test's, or newer ones)
+    assert pg.locator("#list button").count() == 0  # no Replay, no Purge on any of them
+    assert pg.get_by_role("button", name="Replay all matching…").count() == 0
+    pg.screenshot(path=str(output_dir / "dlq-read-only.png"), full_page=True)
+    pg.goto(f"{dev.url}/ui#/jobs/{dead}")
+    pg.wait_for_selector("#payload")
+    assert pg.locator("#page .actions button").count() == 0
+    assert csp_violations(watch) == []
+
+
+def test_a_refused_page_says_which_scope_it_needs(dev: DevRun, page: Page) -> None:
+    pg, _ = page
+    name = f"submitter-{dev.submit({'task': 'echo', 'payload': {}})[:8]}"
+    sign_in(pg, dev, named_key(dev, name, "submit"))
+    flash = pg.locator("#flash")
+    expect(flash).to_be_visible()
+    expect(flash).to_contain_text(f"the key '{name}' lacks the 'read' scope")
+    assert pg.is_visible("#nav")  # signed in: refused, not unknown
+
+
+def test_the_audit_page_lists_operator_actions_with_their_key(
+    dev: DevRun, page: Page, output_dir: Path
+) -> None:
+    pg, watch = page
+    ops = named_key(dev, "ops-audit", "operate", "read")
+    dead = dev.submit({"task": "fail", "payload": {}, "max_retries": 0})
+    dev.wait_status(dead, {"dead"})
+    status, _ = call_as(dev, ops, "DELETE", f"/dlq/{dead}")
+    assert status == 204
+    sign_in(pg, dev)
+    pg.click("#nav a[data-page=audit]")
+    row = pg.locator("#audit tr[data-action=purge]").first
+    row.wait_for()
+    assert "ops-audit" in row.inner_text() and dead in row.inner_text()
+    pg.screenshot(path=str(output_dir / "audit.png"), full_page=True)
+    assert csp_violations(watch) == []
+
+
+def call_as(dev: DevRun, key: str, method: str, path: str) -> tuple[int, Any]:
+    return request(dev.url, key, method, path)

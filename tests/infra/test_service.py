@@ -77,73 +77,34 @@ def test_migration_runs_before_api_and_schedules(stage: Synth) -> None:
         "AWS::ApiGateway::Method",
         "AWS::ApiGateway::Deployment",
         "AWS::ApiGateway::Stage",
-        "AWS::ApiGateway::UsagePlan",
         "AWS::Events::Rule",
     ):
         for logical_id, resource in resources(stage.service, type_).items():
             assert trigger_id in resource.get("DependsOn", []), logical_id
 
 
-def test_api_requires_a_key_with_a_usage_plan(stage: Synth) -> None:
+def test_the_api_function_checks_every_key_and_the_stage_throttles(stage: Synth) -> None:
+    """No API Gateway key or usage plan: they know one key and no scopes, so a named key
+    could not pass them. Every method proxies to the api function, which checks the key
+    (asyncz.access); the stage's throttle guards the whole API."""
     template = stage.service
     fns = asyncz_functions(template)
     methods = resources(template, "AWS::ApiGateway::Method")
-    paths = {
-        k: r["Properties"]["PathPart"]
-        for k, r in resources(template, "AWS::ApiGateway::Resource").items()
-    }
-    open_methods = []
     for method in methods.values():
         props = method["Properties"]
         assert props["Integration"]["Type"] == "AWS_PROXY"
         assert fns["api"][0] in json.dumps(props["Integration"]["Uri"])
-        if props["ApiKeyRequired"] is not True:
-            open_methods.append(
-                (paths.get(props["ResourceId"].get("Ref", "")), props["HttpMethod"])
-            )
-    # Only the health check and the pages a browser opens (dashboard, docs, their static
-    # files) are reachable without a key; {proxy+} and / (ANY), every data path, need one.
-    assert sorted(open_methods) == [
-        ("docs", "GET"),
-        ("health", "GET"),
-        ("openapi.json", "GET"),
-        ("ui", "GET"),
-        ("{name}", "GET"),
-        ("{name}", "GET"),
-    ]
-    assert sorted(paths.values()) == sorted(
-        ["health", "openapi.json", "docs", "assets", "{name}", "ui", "assets", "{name}", "{proxy+}"]
+        assert props.get("ApiKeyRequired") in (None, False)
+    for gone in ("AWS::ApiGateway::UsagePlan", "AWS::ApiGateway::ApiKey"):
+        assert resources(template, gone) == {}
+    ((_, api_stage),) = resources(template, "AWS::ApiGateway::Stage").items()
+    (settings,) = api_stage["Properties"]["MethodSettings"]
+    assert (settings["ThrottlingRateLimit"], settings["ThrottlingBurstLimit"]) == (
+        stage.config.api_throttle_rate,
+        stage.config.api_throttle_burst,
     )
-    parent = {
-        k: r["Properties"]["ParentId"]
-        for k, r in resources(template, "AWS::ApiGateway::Resource").items()
-    }
-
-    def full_path(resource_id: str) -> str:
-        up = parent[resource_id].get("Ref")
-        return (full_path(up) + "/" if up in paths else "") + paths[resource_id]
-
-    assert sorted(
-        full_path(m["Properties"]["ResourceId"]["Ref"])
-        for m in methods.values()
-        if m["Properties"]["ApiKeyRequired"] is not True
-    ) == ["docs", "docs/assets/{name}", "health", "openapi.json", "ui", "ui/assets/{name}"]
-    ((plan_id, plan),) = resources(template, "AWS::ApiGateway::UsagePlan").items()
-    props = plan["Properties"]
-    assert props["Throttle"] == {
-        "RateLimit": stage.config.api_throttle_rate,
-        "BurstLimit": stage.config.api_throttle_burst,
-    }
-    assert props["Quota"] == {"Limit": stage.config.api_quota_per_day, "Period": "DAY"}
-    assert len(props["ApiStages"]) == 1
-    ((key_id, key),) = resources(template, "AWS::ApiGateway::ApiKey").items()
-    ((_, link),) = resources(template, "AWS::ApiGateway::UsagePlanKey").items()
-    assert link["Properties"]["UsagePlanId"] == {"Ref": plan_id}
-    assert link["Properties"]["KeyId"] == {"Ref": key_id}
-    # The gateway's key is the api_key field of the secret the app reads.
-    value = key["Properties"]["Value"]["Fn::Join"][1]
+    # The first key (every scope) is the api_key field of a generated secret the app reads.
     secret_ref = environment(fns["api"][1])["ASYNCZ_API_KEYS_SECRET_ARN"]
-    assert value == ["{{resolve:secretsmanager:", secret_ref, ":SecretString:api_key::}}"]
     secret = by_id(template, secret_ref["Ref"])["Properties"]["GenerateSecretString"]
     assert secret["GenerateStringKey"] == "api_key"
     assert secret["PasswordLength"] == 40

@@ -13,7 +13,6 @@ pytestmark = pytest.mark.infra
 SERVICE_OUTPUTS = {
     "ApiUrl",
     "ApiId",
-    "ApiKeyId",
     "ApiKeySecretArn",
     "WorkerFunctionName",
     "FleetFunctionName",

@@ -20,6 +20,7 @@ from schemathesis.specs.openapi.checks import (
 
 from asyncz.api.app import create_app
 from asyncz.connections import hash_api_key
+from tests.support.databases import empty_servers
 from tests.support.settings import make_settings
 
 pytestmark = pytest.mark.integration
@@ -91,9 +92,13 @@ def test_api_schema_no_5xx_no_schema_violation(schema: Any) -> None:
     assert not failures, "\n\n".join(failures)
 
 
-def test_api_stateful_links_no_5xx_no_schema_violation(schema: Any) -> None:
+def test_api_stateful_links_no_5xx_no_schema_violation(
+    schema: Any, pg_url: str, redis_server_url: str
+) -> None:
     """Schemathesis' stateful run: sequences that follow the links it infers between
-    operations (a listed job's id into GET/cancel/replay/purge), bounded in steps."""
+    operations (a listed job's id into GET/cancel/replay/purge, a created key's name into
+    its revoke), bounded in steps; each sequence starts from empty servers, so what one
+    created cannot change what the next may draw."""
     checks = [
         not_a_server_error,
         status_code_conformance,
@@ -104,6 +109,9 @@ def test_api_stateful_links_no_5xx_no_schema_violation(schema: Any) -> None:
     calls: list[str] = []
 
     class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+        def setup(self) -> None:
+            empty_servers(pg_url, redis_server_url)
+
         def before_call(self, case: Any) -> None:
             case.headers = {**(case.headers or {}), "x-api-key": KEY}
 

@@ -1,6 +1,7 @@
 """asyncz.client and the CLI against a started ``asyncz dev``: the
 echo result, JobFailed with the error text, submit_many of 1,000 (sync and async under
-asyncio.gather), and ``asyncz replay --all`` over 250 dead jobs."""
+asyncio.gather), ``asyncz replay --all`` over 250 dead jobs, and ``asyncz keys`` with a
+revoked key refused on every api sandbox within the bound."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from asyncz.access import KEY_RELOAD_SECONDS
 from asyncz.client import AsyncClient, Client, Job, JobFailed
 from tests.support.databases import empty_backends
-from tests.support.devrun import API_KEY, DevRun, free_port
+from tests.support.devrun import API_KEY, DevRun, free_port, request
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -32,7 +35,7 @@ def dev_environment(database_url: str, redis_url: str) -> dict[str, str]:
             "ASYNCZ_DEV_API_KEY": API_KEY,
             "ASYNCZ_WORKER_POLL_SECONDS": "0.5",
             "ASYNCZ_DEV_SHUTDOWN_GRACE_SECONDS": "5",
-            "ASYNCZ_DEV_API_SANDBOXES": "2",
+            "ASYNCZ_DEV_API_SANDBOXES": "4",
         }
     )
     return env
@@ -144,3 +147,41 @@ def test_cli_talks_to_dev_with_its_written_key(dev: DevRun, tmp_path: Path) -> N
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["result"] == {"a": 1}  # --json: the JSON alone
+
+
+def cli(dev: DevRun, *args: str, key: str = API_KEY) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASYNCZ_")}
+    env.update({"ASYNCZ_API_URL": dev.url, "ASYNCZ_API_KEY": key})
+    return subprocess.run(
+        [sys.executable, "-m", "asyncz", "--json", *args],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_cli_keys_create_list_revoke_and_the_revoked_key_is_refused_everywhere(
+    dev: DevRun,
+) -> None:
+    made = cli(dev, "keys", "create", "--name", "billing-svc", "--scope", "submit")
+    assert made.returncode == 0, made.stderr
+    key = json.loads(made.stdout)["key"]
+    listed = json.loads(cli(dev, "keys", "list").stdout)
+    assert [(k["name"], k["scopes"], k["key"]) for k in listed] == [
+        ("billing-svc", ["submit"], None)
+    ]
+
+    def answers(n: int) -> list[int]:  # concurrent: the gateway spreads them over sandboxes
+        with ThreadPoolExecutor(16) as pool:
+            body = {"task": "echo", "payload": {}}
+            return [s for s, _ in pool.map(lambda _: request(dev.url, key, "POST", "/jobs", body),
+                                           range(n))]  # fmt: skip
+
+    assert answers(32) == [202] * 32
+    refused = cli(dev, "dlq", key=key)
+    assert refused.returncode == 1 and "lacks the 'read' scope" in refused.stderr
+    assert cli(dev, "keys", "revoke", "billing-svc").returncode == 0
+    time.sleep(KEY_RELOAD_SECONDS)
+    assert answers(32) == [401] * 32
+    audit = json.loads(cli(dev, "audit", "--key", "configured").stdout)
+    assert [(a["action"], a["target"]) for a in audit][:2] == [
+        ("key.revoke", "billing-svc"), ("key.create", "billing-svc")
+    ]  # fmt: skip

@@ -24,11 +24,12 @@ BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
 def blocks() -> tuple[str, list[str]]:
-    """The page's task module and its examples, in order."""
+    """The page's task module and the examples after it, in order (the snippets before it,
+    of unique jobs, are fragments)."""
     found = BLOCK.findall(DOC.read_text())
-    tasks = [b for b in found if b.startswith("# flow_tasks.py")]
+    tasks = [i for i, b in enumerate(found) if b.startswith("# flow_tasks.py")]
     assert len(tasks) == 1, "the page shows its task module once"
-    return tasks[0], [b for b in found if b is not tasks[0]]
+    return found[tasks[0]], found[tasks[0] + 1 :]
 
 
 TASKS, EXAMPLES = blocks()

@@ -48,6 +48,10 @@ EXPECTED_JOBS = {
     "depth": "smallint",
     "has_dependents": "boolean",
     "concurrency_key": "text",
+    "submitted_by": "text",
+    "unique_key": "text",
+    "unique_scope": "text",
+    "unique_until": "timestamp with time zone",
 }
 EXPECTED_DEPENDENCIES = {
     "child_id": "uuid",
@@ -135,6 +139,11 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "(task, created_at DESC, id DESC)" in indexes["jobs_task_ended_idx"]
     assert "'dead'::text" in indexes["jobs_task_ended_idx"]
     assert "WHERE (status = 'waiting'::text)" in indexes["jobs_waiting_idx"]
+    assert "WHERE (submitted_by IS NOT NULL)" in indexes["jobs_submitted_by_idx"]
+    assert set(columns(fresh_db, "api_keys")) >= {"name", "key_hash", "scopes", "revoked_at"}
+    assert set(columns(fresh_db, "audit_log")) >= {"key_name", "action", "target", "outcome"}
+    assert "UNIQUE" in indexes["jobs_unique_hold_idx"]
+    assert "(attempt_base = 0)" in indexes["jobs_unique_hold_idx"]
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(

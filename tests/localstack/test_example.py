@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from tests.localstack.conftest import ENDPOINT, WORK, Stack, _client, _unavailable
+from tests.localstack.conftest import ENDPOINT, WORK, Stack, _unavailable, stage_key
 
 pytestmark = pytest.mark.localstack
 
@@ -22,10 +22,10 @@ def example(lambda_client: Any, cloudwatch: Any) -> Iterator[Stack]:
     if not path.exists():
         _unavailable(f"the example is not deployed ({path} missing)")
     outputs = json.loads(path.read_text())
-    key = _client("apigateway").get_api_key(apiKey=outputs["ApiKeyId"], includeValue=True)
+    key = stage_key(outputs)
     stage = urlparse(outputs["ApiUrl"]).path.strip("/").split("/")[0]
     base = f"{ENDPOINT}/_aws/execute-api/{outputs['ApiId']}/{stage}"
-    with httpx.Client(base_url=base, headers={"x-api-key": key["value"]}, timeout=60) as http:
+    with httpx.Client(base_url=base, headers={"x-api-key": key}, timeout=60) as http:
         yield Stack(outputs=outputs, http=http, lambda_client=lambda_client, cloudwatch=cloudwatch)
 
 

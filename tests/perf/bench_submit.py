@@ -11,6 +11,10 @@ Paths:
   raw      psycopg INSERT + redis-py ZADD in a bare loop (the baseline)
   handler  ``asyncz.api.handler.handler`` with REST v1 events: POST /jobs through Mangum and
            the FastAPI app (the product as deployed)
+  unique   the same with a new ``unique_key`` per request (each makes a job: the unique
+           insert's price)
+  held     the same with one ``unique_key`` for every request (after the first, each is a
+           ``200`` naming the holder: the price of a duplicate's answer)
 
     .venv/bin/python -m tests.perf.bench_submit --concurrency 16 64 --seconds 10 --rounds 3
 """
@@ -35,6 +39,8 @@ BODY = json.dumps({"task": "echo", "payload": {"user_id": 42, "note": "benchmark
 PATHS = {
     "raw": "raw INSERT + ZADD",
     "handler": "api handler (product)",
+    "unique": "api handler, new unique_key",
+    "held": "api handler, held unique_key",
 }
 
 
@@ -57,28 +63,33 @@ def _raw_request() -> Any:
     return one
 
 
-def _handler_request() -> Any:
+def _handler_request(kind: str = "handler") -> Any:
     from asyncz.api import handler as api
     from tests.support.apigw import FakeContext, rest_event
 
+    body = json.loads(BODY) | ({"unique_key": "bench-held"} if kind == "held" else {})
     event = rest_event(
         "POST",
         "/jobs",
-        raw_body=BODY.encode(),
+        raw_body=json.dumps(body).encode(),
         api_key=API_KEY,
         headers={"Content-Type": "application/json"},
     )
+    keys = iter(range(10**9))
+    prefix = f"bench-{uuid.uuid4()}-"
 
     def one() -> None:
+        if kind == "unique":  # a fresh key: each request makes a job
+            event["body"] = json.dumps(body | {"unique_key": f"{prefix}{next(keys)}"})
         reply = api.handler(event, FakeContext())
-        if reply["statusCode"] != 202:
+        if reply["statusCode"] not in ((200, 202) if kind == "held" else (202,)):
             raise SystemExit(f"unexpected reply {reply}")
 
     return one
 
 
 def _client(kind: str, seconds: float, barrier: Any, out: Any) -> None:
-    one = _raw_request() if kind == "raw" else _handler_request()
+    one = _raw_request() if kind == "raw" else _handler_request(kind)
     sink = io.StringIO()
     lat: list[float] = []
     with contextlib.redirect_stdout(sink):  # EMF/log lines would dominate a terminal
@@ -169,12 +180,21 @@ def main() -> None:
                 )
     print(f"# {load_line()}")
     print()
-    print("| path | clients | ratio to raw, per round | median |")
-    print("|---|---|---|---|")
+    print("| path | clients | ratio to raw, per round | median | ÷ handler, median |")
+    print("|---|---|---|---|---|")
     for (kind, c), values in ratios.items():
         if kind != "raw":
             rounds = ", ".join(f"{v:.2f}" for v in values)
-            print(f"| {PATHS[kind]} | {c} | {rounds} | **{statistics.median(values):.2f}** |")
+            plain = ratios.get(("handler", c))
+            to_plain = (
+                f"{statistics.median(v / p for v, p in zip(values, plain, strict=True)):.2f}"
+                if plain and kind != "handler"
+                else "—"
+            )
+            print(
+                f"| {PATHS[kind]} | {c} | {rounds} | **{statistics.median(values):.2f}** "
+                f"| {to_plain} |"
+            )
 
 
 if __name__ == "__main__":

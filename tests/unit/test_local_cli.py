@@ -56,6 +56,24 @@ def test_submit_posts_the_job_with_the_key(
     assert capsys.readouterr().out.split() == [JOB["job_id"], "queued"]
 
 
+def test_submit_with_a_unique_key_says_which_job_holds_it(
+    api: FakeApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held = {"job_id": JOB["job_id"], "status": "queued", "duplicate": True, "debounced": True}
+    api.routes[("POST", "/jobs")] = (200, held)
+    code = cli.main(["submit", "echo", "--unique-key", "digest:7", "--debounce",
+                     "--delay-seconds", "60", "--unique-scope", "queued"])  # fmt: skip
+    assert code == 0
+    body = api.requests[-1]["body"]
+    assert (body["unique_key"], body["unique_scope"], body["debounce"]) == (
+        "digest:7", "queued", True)  # fmt: skip
+    assert capsys.readouterr().out.split() == [
+        JOB["job_id"], "queued", "(debounced:", "unique", "key", "digest:7", "held)"]  # fmt: skip
+    assert cli.main(["submit", "echo", "--unique-key", "k", "--unique-for", "60", "--json"]) == 0
+    assert api.requests[-1]["body"]["unique_for"] == 60
+    assert json.loads(capsys.readouterr().out)["duplicate"] is True
+
+
 def test_status_wait_polls_until_terminal(api: FakeApi, capsys: pytest.CaptureFixture[str]) -> None:
     path = f"/jobs/{JOB['job_id']}"
     api.routes[("GET", path)] = [

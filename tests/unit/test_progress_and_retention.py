@@ -1,5 +1,6 @@
 """A task's progress reports (a fraction, written at most about once a second) and the
-pruning of finished jobs (counted in a metric; zero keeps them for ever), in memory."""
+pruning of finished jobs (counted in a metric; zero keeps them for ever) and of the audit
+trail, in memory."""
 
 from __future__ import annotations
 
@@ -33,6 +34,22 @@ def test_pruning_counts_in_a_metric_and_zero_keeps_forever() -> None:
     assert asyncio.run(go()) == 1
     assert svc.metrics.seen["JobsPruned"] == 1  # type: ignore[attr-defined]
     assert asyncio.run(service(retain_finished_seconds=0).prune()) == 0
+
+
+def test_the_audit_trail_has_its_own_retention() -> None:
+    async def go(keep: int) -> list[str]:
+        svc = service(retain_finished_seconds=0, retain_audit_seconds=keep)
+        audit = svc.store.access  # type: ignore[attr-defined]
+        for target in ("old", "new"):
+            await audit.insert_audit(
+                key_name="ops", action="purge", target=target, detail={}, outcome="ok"
+            )
+        audit.audit[0]["at"] -= timedelta(days=2)
+        await svc.prune()
+        return [r["target"] for r in audit.audit]
+
+    assert asyncio.run(go(86400)) == ["new"]
+    assert asyncio.run(go(0)) == ["old", "new"]  # 0 keeps it for ever
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, "half"])

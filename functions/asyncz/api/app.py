@@ -7,6 +7,7 @@ reply (:mod:`asyncz.api.replies`) of one shape: ``{"error": <code>, "message": <
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -17,8 +18,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
 from asyncz import composition
+from asyncz.access import KeyRing, Principal, Scope
+from asyncz.api.access import AccessGate, forbidden
 from asyncz.api.flow_routes import mount_flow
-from asyncz.api.guards import InputGuard, KeyCheck
+from asyncz.api.guards import InputGuard
+from asyncz.api.keys import mount_access, principal_of
 from asyncz.api.openapi import ERRORS, openapi_with_key
 from asyncz.api.replies import (
     domain_error_reply,
@@ -87,10 +91,11 @@ def create_app(
     *,
     metrics: MetricsSink | None = None,
     waker: Waker | None = None,
-    key_ok: KeyCheck | None = None,
+    gate: AccessGate | None = None,
 ) -> FastAPI:
     """Build the app; nothing connects until the first request."""
     state = ApiState(settings, metrics, waker)
+    gate = gate or access_gate(settings, state.service)
     app = FastAPI(
         title="AsyncZ Serverless",
         version="0.1.0",
@@ -103,8 +108,9 @@ def create_app(
     app.add_middleware(
         InputGuard,
         max_body_bytes=settings.max_payload_bytes,
-        key_ok=key_ok or KeyCheck(lambda: api_key_hashes(settings)),
+        gate=gate,
     )
+    app.state.gate = gate  # the handler's key check before Mangum can decode a body
     app.openapi = lambda: openapi_with_key(app)  # type: ignore[method-assign]
 
     @app.exception_handler(AsyncZError)
@@ -139,6 +145,7 @@ def create_app(
                 batch=batch,
                 service=state.service,
                 scale_out=state.scale_out,
+                submitted_by=principal_of(request).name,
             )
             return json_response(reply)
 
@@ -149,31 +156,47 @@ def create_app(
 
     @app.get("/jobs", response_model=JobPage, summary="List jobs")
     async def list_jobs(
+        request: Request,
         status: StatusName | None = None,
         queue: Annotated[str | None, Query(max_length=100)] = None,
         task: Annotated[str | None, Query(max_length=200)] = None,
+        submitted_by: Annotated[str | None, Query(max_length=64)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, Query(max_length=500)] = None,
     ) -> Any:
+        me = principal_of(request)
+        if not me.may(Scope.READ):  # a submit-only key lists the jobs it submitted
+            if submitted_by not in (None, me.name):
+                return json_response(forbidden(me, Scope.READ))
+            submitted_by = me.name
         page = await (await state.service()).list_jobs(
-            status=status, queue=queue, task=task, limit=limit, cursor=cursor
-        )
+            status=status, queue=queue, task=task, limit=limit, cursor=cursor,
+            submitted_by=submitted_by,
+        )  # fmt: skip
         return JobPage(items=[JobOut.of(j) for j in page.items], next_cursor=page.next_cursor)
 
     @app.get("/jobs/{job_id}", response_model=JobOut, summary="Job status")
-    async def get_job(job_id: UUID) -> Any:
+    async def get_job(job_id: UUID, request: Request) -> Any:
         svc = await state.service()
         job = await svc.get(_about(job_id))
+        if not _may_read(principal_of(request), job.submitted_by):
+            return json_response(forbidden(principal_of(request), Scope.READ))
         return JobOut.of(job, {**await svc.graph(job), "waiting_for": await svc.held_reason(job)})
 
     @app.get("/jobs/{job_id}/attempts", response_model=AttemptList, summary="Attempt log")
-    async def get_attempts(job_id: UUID) -> Any:
-        attempts = await (await state.service()).attempts(_about(job_id))
+    async def get_attempts(job_id: UUID, request: Request) -> Any:
+        svc = await state.service()
+        me = principal_of(request)
+        if not me.may(Scope.READ) and not _may_read(me, (await svc.get(str(job_id))).submitted_by):
+            return json_response(forbidden(me, Scope.READ))
+        attempts = await svc.attempts(_about(job_id))
         return AttemptList(job_id=str(job_id), items=[AttemptOut.of(a) for a in attempts])
 
     @app.post("/jobs/{job_id}/cancel", response_model=JobState, summary="Cancel a job")
-    async def cancel_job(job_id: UUID) -> Any:
-        status = await (await state.service()).cancel(_about(job_id))
+    async def cancel_job(job_id: UUID, request: Request) -> Any:
+        svc = await state.service()
+        async with svc.access.audited(principal_of(request).name, "cancel", str(job_id), {}):
+            status = await svc.cancel(_about(job_id))
         return JobState(job_id=str(job_id), status=status.value, cancel_requested=True)
 
     @app.get("/dlq", response_model=JobPage, summary="Dead jobs")
@@ -189,23 +212,29 @@ def create_app(
         return JobPage(items=[JobOut.of(j) for j in page.items], next_cursor=page.next_cursor)
 
     @app.post("/dlq/replay", response_model=BulkReplayed, summary="Replay dead jobs in bulk")
-    async def replay_dead(body: BulkReplay | None = None) -> Any:
+    async def replay_dead(request: Request, body: BulkReplay | None = None) -> Any:
         body = body or BulkReplay()
-        ids = await (await state.service()).replay_dead(
-            queue=body.queue, task=body.task, limit=body.limit
-        )
+        svc = await state.service()
+        actor = principal_of(request).name
+        async with svc.access.audited(actor, "bulk_replay", None, body.model_dump()) as done:
+            ids = await svc.replay_dead(queue=body.queue, task=body.task, limit=body.limit)
+            done["count"] = len(ids)
         return BulkReplayed(replayed=len(ids), job_ids=ids)
 
     @app.post("/dlq/{job_id}/replay", response_model=JobState, summary="Replay one dead job")
-    async def replay_job(job_id: UUID) -> Any:
-        job = await (await state.service()).replay(_about(job_id))
+    async def replay_job(job_id: UUID, request: Request) -> Any:
+        svc = await state.service()
+        async with svc.access.audited(principal_of(request).name, "replay", str(job_id), {}):
+            job = await svc.replay(_about(job_id))
         return JobState(job_id=job.id, status=job.status.value)
 
     @app.delete(
         "/dlq/{job_id}", status_code=204, summary="Purge a dead job", response_class=Response
     )
-    async def purge_job(job_id: UUID) -> Response:
-        await (await state.service()).purge(_about(job_id))
+    async def purge_job(job_id: UUID, request: Request) -> Response:
+        svc = await state.service()
+        async with svc.access.audited(principal_of(request).name, "purge", str(job_id), {}):
+            await svc.purge(_about(job_id))
         return Response(status_code=204)
 
     @app.get("/stats", response_model=Stats, summary="Queue statistics")
@@ -228,7 +257,30 @@ def create_app(
 
     mount_flow(app, state.service)
     mount_ui(app, state.service)
+    mount_access(app, state.service)
     return app
+
+
+def access_gate(settings: Settings, service: Callable[[], Awaitable[JobService]]) -> AccessGate:
+    """The sandbox's gate: its stored keys (reloaded every few seconds), the configured keys
+    (every scope), the per-key rates counted in Redis."""
+
+    async def load() -> list[dict[str, Any]]:
+        return await (await service()).store.access.live_keys()
+
+    async def touch(hashes: list[str]) -> None:
+        await (await service()).store.access.touch_keys(hashes)
+
+    async def broker() -> Any:
+        return (await service()).broker
+
+    ring = KeyRing(load, lambda: api_key_hashes(settings), touch=touch)
+    return AccessGate(ring, broker)
+
+
+def _may_read(me: Principal, submitted_by: str | None) -> bool:
+    """Any job with ``read``; with ``submit`` alone, the jobs this key submitted."""
+    return me.may(Scope.READ) or (submitted_by is not None and submitted_by == me.name)
 
 
 def _about(job_id: UUID) -> str:

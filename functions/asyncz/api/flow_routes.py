@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Path
+from fastapi import APIRouter, FastAPI, Path, Request
 
 from asyncz.api.flow_schemas import QueueList, QueueState, TaskList
+from asyncz.api.keys import principal_of
 from asyncz.api.schemas import NAME_PATTERN
 from asyncz.service import JobService
 
@@ -18,13 +19,18 @@ def mount_flow(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> No
     router = APIRouter()
 
     @router.post("/queues/{name}/pause", response_model=QueueState, summary="Pause a queue")
-    async def pause(name: QueueName) -> Any:
-        """Jobs are still accepted; none starts until the queue is resumed."""
-        return await (await service()).pause_queue(name)
+    async def pause(name: QueueName, request: Request) -> Any:
+        """Jobs are still accepted; none starts until the queue is resumed (recorded in the
+        audit trail with the key's name)."""
+        svc, actor = await service(), principal_of(request).name
+        async with svc.access.audited(actor, "pause", name, {}):
+            return await svc.pause_queue(name, actor)
 
     @router.post("/queues/{name}/resume", response_model=QueueState, summary="Resume a queue")
-    async def resume(name: QueueName) -> Any:
-        return await (await service()).resume_queue(name)
+    async def resume(name: QueueName, request: Request) -> Any:
+        svc, actor = await service(), principal_of(request).name
+        async with svc.access.audited(actor, "resume", name, {}):
+            return await svc.resume_queue(name)
 
     @router.get("/queues", response_model=QueueList, summary="Queues, paused or not")
     async def queues() -> Any:

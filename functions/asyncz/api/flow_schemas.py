@@ -26,6 +26,7 @@ class QueueState(BaseModel):
     queue: str
     paused: bool
     paused_at: datetime | None = None
+    paused_by: str | None = Field(default=None, description="the name of the key that paused it")
 
 
 class QueueList(BaseModel):

@@ -1,28 +1,24 @@
 """Guards that run before anything parses a body: API key, body size, media type, nesting.
 
-A pure ASGI middleware (cheap per request) checks the key, buffers the body once, rejects
-what must never reach the JSON parser, then replays the body downstream. The key check is a
-plain function too: the api handler runs it before refusing a body Mangum could not decode.
+A pure ASGI middleware (cheap per request) asks the gate (:mod:`asyncz.api.access`) who the
+key is and whether it may, buffers the body once, rejects what must never reach the JSON
+parser, then replays the body downstream. The key check is a plain function too: the api
+handler runs it before refusing a body Mangum could not decode.
 """
 
 from __future__ import annotations
 
-import hmac
 import operator
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import accumulate, count
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from asyncz.api.replies import Reply, error_reply, json_response
-from asyncz.connections import hash_api_key
 
 MAX_JSON_DEPTH = 64
-# How long a sandbox trusts the keys it loaded. The secret read itself is cached for
-# connections.SECRET_MAX_AGE_SECONDS, so a revoked key works at most the sum of both.
-KEY_CACHE_SECONDS = 60.0
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/ui", "/ui/"})
 # the dashboard's and the docs' static files: a browser loads them without a key
 PUBLIC_PREFIXES = ("/ui/assets/", "/docs/assets/")
@@ -54,36 +50,6 @@ def json_depth_exceeds(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     weights = outside.translate(None, _NOT_BRACKET).translate(_OPENER_TWO)
     depths = map(operator.sub, accumulate(weights), count(1))
     return any(map(partial(operator.lt, limit), depths))
-
-
-class KeyCheck:
-    """Is this an accepted API key? The hashes are loaded at first use and again once they
-    are ``ttl_seconds`` old (Secrets Manager in AWS), so a revoked key stops working within
-    that bound; the key's SHA-256 is compared with every one in constant time."""
-
-    def __init__(
-        self,
-        load: Callable[[], frozenset[str]],
-        *,
-        ttl_seconds: float = KEY_CACHE_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._load = load
-        self._ttl = ttl_seconds
-        self._clock = clock
-        self._hashes: frozenset[str] | None = None
-        self._loaded_at = 0.0
-
-    def __call__(self, key: str) -> bool:
-        now = self._clock()
-        if self._hashes is None or now - self._loaded_at >= self._ttl:
-            self._hashes = self._load()
-            self._loaded_at = now
-        digest = hash_api_key(key)
-        matched = False
-        for known in self._hashes:
-            matched |= hmac.compare_digest(digest, known)
-        return matched
 
 
 UNAUTHORIZED = error_reply(401, "unauthorized", "missing or invalid API key (x-api-key)")
@@ -132,21 +98,27 @@ def body_rejection(headers: Mapping[str, str], body: bytes, max_body_bytes: int)
     return None
 
 
+# Who a request is (its key's principal) and what it may do: a Reply refuses it, a
+# principal (or None on a public path) lets it through.
+Gate = Callable[[str, str, Mapping[str, str]], Awaitable[Reply | Any]]
+
+
 class InputGuard:
-    def __init__(self, app: ASGIApp, max_body_bytes: int, key_ok: Callable[[str], bool]) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, gate: Gate) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.key_ok = key_ok
+        self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = header_map(scope["headers"])
-        refused = key_rejection(scope["path"], headers, self.key_ok)
-        if refused is not None:
-            await json_response(refused)(scope, receive, send)
+        admitted = await self.gate(scope["method"], scope["path"], headers)
+        if isinstance(admitted, Reply):
+            await json_response(admitted)(scope, receive, send)
             return
+        scope.setdefault("state", {})["principal"] = admitted
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,9 +17,8 @@ from mangum import Mangum
 
 from asyncz import eventloop
 from asyncz.api.app import Waker, create_app
-from asyncz.api.guards import KeyCheck, header_map, key_rejection
+from asyncz.api.guards import header_map, key_rejection
 from asyncz.api.replies import Reply, error_reply, json_response
-from asyncz.connections import api_key_hashes
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry
 from asyncz.settings import Settings, get_settings
 
@@ -42,7 +42,7 @@ class Sandbox:
     """What an api sandbox keeps warm: the app behind Mangum."""
 
     adapter: Mangum
-    key_ok: KeyCheck
+    key_ok: Callable[[str], bool]
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         # Every invocation runs on the sandbox's one event loop, so the pools bound to it at
@@ -72,7 +72,6 @@ class Sandbox:
 def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
     """``waker`` replaces the worker invoke."""
     fn = settings.worker_function_name if settings.wake_worker else None
-    key_ok = KeyCheck(lambda: api_key_hashes(settings))
     wake = waker or (lambda_waker(fn) if fn else None)
     if waker is None and fn:
         from asyncz.fleet.invoke import warm_in_background
@@ -81,8 +80,8 @@ def build_sandbox(settings: Settings, *, waker: Waker | None = None) -> Sandbox:
     # The sandbox's one loop, current before Mangum looks for one: else Mangum makes (and
     # leaves open) a loop of its own that no invocation runs on.
     eventloop.sandbox_loop(plain=True)
-    app = create_app(settings, metrics=PowertoolsMetricsSink(), waker=wake, key_ok=key_ok)
-    return Sandbox(Mangum(app, lifespan="off"), key_ok)
+    app = create_app(settings, metrics=PowertoolsMetricsSink(), waker=wake)
+    return Sandbox(Mangum(app, lifespan="off"), app.state.gate.known)
 
 
 _sandbox: Sandbox | None = None

@@ -66,6 +66,11 @@ def submit_operations(components: dict[str, Any]) -> dict[str, dict[str, Any]]:
     one["responses"]["202"]["headers"] = {
         "Location": {"schema": {"type": "string"}, "description": "the job's URL"}
     }
+    one["responses"]["200"] = {
+        "description": "the `unique_key` is held: nothing stored; `job_id` is the holder "
+        "(`duplicate: true`, and `debounced: true` when it took this payload and start)",
+        "content": _json(Submitted),
+    }
     batch = _operation(
         "Submit up to 500 jobs (or a graph)", "submit_batch_jobs_batch_post", SubmitBatch,
         BatchSubmitted,

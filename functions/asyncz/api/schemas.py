@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from asyncz.api.flow_schemas import LimitUsage
+from asyncz.api.unique import ScopeName, UniqueFields
 from asyncz.jobs import MAX_DEPTH, MAX_PARENTS, PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
@@ -30,7 +31,7 @@ class DependencyIn(BaseModel):
     )
 
 
-class SubmitJob(BaseModel):
+class SubmitJob(UniqueFields):
     """A job to run. ``task`` may also be given as ``payload.task`` (the seed's shape)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -89,7 +90,7 @@ class SubmitJob(BaseModel):
             raise PydanticCustomError("invalid_payload", "payload {problem}", {"problem": problem})
         return payload
 
-    @field_validator("idempotency_key")
+    @field_validator("idempotency_key", "unique_key")
     @classmethod
     def _no_nul_in_key(cls, key: str | None) -> str | None:
         if key is not None and "\x00" in key:
@@ -113,6 +114,10 @@ class Submitted(BaseModel):
         description="`queued`; `waiting` for its parents; or ended at once by a parent that "
         "had failed (`dead`/`cancelled`, see the job's last_error)"
     )
+    duplicate: bool | None = Field(
+        default=None, description="200: the unique key is held by `job_id`; nothing stored"
+    )
+    debounced: bool | None = Field(default=None, description="200: it took this payload/start")
 
 
 class SubmitBatch(BaseModel):
@@ -128,8 +133,12 @@ class SubmitBatch(BaseModel):
 class BatchResult(BaseModel):
     job_id: str | None = Field(description="the new job, or the existing one if duplicate")
     status: str
-    duplicate: bool = Field(description="the idempotency key exists: nothing was stored")
+    duplicate: bool = Field(
+        description="the idempotency key exists, or the unique key is held (by a job or an "
+        "earlier item): nothing was stored"
+    )
     ref: str | None = None
+    unique: bool | None = Field(default=None, description="a duplicate of a held unique key")
 
 
 class BatchSubmitted(BaseModel):
@@ -177,6 +186,9 @@ class JobOut(BaseModel):
     result: Any = None
     last_error: str | None
     idempotency_key: str | None
+    unique_key: str | None = None
+    unique_scope: ScopeName | None = None
+    unique_until: datetime | None = Field(default=None, description="`period`: held until")
     cancel_requested: bool
     worker_id: str | None
     run_at: datetime
@@ -201,6 +213,9 @@ class JobOut(BaseModel):
         description="GET /jobs/{id}: the jobs that depend on this one (the first 1,000)",
     )
     dependents_total: int | None = None
+    submitted_by: str | None = Field(
+        default=None, description="the name of the API key that submitted it"
+    )
 
     @classmethod
     def of(cls, job: Job, graph: dict[str, Any] | None = None) -> JobOut:
@@ -217,6 +232,9 @@ class JobOut(BaseModel):
             result=job.result,
             last_error=job.last_error,
             idempotency_key=job.idempotency_key,
+            unique_key=job.unique_key,
+            unique_scope=job.unique_scope,  # type: ignore[arg-type]  # the column's check
+            unique_until=job.unique_until,
             cancel_requested=job.cancel_requested,
             worker_id=job.worker_id,
             run_at=job.run_at,
@@ -229,6 +247,7 @@ class JobOut(BaseModel):
             progress_message=job.progress_message,
             open_parents=job.open_parents if job.status == "waiting" else 0,
             concurrency_key=job.concurrency_key,
+            submitted_by=job.submitted_by,
             **(graph or {}),
         )
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from asyncz.api.replies import Reply, error_reply, validation_reply
 from asyncz.api.schemas import DependencyIn, SubmitBatch, SubmitJob
 from asyncz.fleet.scale_out import ScaleOut
-from asyncz.jobs import Dependency, NewJob, ParentRule
+from asyncz.jobs import Dependency, NewJob, ParentRule, UniqueScope
 from asyncz.observability import logger
 from asyncz.ports import BatchItem, SubmitOutcome
 from asyncz.service import JobService
@@ -24,19 +24,20 @@ async def submit_reply(
     batch: bool,
     service: Callable[[], Awaitable[JobService]],
     scale_out: ScaleOut,
+    submitted_by: str | None = None,
 ) -> Reply:
     """Submit the job (``batch``: the jobs) a body the guards let through asks for, then look
     at the backlog for scale-out; the ``202`` or the ``422`` that says what is wrong. A domain
     error (a duplicate key, an outage) is raised for the app's one error handler.
-    ``headers`` are looked up by lower-case name."""
+    ``headers`` are looked up by lower-case name; ``submitted_by``: the key's name."""
     if batch:
-        news = parse_batch(body)
+        news = parse_batch(body, submitted_by)
         if isinstance(news, Reply):
             return news
         svc = await service()
         reply = accepted_batch(await svc.submit_many(news))
     else:
-        new = parse_submit(body, header_text(headers.get("idempotency-key")))
+        new = parse_submit(body, header_text(headers.get("idempotency-key")), submitted_by)
         if isinstance(new, Reply):
             return new
         svc = await service()
@@ -58,7 +59,9 @@ def header_text(value: str | None) -> str | None:
         return value
 
 
-def parse_submit(body: bytes, idempotency_header: str | None) -> NewJob | Reply:
+def parse_submit(
+    body: bytes, idempotency_header: str | None, submitted_by: str | None = None
+) -> NewJob | Reply:
     """The job a request body asks for, or the ``422`` reply that says what is wrong."""
     try:
         req = SubmitJob.model_validate_json(body)
@@ -69,10 +72,10 @@ def parse_submit(body: bytes, idempotency_header: str | None) -> NewJob | Reply:
             422, "validation_error", "`ref` names an item of POST /jobs/batch; a single job is "
             "named by its id"
         )  # fmt: skip
-    return _new_job(req, idempotency_header)
+    return _new_job(req, idempotency_header, submitted_by)
 
 
-def parse_batch(body: bytes) -> list[NewJob] | Reply:
+def parse_batch(body: bytes, submitted_by: str | None = None) -> list[NewJob] | Reply:
     """The jobs of a ``POST /jobs/batch`` body, or the ``422`` that names the first bad item
     (``index``): one bad item refuses the whole batch."""
     try:
@@ -84,10 +87,17 @@ def parse_batch(body: bytes) -> list[NewJob] | Reply:
         return _about_item(reply, index) if isinstance(index, int) else reply
     news: list[NewJob] = []
     for index, item in enumerate(req.jobs):
-        new = _new_job(item, None)
+        new = _new_job(item, None, submitted_by)
+        if not isinstance(new, Reply) and new.debounce:
+            new = error_reply(422, "validation_error", "debounce is for POST /jobs only")
         if isinstance(new, Reply):
             return _about_item(new, index)
         news.append(new)
+    unique = next((i for i, n in enumerate(news) if n.unique_key is not None), None)
+    if unique is not None and any(n.depends_on or n.ref is not None for n in news):
+        return _about_item(error_reply(
+            422, "validation_error", "unique_key items cannot be in a batch with refs or "
+            "depends_on"), unique)  # fmt: skip
     return news
 
 
@@ -100,7 +110,9 @@ def _about_item(reply: Reply, index: int) -> Reply:
     return Reply(reply.status, body, reply.headers)
 
 
-def _new_job(req: SubmitJob, idempotency_header: str | None) -> NewJob | Reply:
+def _new_job(
+    req: SubmitJob, idempotency_header: str | None, submitted_by: str | None
+) -> NewJob | Reply:
     task = req.task or req.payload.get("task")
     if not isinstance(task, str) or not task:
         return error_reply(422, "missing_task", "give `task` (or `payload.task`)")
@@ -110,6 +122,10 @@ def _new_job(req: SubmitJob, idempotency_header: str | None) -> NewJob | Reply:
     ):
         return error_reply(
             422, "validation_error", "Idempotency-Key is 1 to 200 characters, no NUL"
+        )
+    if req.unique_key is not None and (req.depends_on or req.ref is not None):
+        return error_reply(
+            422, "validation_error", "a job with a unique_key cannot have depends_on or a ref"
         )
     return NewJob(
         task=task,
@@ -124,6 +140,11 @@ def _new_job(req: SubmitJob, idempotency_header: str | None) -> NewJob | Reply:
         depends_on=tuple(_dependency(d, req.on_parent_failure) for d in req.depends_on),
         ref=req.ref,
         concurrency_key=req.concurrency_key,
+        submitted_by=submitted_by,
+        unique_key=req.unique_key,
+        unique_scope=UniqueScope(req.unique_scope) if req.unique_scope else None,
+        unique_for=req.unique_for,
+        debounce=req.debounce,
     )
 
 
@@ -134,6 +155,11 @@ def _dependency(item: str | DependencyIn, default: str) -> Dependency:
 
 
 def accepted(sub: SubmitOutcome) -> Reply:
+    """``202`` and the new job; ``200`` and the job holding the unique key (nothing new)."""
+    if sub.duplicate:
+        body = {"job_id": sub.job_id, "status": sub.status.value, "duplicate": True,
+                "debounced": sub.debounced}  # fmt: skip
+        return Reply(200, body, {"Location": f"/jobs/{sub.job_id}"})
     return Reply(
         202,
         {"job_id": sub.job_id, "status": sub.status.value},
@@ -146,6 +172,7 @@ def accepted_batch(items: list[BatchItem]) -> Reply:
     results = [
         {"job_id": it.job_id, "status": it.status, "duplicate": it.duplicate}
         | ({"ref": it.ref} if it.ref is not None else {})
+        | ({"unique": True} if it.unique else {})
         for it in items
     ]
     body: dict[str, Any] = {

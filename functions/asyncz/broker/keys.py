@@ -81,6 +81,17 @@ class KeySpace:
             self.delayed_key(it.queue), {f"{it.priority}|{it.job_id}": it.run_at_ms}, nx=True
         )
 
+    def move(self, pipe: Any, it: Dispatch) -> None:
+        """Put an id where it belongs now, out of the other set: its delayed score moves
+        (no NX) when it is not due."""
+        member = f"{it.priority}|{it.job_id}"
+        if it.due:
+            pipe.zrem(self.delayed_key(it.queue), member)
+            self.add(pipe, it)
+        else:
+            pipe.zrem(self.ready_key(it.queue), it.job_id)
+            pipe.zadd(self.delayed_key(it.queue), {member: it.run_at_ms})
+
     def fresh(self, items: Sequence[Dispatch], register: bool) -> set[str]:
         """Queue names to (re)register in the queues set with this enqueue."""
         if register:

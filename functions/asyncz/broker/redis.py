@@ -75,6 +75,8 @@ class RedisBroker:
         source = resources.files("asyncz.broker").joinpath("promote.lua").read_text("utf-8")
         self._promote = client.register_script(source)
         self.limits = RedisLimits(client, prefix, _guard)
+        source = resources.files("asyncz.broker").joinpath("request_rate.lua").read_text("utf-8")
+        self._request_rate = client.register_script(source)
 
     @classmethod
     def from_url(
@@ -121,6 +123,14 @@ class RedisBroker:
                 results = await pipe.execute()
         self.keys.known |= fresh
         return sum(int(r) for r in results[: len(items)])
+
+    async def reschedule(self, items: Sequence[Dispatch]) -> None:
+        """Move ids already enqueued to where they belong now (one round trip)."""
+        with _guard():
+            async with self._r.pipeline(transaction=False) as pipe:
+                for it in items:
+                    self.keys.move(pipe, it)
+                await pipe.execute()
 
     async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int:
         """Move due delayed ids to ready (Lua, atomic per queue); returns how many moved."""
@@ -240,6 +250,16 @@ class RedisBroker:
                 await self._r.delete(self.keys.idle_key)
             else:
                 await self._r.set(self.keys.idle_key, value, px=max(1, int(ttl_seconds * 1000)))
+
+    async def take_request(self, name: str, limit: int, period_seconds: int) -> float:
+        """Admit one request of ``name`` (an API key's name) under its rate limit, counted
+        across every sandbox: 0.0 when admitted, else the seconds until one would be."""
+        key = f"{self.keys.prefix}:rate:{{key:{name}}}"
+        with _guard():
+            wait_ms = await self._request_rate(
+                keys=[key], args=[limit, period_seconds * 1000, uuid.uuid4().hex]
+            )
+        return int(wait_ms) / 1000.0
 
     async def ping(self) -> None:
         with _guard():

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncz import __version__
+from asyncz.cli.access import add_access_commands
 from asyncz.cli.client import DEFAULT_API_URL, CliError
 from asyncz.cli.commands import cmd_dev, cmd_migrate
 from asyncz.cli.flow import cmd_pause, cmd_resume
@@ -132,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--on-parent-failure", choices=["fail", "run"], help="when a parent ends dead or cancelled"
     )
+    p.add_argument("--unique-key", help="while a job holds it, answer with that job instead")
+    p.add_argument("--unique-scope", choices=["queued", "queued_or_running", "period"])
+    p.add_argument("--unique-for", type=int, metavar="SECONDS", help="the period scope's length")
+    p.add_argument(
+        "--debounce", action="store_true", help="a waiting holder takes this payload and start"
+    )
     _wait_options(p)
     p.set_defaults(func=cmd_submit)
 
@@ -147,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--queue")
     p.add_argument("--task")
+    p.add_argument("--submitted-by", metavar="KEY_NAME", help="jobs this named key submitted")
     _page_options(p)
     p.set_defaults(func=cmd_list)
 
@@ -186,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("health", "check the API")
     p.set_defaults(func=cmd_health)
+    add_access_commands(add, common)
     return parser
 
 

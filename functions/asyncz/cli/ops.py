@@ -27,8 +27,8 @@ from asyncz.cli.output import (
 from asyncz.client import Client, Job
 
 SUBMIT_OPTIONS = ("queue", "priority", "max_retries", "timeout_seconds", "delay_seconds",
-                  "idempotency_key", "depends_on", "on_parent_failure",
-                  "concurrency_key")  # fmt: skip
+                  "idempotency_key", "depends_on", "on_parent_failure", "unique_key",
+                  "unique_scope", "unique_for", "debounce", "concurrency_key")  # fmt: skip
 
 
 def _progress(args: argparse.Namespace, what: str) -> Progress:
@@ -60,6 +60,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"submitted {job.id}")
             return _wait(args, client, job.id)
+    if job.duplicate:  # its unique key is held: the holder, nothing stored
+        held = "debounced" if job.debounced else "duplicate"
+        out = {"job_id": job.id, "status": job.status, "duplicate": True, held: True}
+        emit(args, out, f"{job.id}  {job.status}  ({held}: unique key {job.unique_key} held)")
+        return 0
     emit(args, {"job_id": job.id, "status": job.status}, f"{job.id}  {job.status}")
     return 0
 
@@ -163,6 +168,7 @@ def _listing(args: argparse.Namespace, jobs: Iterator[Job]) -> list[Job]:
 def cmd_list(args: argparse.Namespace) -> int:
     with make_client(args) as client:
         jobs = _listing(args, client.jobs(status=args.status, queue=args.queue, task=args.task,
+                                          submitted_by=args.submitted_by,
                                           page_size=args.limit, cursor=args.cursor))  # fmt: skip
     emit(args, {"items": jobs}, table(jobs, JOB_COLUMNS) if jobs else "no jobs")
     return 0

@@ -10,12 +10,14 @@ it imports nothing of the server.
         print(client.result(job.id, timeout=30))
 """
 
+from asyncz.client.access import ApiKey, AuditEntry
 from asyncz.client.aio import AsyncClient
 from asyncz.client.errors import (
     ApiError,
     AsyncZClientError,
     ConnectionFailed,
     DuplicateJob,
+    Forbidden,
     InvalidInput,
     InvalidState,
     JobFailed,
@@ -32,12 +34,15 @@ from asyncz.client.sync import Client
 
 __all__ = [
     "ApiError",
+    "ApiKey",
     "AsyncClient",
     "AsyncZClientError",
     "Attempt",
+    "AuditEntry",
     "Client",
     "ConnectionFailed",
     "DuplicateJob",
+    "Forbidden",
     "Health",
     "InvalidInput",
     "InvalidState",

@@ -283,7 +283,7 @@ class BatchPlan:
         of our own earlier try, or of an earlier call with the caller's call key."""
         jobs = [
             submitted(body, item, duplicate=bool(item.get("duplicate"))
-                      and (not derived or self._caller_key))
+                      and (not derived or self._caller_key or bool(item.get("unique"))))
             for (body, derived), item in zip(chunk, reply["jobs"], strict=True)
         ]  # fmt: skip
         self.jobs += jobs

@@ -12,7 +12,9 @@ from urllib.parse import quote
 import httpx
 
 from asyncz.client import _core
+from asyncz.client import access as _access
 from asyncz.client._core import Call, RetryPolicy
+from asyncz.client.access import ApiKey, AuditEntry
 from asyncz.client.errors import (
     AsyncZClientError,
     ConnectionFailed,
@@ -25,6 +27,7 @@ from asyncz.client.errors import (
 )
 from asyncz.client.flow import queue_path, with_concurrency_key
 from asyncz.client.models import Attempt, Health, Job, Stats
+from asyncz.client.unique import answered, unique_fields
 
 
 class AsyncClient:
@@ -104,28 +107,37 @@ class AsyncClient:
         idempotency_key: str | None = None,
         depends_on: Sequence[str | Mapping[str, Any]] | None = None,
         on_parent_failure: str | None = None,
+        unique_key: str | None = None,
+        unique_scope: str | None = None,
+        unique_for: int | None = None,
+        debounce: bool = False,
         concurrency_key: str | None = None,
     ) -> Job:
         """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists
         (not when it is our own earlier try of this call that stored it: that job is
         returned). ``depends_on``: job ids it waits for (status ``waiting``), each a string
         or ``{"job_id": ..., "on_parent_failure": "run"}``; ``on_parent_failure``: ``fail``
-        (the default) or ``run``. ``concurrency_key``: what the task's per-key limits count
-        by (docs/flow-control.md)."""
+        (the default) or ``run``. ``unique_key``: when a job holds it (``unique_scope``
+        ``queued``, ``queued_or_running`` or ``period`` with ``unique_for`` seconds), that
+        job is returned with ``duplicate=True`` (``debounce``: it takes this payload and
+        start while it has not started). ``concurrency_key``: what the task's per-key limits
+        count by. Both: docs/flow-control.md."""
         body, generated = _core.with_key(
             with_concurrency_key(
                 _core.submit_body(task, payload, queue=queue, priority=priority,
                                   max_retries=max_retries, timeout_seconds=timeout_seconds,
                                   delay_seconds=delay_seconds, run_at=run_at,
                                   idempotency_key=idempotency_key, depends_on=depends_on,
-                                  on_parent_failure=on_parent_failure),
+                                  on_parent_failure=on_parent_failure)
+                | unique_fields(unique_key, unique_scope, unique_for, debounce),
                 concurrency_key,
             ),
             self.retry.retries,
         )  # fmt: skip
         keyed = bool(body.get("idempotency_key"))  # a key makes a second try safe
         try:
-            return _core.submitted(body, await self._json(Call("POST", "/jobs", body, safe=keyed)))
+            reply = await self._json(Call("POST", "/jobs", body, safe=keyed))
+            return answered(_core.submitted(body, reply), body, reply)
         except DuplicateJob as exc:
             if generated or exc.after_uncertain_try:  # our own earlier try was stored
                 return _core.duplicate_of_ours(exc, body)
@@ -222,12 +234,13 @@ class AsyncClient:
         status: str | None = None,
         queue: str | None = None,
         task: str | None = None,
+        submitted_by: str | None = None,
         page_size: int = 100,
         cursor: str | None = None,
     ) -> AsyncIterator[Job]:
         """Every matching job, newest first, page after page (from ``cursor`` if given)."""
         params = {"status": status, "queue": queue, "task": task, "limit": page_size,
-                  "cursor": cursor}  # fmt: skip
+                  "cursor": cursor, "submitted_by": submitted_by}  # fmt: skip
         return self._pages("/jobs", params)
 
     def dead(
@@ -248,6 +261,32 @@ class AsyncClient:
 
     async def resume_queue(self, queue: str) -> dict[str, Any]:
         return dict(await self._json(Call("POST", queue_path(queue, "resume"), safe=True)))
+
+    # --- keys and audit (scope admin; audit: read) -----------------------------------------
+
+    async def whoami(self) -> ApiKey:
+        """This client's key: its name, scopes and rate."""
+        return ApiKey.from_api(await self._json(Call("GET", "/whoami")))
+
+    async def create_key(
+        self, name: str, scopes: Iterable[str], *, rate: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> ApiKey:  # fmt: skip
+        """A new named key; its ``key`` is shown this once (only its hash is stored)."""
+        return ApiKey.from_api(await self._json(_access.create_key(name, scopes, rate, expires_at)))
+
+    async def keys(self, *, revoked: bool = False) -> list[ApiKey]:
+        return [ApiKey.from_api(k) for k in (await self._json(_access.list_keys(revoked)))["items"]]
+
+    async def revoke_key(self, name: str) -> None:
+        await self._json(_access.revoke_key(name))
+
+    async def audit(
+        self, *, key_name: str | None = None, action: str | None = None, limit: int = 50
+    ) -> list[AuditEntry]:
+        """The latest operator actions, newest first."""
+        page = await self._json(_access.audit_page(key_name, action, limit, None))
+        return [AuditEntry.from_api(e) for e in page["items"]]
 
     async def stats(self) -> Stats:
         return Stats.from_api(await self._json(Call("GET", "/stats")))

@@ -36,6 +36,15 @@ class Unauthorized(ApiError):
     """401: no API key, or not an accepted one."""
 
 
+class Forbidden(ApiError):
+    """403: the key is known but lacks the scope this needs (``scope`` names it)."""
+
+    @property
+    def scope(self) -> str | None:
+        value = self.body.get("scope")
+        return str(value) if value is not None else None
+
+
 class NotFound(ApiError):
     """404: no such job (or route)."""
 
@@ -114,6 +123,7 @@ class JobFailed(AsyncZClientError):
 
 _BY_CODE: dict[str, type[ApiError]] = {
     "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
     "job_not_found": NotFound,
     "not_found": NotFound,
     "invalid_state": InvalidState,

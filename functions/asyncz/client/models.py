@@ -41,13 +41,17 @@ class Job:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     updated_at: datetime | None = None
-    duplicate: bool = False
+    duplicate: bool = False  # also: a submit whose unique_key another job holds (that job)
+    debounced: bool = False  # ... which took this submit's payload and start
+    unique_key: str | None = None
+    unique_scope: str | None = None
     ref: str | None = None  # its ref in the batch that submitted it (submit_graph)
     open_parents: int = 0  # parents a waiting job still waits for
     depends_on: list[dict[str, Any]] | None = None  # get(): each parent's id, status, rule
     dependents: list[dict[str, Any]] | None = None  # get(): the jobs depending on it
     concurrency_key: str | None = None  # what the task's per-key limits count by
     waiting_for: str | None = None  # get(): why a queued job is held back (a limit, a pause)
+    submitted_by: str | None = None  # the name of the API key that submitted it
 
     @property
     def finished(self) -> bool:
@@ -68,6 +72,8 @@ class Job:
             max_retries=data.get("max_retries"),
             timeout_seconds=data.get("timeout_seconds"),
             idempotency_key=data.get("idempotency_key"),
+            unique_key=data.get("unique_key"),
+            unique_scope=data.get("unique_scope"),
             cancel_requested=bool(data.get("cancel_requested")),
             worker_id=data.get("worker_id"),
             run_at=_when(data.get("run_at")),
@@ -81,6 +87,7 @@ class Job:
             open_parents=int(data.get("open_parents") or 0),
             depends_on=data.get("depends_on"),
             dependents=data.get("dependents"),
+            submitted_by=data.get("submitted_by"),
         )
 
 

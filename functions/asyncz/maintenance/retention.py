@@ -1,4 +1,5 @@
-"""Retention: finished and dead jobs go after the periods the settings give. A part of
+"""Retention: finished and dead jobs, and the audit trail, go after the periods the
+settings give. A part of
 :class:`asyncz.service.JobService`."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Retention:
                     break
         if s.retain_finished_seconds > 0:
             await self.store.maintenance.prune_periodic_runs(s.retain_finished_seconds)
+        if s.retain_audit_seconds > 0:
+            await self.store.access.prune_audit(s.retain_audit_seconds, s.recovery_batch_size)
         if pruned:
             self.metrics.add_metric("JobsPruned", "Count", pruned)
         return pruned

@@ -31,6 +31,14 @@ class Enqueuer:
         """Enqueue the jobs of these rows (id, queue, priority, run_at, due)."""
         return await self.dispatch_quietly([dispatch_of(r) for r in rows])
 
+    async def enqueue_queued(self, rows: Sequence[Row]) -> None:
+        """A duplicate submit of a queued job puts its id in Redis again (``ZADD NX``:
+        harmless when it is there), so a job whose first submit crashed after the commit
+        runs now rather than at the next recovery sweep."""
+        queued = [r for r in rows if r["status"] == "queued"]
+        if queued:
+            await self.enqueue_quietly(queued)
+
     async def dispatch_quietly(self, items: Sequence[Dispatch]) -> bool:
         """Enqueue ids; when Redis is down, say so and rely on recovery (the rows are safe)."""
         if not items:

@@ -43,6 +43,7 @@ from asyncz.ports import (
     Row,
     SubmitOutcome,
 )
+from asyncz.service.access import Access
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.leases import Leases
@@ -80,6 +81,7 @@ class JobService:
         self.periodic = Periodic(store, registry, settings, self.submitting, self.enqueuer)
         self.readings = Gauges(store, broker, registry, settings)
         self.overview = Stats(store, broker, settings)
+        self.access = Access(store, settings, self.metrics)
 
     # --- submit (asyncz.service.submitting) ------------------------------------------------
 
@@ -166,8 +168,8 @@ class JobService:
 
     # --- flow control (asyncz.service.limits) ---------------------------------------------
 
-    async def pause_queue(self, queue: str) -> dict[str, Any]:
-        return await self.flow.pause(queue)
+    async def pause_queue(self, queue: str, by: str | None = None) -> dict[str, Any]:
+        return await self.flow.pause(queue, by)
 
     async def resume_queue(self, queue: str) -> dict[str, Any]:
         return await self.flow.resume(queue)
@@ -218,10 +220,12 @@ class JobService:
         task: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        submitted_by: str | None = None,
     ) -> Page:
         jobs = await self.store.list_jobs(
-            status=status, queue=queue, task=task, limit=limit, after=decode_cursor(cursor)
-        )
+            status=status, queue=queue, task=task, limit=limit, after=decode_cursor(cursor),
+            submitted_by=submitted_by,
+        )  # fmt: skip
         kept = fit_page(jobs)
         last = kept[-1] if len(jobs) == limit or len(kept) < len(jobs) else None
         return Page(kept, encode_cursor(last.created_at, last.id) if last else None)

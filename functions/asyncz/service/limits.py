@@ -145,9 +145,10 @@ class FlowControl:
 
     # --- paused queues, and what GET /stats, /queues and /tasks show ----------------------
 
-    async def pause(self, queue: str) -> Row:
+    async def pause(self, queue: str, by: str | None = None) -> Row:
+        """Pause ``queue`` (``by``: the key's name, kept with the pause)."""
         self._known(queue)
-        await self.store.flow.pause_queue(queue, None)
+        await self.store.flow.pause_queue(queue, by)
         return await self._changed(queue)
 
     async def resume(self, queue: str) -> Row:
@@ -177,17 +178,12 @@ class FlowControl:
             )
 
     async def _state(self, queue: str) -> Row:
-        row = (await self.store.flow.paused_queues()).get(queue)
-        return {"queue": queue, "paused": row is not None,
-                "paused_at": row["paused_at"] if row else None}  # fmt: skip
+        return _queue_state(queue, (await self.store.flow.paused_queues()).get(queue))
 
     async def queue_states(self) -> list[Row]:
         paused = await self.store.flow.paused_queues()
-        return [
-            {"queue": q, "paused": q in paused,
-             "paused_at": paused[q]["paused_at"] if q in paused else None}
-            for q in sorted(set(self.settings.queue_list) | set(paused))
-        ]  # fmt: skip
+        queues = sorted(set(self.settings.queue_list) | set(paused))
+        return [_queue_state(q, paused.get(q)) for q in queues]
 
     def task_listing(self, registry: TaskRegistry) -> list[Row]:
         out = []
@@ -209,3 +205,11 @@ class FlowControl:
         except BrokerUnavailableError:
             stats["limits"] = None
         return stats
+
+
+def _queue_state(queue: str, pause: Row | None) -> Row:
+    """A queue as ``GET /queues`` shows it: paused or not, since when and by which key."""
+    if pause is None:
+        return {"queue": queue, "paused": False, "paused_at": None, "paused_by": None}
+    return {"queue": queue, "paused": True, "paused_at": pause["paused_at"],
+            "paused_by": pause["paused_by"]}  # fmt: skip

@@ -25,7 +25,7 @@ from asyncz.errors import (
     UnknownQueueError,
 )
 from asyncz.faults import crash_point
-from asyncz.jobs import MAX_PARENTS, JobStatus, NewJob
+from asyncz.jobs import MAX_PARENTS, JobStatus, NewJob, UniqueScope
 from asyncz.ports import (
     BatchItem,
     Dispatch,
@@ -37,6 +37,7 @@ from asyncz.ports import (
 )
 from asyncz.service.dependencies import plan_jobs, resolve_refs
 from asyncz.service.enqueue import Enqueuer
+from asyncz.service.unique import UniqueSubmits
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 
@@ -68,6 +69,7 @@ class Submitting:
         self.registry = registry
         self.settings = settings
         self.metrics = metrics
+        self.unique = UniqueSubmits(store, enqueuer, metrics)
 
     def complete_defaults(self, new: NewJob) -> NewJob:
         """Fill per-task then global defaults; raises UnknownTaskError for an unknown task."""
@@ -97,7 +99,13 @@ class Submitting:
             depends_on=new.depends_on,
             ref=new.ref,
             concurrency_key=new.concurrency_key,
-        )
+            submitted_by=new.submitted_by,
+            unique_key=new.unique_key,
+            unique_scope=new.unique_scope or (
+                UniqueScope.QUEUED_OR_RUNNING if new.unique_key is not None else None),
+            unique_for=new.unique_for,
+            debounce=new.debounce,
+        )  # fmt: skip
 
     async def submit(self, new: NewJob) -> SubmitOutcome:
         """Commit the row, then enqueue its id. A Redis failure still returns the job; a
@@ -108,6 +116,8 @@ class Submitting:
             assert item.job_id is not None
             return SubmitOutcome(item.job_id, JobStatus(item.status), item.enqueued)
         job_id = str(uuid.uuid4())
+        if new.unique_key is not None:
+            return await self.unique.submit(job_id, new, self._resolve_insert)
         for _ in range(KEY_ROUNDS):
             try:
                 row = await self.store.insert_job(job_id, new)
@@ -118,7 +128,7 @@ class Submitting:
             assert new.idempotency_key is not None
             existing = await self.store.get_by_idempotency_key(new.idempotency_key)
             if existing is not None:
-                await self._enqueue_if_queued([existing])
+                await self.enqueuer.enqueue_queued([existing])
                 raise DuplicateJobError(str(existing["id"]), existing["status"])
             # the other job was purged between the two statements: the key is free again
         else:
@@ -156,14 +166,6 @@ class Submitting:
     async def _holders(self, keys: Sequence[str]) -> dict[str, Row] | None:
         return await _soon(self.store.get_by_idempotency_keys(keys))
 
-    async def _enqueue_if_queued(self, rows: Sequence[Row]) -> None:
-        """A duplicate submit of a queued job puts its id in Redis again (``ZADD NX``:
-        harmless when it is there), so a job whose first submit crashed after the commit
-        runs now rather than at the next recovery sweep."""
-        queued = [r for r in rows if r["status"] == JobStatus.QUEUED.value]
-        if queued:
-            await self.enqueuer.enqueue_quietly(queued)
-
     async def submit_many(self, news: Sequence[NewJob]) -> list[BatchItem]:
         """A batch, all or nothing at validation (an error names the item's ``index``): one
         INSERT, then one enqueue. An item whose idempotency key exists is reported as a
@@ -188,11 +190,14 @@ class Submitting:
         items = [(str(uuid.uuid4()), new) for new in completed]
         rows: list[Row | None] = [None] * len(items)
         existing: dict[str, Row] = {}
+        held: dict[str, Row] = {}  # unique keys' holders
+        unique = any(new.unique_key is not None for new in completed)
+        insert = self.store.unique.insert_many if unique else self.store.insert_jobs
         todo = list(range(len(items)))
         for _ in range(KEY_ROUNDS):
             batch = [items[i] for i in todo]
             try:
-                inserted = await self.store.insert_jobs(batch)
+                inserted = await insert(batch)
             except StoreOutcomeUnknownError as exc:
                 inserted = await self._resolve_batch(batch, look=exc.answering)
             for i, row in zip(todo, inserted, strict=True):
@@ -200,9 +205,12 @@ class Submitting:
             keys = [items[i][1].idempotency_key for i in todo if rows[i] is None]
             if keys:
                 existing |= await self.store.get_by_idempotency_keys([k for k in keys if k])
-            # a key whose job was purged between the two statements is free again
+            if unique:
+                held |= await self.unique.holders_of([new for _, new in items], rows, set(existing))
+            # a key whose job was purged (or left its scope) meanwhile is free again
             todo = [i for i in todo if rows[i] is None
-                    and items[i][1].idempotency_key not in existing]  # fmt: skip
+                    and items[i][1].idempotency_key not in existing
+                    and items[i][1].unique_key not in held]  # fmt: skip
             if not todo:
                 break
         crash_point("submit.after_commit")  # chaos: the rows are durable, Redis never hears
@@ -217,10 +225,11 @@ class Submitting:
             self.metrics.add_metric("JobsSubmitted", "Count", len(dispatch))
         enqueued = await self.enqueuer.dispatch_quietly(dispatch)
         duplicates = [existing[k] for _, new in items if (k := new.idempotency_key) in existing]
-        await self._enqueue_if_queued([r for r in duplicates if str(r["id"]) not in {
+        duplicates += [held[k] for _, new in items if (k := new.unique_key) in held]
+        await self.enqueuer.enqueue_queued([r for r in duplicates if str(r["id"]) not in {
             d.job_id for d in dispatch}])  # fmt: skip
         return [
-            _result(job_id, new, row, existing, enqueued)
+            _result(job_id, new, row, existing, held, enqueued)
             for (job_id, new), row in zip(items, rows, strict=True)
         ]
 
@@ -291,7 +300,7 @@ class Submitting:
         item's key holds a job (the answer is that graph); else the first is a 409."""
         keys = [new.idempotency_key for _, new in items]
         holders = await self.store.get_by_idempotency_keys([k for k in keys if k])
-        await self._enqueue_if_queued(list(holders.values()))
+        await self.enqueuer.enqueue_queued(list(holders.values()))
         if len(items) > 1 and all(k in holders for k in keys):
             return [
                 BatchItem(str(holders[k]["id"]), holders[k]["status"], duplicate=True, ref=new.ref)
@@ -332,11 +341,17 @@ def _forget(task: asyncio.Future[Any]) -> None:
 
 
 def _result(
-    job_id: str, new: NewJob, row: Row | None, existing: dict[str, Row], enqueued: bool
+    job_id: str,
+    new: NewJob,
+    row: Row | None,
+    existing: dict[str, Row],
+    held: dict[str, Row],
+    enqueued: bool,
 ) -> BatchItem:
     if row is not None:
         return BatchItem(job_id, JobStatus.QUEUED.value, duplicate=False, enqueued=enqueued)
-    other = existing.get(new.idempotency_key or "")
+    other = existing.get(new.idempotency_key or "") or held.get(new.unique_key or "")
     if other is None:  # the other job was purged between the two statements
         return BatchItem(None, "purged", duplicate=True)
-    return BatchItem(str(other["id"]), str(other["status"]), duplicate=True)
+    unique = new.idempotency_key not in existing  # else a duplicate of its idempotency key
+    return BatchItem(str(other["id"]), str(other["status"]), duplicate=True, unique=unique)

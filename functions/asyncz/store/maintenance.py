@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from asyncz.jobs import NewJob
+from asyncz.store.rows import new_job_params
 from asyncz.store.runner import QueryRunner
 
 Row = dict[str, Any]
@@ -78,17 +77,6 @@ class MaintenanceQueries:
 
     async def insert_periodic_job(self, job_id: str, slot: datetime, new: NewJob) -> Row | None:
         """Insert the job of (task, slot); ``None`` when that slot has one already."""
-        rows = await self._run.rows(
-            "insert_periodic_job",
-            {
-                "id": job_id,
-                "slot": slot,
-                "task": new.task,
-                "payload": Jsonb(new.payload),
-                "queue": new.queue,
-                "priority": new.priority,
-                "max_retries": new.max_retries,
-                "timeout_seconds": new.timeout_seconds,
-            },
-        )
+        params = {**new_job_params(job_id, new), "slot": slot}
+        rows = await self._run.rows("insert_periodic_job", params)
         return rows[0] if rows else None

@@ -19,11 +19,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
+from asyncz.store.access import AccessQueries
 from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.flow import FlowQueries
 from asyncz.store.maintenance import MaintenanceQueries
-from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns
+from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns, new_job_params
 from asyncz.store.runner import QueryRunner, check_if_idle
+from asyncz.store.unique import UniqueQueries
 
 log = logging.getLogger("asyncz.store")
 
@@ -32,22 +34,8 @@ Row = dict[str, Any]
 
 def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
     """The query name and parameters that insert a new job."""
-    return (
-        "insert_job_idempotent" if new.idempotency_key is not None else "insert_job",
-        {
-            "id": job_id,
-            "task": new.task,
-            "payload": Jsonb(new.payload),
-            "queue": new.queue,
-            "priority": new.priority,
-            "max_retries": new.max_retries,
-            "timeout_seconds": new.timeout_seconds,
-            "idempotency_key": new.idempotency_key,
-            "run_at": new.run_at,
-            "delay_seconds": float(new.delay_seconds),
-            "concurrency_key": new.concurrency_key,
-        },
-    )
+    name = "insert_job_idempotent" if new.idempotency_key is not None else "insert_job"
+    return name, new_job_params(job_id, new)
 
 
 class PostgresStore:
@@ -59,6 +47,8 @@ class PostgresStore:
         self.maintenance = MaintenanceQueries(self._run)
         self.dependencies = DependencyQueries(self._run)
         self.flow = FlowQueries(self._run)
+        self.access = AccessQueries(self._run)
+        self.unique = UniqueQueries(self._run)
 
     @classmethod
     def create(
@@ -150,12 +140,16 @@ class PostgresStore:
         task: str | None,
         limit: int,
         after: tuple[datetime, str] | None,
+        submitted_by: str | None = None,
     ) -> list[Job]:
         # a task or queue filter alone: merge the ended jobs' index with the live statuses'
         name = "list_jobs_by_task_or_queue" if status is None and (queue or task) else "list_jobs"
+        if submitted_by is not None:  # along that key's own index
+            name = "list_jobs_by_submitter"
         rows = await self._run.rows(
             name,
             {
+                "submitted_by": submitted_by,
                 "status": status,
                 "queue": queue,
                 "task": task,

@@ -45,7 +45,29 @@ def job_of(row: Mapping[str, Any]) -> Job:
         depth=row["depth"],
         has_dependents=row["has_dependents"],
         concurrency_key=row.get("concurrency_key"),
+        submitted_by=row["submitted_by"],
+        unique_key=row.get("unique_key"),
+        unique_scope=row.get("unique_scope"),
+        unique_until=utc(row.get("unique_until")),
     )
+
+
+def new_job_params(job_id: str, new: NewJob) -> dict[str, Any]:
+    """A new job's parameters, for a single-row INSERT."""
+    return {
+        "id": job_id,
+        "task": new.task,
+        "payload": Jsonb(new.payload),
+        "queue": new.queue,
+        "priority": new.priority,
+        "max_retries": new.max_retries,
+        "timeout_seconds": new.timeout_seconds,
+        "idempotency_key": new.idempotency_key,
+        "run_at": new.run_at,
+        "delay_seconds": float(new.delay_seconds),
+        "submitted_by": new.submitted_by,
+        "concurrency_key": new.concurrency_key,
+    }
 
 
 def new_job_columns(items: Sequence[tuple[str, NewJob]]) -> dict[str, Any]:
@@ -63,6 +85,7 @@ def new_job_columns(items: Sequence[tuple[str, NewJob]]) -> dict[str, Any]:
         "run_ats": [n.run_at for n in news],
         "delays": [float(n.delay_seconds) for n in news],
         "concurrency_keys": [n.concurrency_key for n in news],
+        "submitters": [n.submitted_by for n in news],
     }
 
 

@@ -27,6 +27,7 @@ class MemoryBroker:
         self.idle: tuple[str, float] | None = None  # (value, expiry monotonic)
         self.limits = MemoryLimits(self.ready)
         self.fair: dict[tuple[str, str], int] = {}  # (queue, key) -> its last virtual ms
+        self.requests: dict[str, list[float]] = {}  # key name -> admitted request times
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
         if items:
@@ -49,6 +50,16 @@ class MemoryBroker:
                 target[member] = score
                 new += 1
         return new
+
+    async def reschedule(self, items: Sequence[Dispatch]) -> None:
+        for it in items:
+            member = f"{it.priority}|{it.job_id}"
+            if it.due:
+                self.delayed.get(it.queue, {}).pop(member, None)
+                await self.enqueue([it])
+            else:
+                self.ready.get(it.queue, {}).pop(it.job_id, None)
+                self.delayed.setdefault(it.queue, {})[member] = it.run_at_ms
 
     async def promote_due(self, queues: Sequence[str], limit: int = 1000) -> int:
         now, moved = epoch_ms(), 0
@@ -128,6 +139,15 @@ class MemoryBroker:
 
     async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None:
         self.idle = None if value is None else (value, time.monotonic() + ttl_seconds)
+
+    async def take_request(self, name: str, limit: int, period_seconds: int) -> float:
+        now = time.monotonic()
+        log = [t for t in self.requests.get(name, []) if t > now - period_seconds]
+        self.requests[name] = log
+        if len(log) < limit:
+            log.append(now)
+            return 0.0
+        return max(0.001, log[0] + period_seconds - now)
 
     async def ping(self) -> None:
         return None

@@ -15,9 +15,11 @@ from typing import Any
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, unstorable
 from asyncz.ports import Row, epoch_ms
+from asyncz.testing.access import MemoryAccess
 from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.flow import MemoryFlow
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+from asyncz.testing.unique import MemoryUnique
 
 _now = now_utc
 
@@ -32,6 +34,8 @@ class MemoryStore:
         self.maintenance = MemoryMaintenance(self)
         self.dependencies = MemoryDependencies(self)
         self.flow = MemoryFlow()
+        self.access = MemoryAccess()
+        self.unique = MemoryUnique(self)
 
     # --- submit and read -----------------------------------------------------------------
 
@@ -55,6 +59,7 @@ class MemoryStore:
             "updated_at": now, "progress": None, "progress_message": None,
             "open_parents": 0, "depth": 0, "has_dependents": False,
             "concurrency_key": new.concurrency_key,
+            "submitted_by": new.submitted_by,
         }  # fmt: skip
         self.jobs[job_id].update(state)
         self.attempts[job_id] = []
@@ -98,11 +103,13 @@ class MemoryStore:
         task: str | None,
         limit: int,
         after: tuple[datetime, str] | None,
+        submitted_by: str | None = None,
     ) -> list[Job]:
         rows = [
             j
             for j in self.jobs.values()
             if (status is None or j["status"] == status)
+            and (submitted_by is None or j["submitted_by"] == submitted_by)
             and (queue is None or j["queue"] == queue)
             and (task is None or j["task"] == task)
             and (after is None or (j["created_at"], uuid.UUID(j["id"])) < _key(after))

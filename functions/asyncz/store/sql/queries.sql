@@ -6,22 +6,22 @@
 -- only what the caller does not know already: when the job is due (server clock), and
 -- whether it is due now; a uuid and a timestamptz cost more to load than the rest of the row.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds, run_at,
-                  concurrency_key)
+                  submitted_by, concurrency_key)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
-        %(concurrency_key)s)
+        %(submitted_by)s, %(concurrency_key)s)
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: insert_job_idempotent
 -- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
 -- the existing job. The UNIQUE constraint, not a pre-check, decides.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
-                  idempotency_key, run_at, concurrency_key)
+                  idempotency_key, run_at, submitted_by, concurrency_key)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s, %(idempotency_key)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
-        %(concurrency_key)s)
+        %(submitted_by)s, %(concurrency_key)s)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
@@ -30,16 +30,17 @@ RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at 
 -- exists already (or repeats an earlier row's) are skipped: the ids returned are the ones
 -- inserted, each with when it is due (server clock).
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
-                  idempotency_key, run_at, concurrency_key)
+                  idempotency_key, run_at, submitted_by, concurrency_key)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
        i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds)),
-       i.concurrency_key
+       i.submitted_by, i.concurrency_key
   FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
               %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
               %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
-              %(concurrency_keys)s::text[])
+              %(submitters)s::text[], %(concurrency_keys)s::text[])
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
-                            idempotency_key, run_at, delay_seconds, concurrency_key, n)
+                            idempotency_key, run_at, delay_seconds, submitted_by,
+                            concurrency_key, n)
  ORDER BY i.n
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
@@ -214,6 +215,19 @@ RETURNING id;
 -- status is list_jobs_by_task_or_queue.
 SELECT * FROM jobs
  WHERE (%(status)s::text IS NULL OR status = %(status)s)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+   AND (%(task)s::text IS NULL OR task = %(task)s)
+   AND (%(after_created)s::timestamptz IS NULL
+        OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY created_at DESC, id DESC
+ LIMIT %(limit)s;
+
+-- name: list_jobs_by_submitter
+-- ?submitted_by= (and what a submit-only key lists: its own jobs), newest first along
+-- jobs_submitted_by_idx; the other filters apply to those rows. Run unprepared.
+SELECT * FROM jobs
+ WHERE submitted_by = %(submitted_by)s
+   AND (%(status)s::text IS NULL OR status = %(status)s)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s)
    AND (%(task)s::text IS NULL OR task = %(task)s)
    AND (%(after_created)s::timestamptz IS NULL

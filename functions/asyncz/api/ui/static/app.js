@@ -10,6 +10,7 @@ const MAX_REFRESH_MS = 60000; // after failures the refresh backs off up to this
 const SERIES_REFRESH_MS = 30000;
 const STATUSES = ["waiting", "queued", "processing", "completed", "dead", "cancelled"];
 let timer = null;
+let me = { name: "", scopes: [] }; // the signed-in key (GET /whoami): what to offer
 let delay = REFRESH_MS;
 let generation = 0; // a page rendered for an older route ignores its late answers
 
@@ -79,6 +80,11 @@ function statusBadge(status) {
   return el("span", { class: "status status-" + status }, status);
 }
 
+// An action the key may not do is not offered; a refused one still shows the API's message.
+function may(scope) {
+  return me.scopes.includes(scope);
+}
+
 function flash(message) {
   const box = document.getElementById("flash");
   box.textContent = message || "";
@@ -103,18 +109,19 @@ async function signIn(event) {
   event.preventDefault();
   const input = document.getElementById("key");
   sessionStorage.setItem(KEY, input.value.trim());
+  input.value = "";
+  start();
+}
+
+async function start() {
   try {
-    await api("stats");
+    me = await api("whoami");
   } catch (err) {
     showSignIn(err.status === 401 ? "That API key was refused: check it and try again."
                                   : "Could not reach the API: " + err.message);
     return;
   }
-  input.value = "";
-  start();
-}
-
-function start() {
+  document.getElementById("whoami").textContent = `${me.name} (${me.scopes.join(", ")})`;
   document.getElementById("signin").hidden = true;
   document.getElementById("nav").hidden = false;
   document.getElementById("signout").hidden = false;
@@ -159,7 +166,8 @@ async function render(routeChanged) {
   }
   if (routeChanged || !current) {
     generation += 1;
-    const pages = { overview: overviewPage, jobs: jobsPage, dlq: dlqPage, job: jobPage };
+    const pages = { overview: overviewPage, jobs: jobsPage, dlq: dlqPage, job: jobPage,
+                    audit: auditPage };
     const make = pages[name] || overviewPage;
     current = make(r);
     document.getElementById("page").replaceChildren(current.frame);
@@ -349,13 +357,14 @@ async function act(label, call) {
 }
 
 const dlqPage = listPage("Dead letters", "dlq", [["queue"], ["task"]],
-  (j) => el("td", {}, el("div", { class: "actions" },
+  (j) => el("td", {}, !may("operate") ? null : el("div", { class: "actions" },
     el("button", { type: "button", onclick: () => act("replay", () =>
       api("dlq/" + j.job_id + "/replay", { method: "POST" })) }, "Replay"),
     el("button", { type: "button", class: "danger", onclick: () => act("purge", () =>
       api("dlq/" + j.job_id, { method: "DELETE" })) }, "Purge"))),
   (params) => {
     const box = el("div", { class: "actions" });
+    if (!may("operate")) return { node: box };
     const filter = { queue: params.get("queue") || undefined, task: params.get("task") || undefined };
     const ask = async () => {
       let n = 0, cursor = null;
@@ -399,11 +408,13 @@ function jobPage(r) {
     const [job, attempts] = await Promise.all([api("jobs/" + id), api("jobs/" + id + "/attempts")]);
     if (!live()) return;
     const buttons = [];
-    if (["waiting", "queued", "processing"].includes(job.status)) {
+    if (!may("operate")) {
+      // a read key sees the job, not the actions it may not take
+    } else if (["waiting", "queued", "processing"].includes(job.status)) {
       buttons.push(el("button", { type: "button", class: "danger", onclick: () => act("cancel",
         () => api("jobs/" + id + "/cancel", { method: "POST" })) }, "Cancel"));
     }
-    if (job.status === "dead") {
+    if (may("operate") && job.status === "dead") {
       buttons.push(el("button", { type: "button", class: "primary", onclick: () => act("replay",
         () => api("dlq/" + id + "/replay", { method: "POST" })) }, "Replay"));
       buttons.push(el("button", { type: "button", class: "danger", onclick: () => act("purge",
@@ -413,7 +424,8 @@ function jobPage(r) {
       statusBadge(job.status)), el("div", { class: "actions" }, buttons));
     const rows = [["task", job.task], ["queue", job.queue], ["priority", job.priority],
       ["attempts", `${job.attempts} (max retries ${job.max_retries})`],
-      ["worker", job.worker_id || "—"], ["created", when(job.created_at)],
+      ["worker", job.worker_id || "—"], ["submitted by", job.submitted_by || "—"],
+      ["created", when(job.created_at)],
       ["started", when(job.started_at)], ["finished", when(job.finished_at)],
       ["run at", when(job.run_at)], ["cancel requested", job.cancel_requested ? "yes" : "no"]];
     if (job.status === "waiting") rows.push(["waiting for", `${job.open_parents} parent(s)`]);
@@ -441,6 +453,42 @@ function jobPage(r) {
           when(a.started_at)}`),
         a.error ? el("pre", {}, a.error) : null)));
     if (!attempts.items.length) timeline.append(el("li", { class: "muted" }, "no attempt yet"));
+  }
+  return { frame, refresh };
+}
+
+function auditPage(r) {
+  const params = r.params;
+  const cursor = params.get("cursor");
+  const body = el("tbody");
+  const pager = el("div", { class: "pager" });
+  const fields = [["key_name"], ["action"]];
+  const { form } = filterForm(fields, params, (v) => go("audit", v));
+  const frame = el("div", {}, el("h1", {}, "Audit"),
+    el("p", { class: "muted" }, "Every operator action, with the key that took it."), form,
+    el("table", { id: "audit" }, el("thead", {}, el("tr", {},
+      ["at", "key", "action", "target", "detail", "outcome"].map((h) => el("th", {}, h)))),
+      body), pager);
+  async function refresh(live) {
+    const q = new URLSearchParams({ limit: "50" });
+    for (const [n] of fields) if (params.get(n)) q.set(n, params.get(n));
+    if (cursor) q.set("cursor", cursor);
+    const page = await api("audit?" + q.toString());
+    if (!live()) return;
+    body.replaceChildren(...page.items.map((a) => el("tr", { "data-action": a.action },
+      el("td", {}, when(a.at)), el("td", {}, a.key_name), el("td", {}, a.action),
+      el("td", { class: "mono" }, a.target || "—"),
+      el("td", { class: "mono" }, JSON.stringify(a.detail)),
+      el("td", { class: a.outcome === "ok" ? "" : "error" }, a.outcome))));
+    if (!page.items.length) body.append(el("tr", {}, el("td", { colspan: 6, class: "muted" },
+      "no operator action yet")));
+    const keep = Object.fromEntries(fields.map(([n]) => [n, params.get(n)]));
+    pager.replaceChildren(...[
+      cursor ? el("button", { type: "button", onclick: () => go("audit", keep) }, "First page")
+             : null,
+      page.next_cursor ? el("button", { type: "button", onclick: () =>
+        go("audit", { ...keep, cursor: page.next_cursor }) }, "Next page") : null,
+    ].filter(Boolean));
   }
   return { frame, refresh };
 }
