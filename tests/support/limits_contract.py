@@ -10,7 +10,7 @@ from typing import Any
 
 from asyncz.ports import Dispatch, Slot, epoch_ms
 from asyncz.tasks.limits import Rate, TaskLimits
-from tests.support.contract import Ports, scenario
+from tests.support.contract import Ports, insert, scenario
 
 
 def slot(limits: TaskLimits, key: str | None = None, task: str = "llm") -> Slot:
@@ -117,5 +117,19 @@ def test_a_keys_backlog_interleaves_with_the_keys_that_come_after_it(ports: Port
         assert [i for i in order if i in {d.job_id for d in a}] == [d.job_id for d in a]
         first = due("A")  # a repeated id keeps its place (ZADD NX)
         assert await broker.enqueue([first]) == 1 and await broker.enqueue([first]) == 0
+
+    scenario(ports, body)
+
+
+def test_a_job_of_a_paused_queue_is_not_claimed_even_by_a_worker_that_has_not_seen_the_pause(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        job_id = await insert(store, queue="default")
+        await store.flow.pause_queue("default", "ops")
+        assert await store.claim([job_id], "w1", 600) == []
+        assert [str(r["id"]) for r in await store.unclaimed([job_id])] == [job_id]  # queued
+        await store.flow.resume_queue("default")
+        assert [lease.job_id for lease in await store.claim([job_id], "w1", 600)] == [job_id]
 
     scenario(ports, body)

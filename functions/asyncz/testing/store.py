@@ -194,7 +194,7 @@ class MemoryStore:
             j = self.jobs.get(job_id)
             if not j or j["status"] != "queued" or j["run_at"] > now or j["cancel_requested"]:
                 continue
-            if j["timeout_seconds"] > max_timeout:
+            if j["timeout_seconds"] > max_timeout or j["queue"] in self.flow.paused:
                 continue
             j.update(
                 status=JobStatus.PROCESSING, lease_token=str(uuid.uuid4()), worker_id=worker_id,

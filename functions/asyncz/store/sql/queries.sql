@@ -71,8 +71,9 @@ SELECT * FROM (SELECT * FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt
  ORDER BY attempt;
 
 -- name: claim_jobs
--- One statement claims every id that is still queued and due, each with a fresh lease
--- token, and opens its attempt row (progress starts again: it is the attempt's). Ids that
+-- One statement claims every id that is still queued and due (and not in a paused queue:
+-- a worker's view of the pauses may be a second old, this one is not), each with a fresh
+-- lease token, and opens its attempt row (progress starts again: it is the attempt's). Ids that
 -- fail the guard are simply not returned.
 WITH claimed AS (
     UPDATE jobs
@@ -81,6 +82,7 @@ WITH claimed AS (
            progress = NULL, progress_message = NULL
      WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND run_at <= now()
        AND NOT cancel_requested AND timeout_seconds <= %(max_timeout)s
+       AND NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = jobs.queue)
     RETURNING id, lease_token, task, payload, queue, priority, attempts, attempt_base,
               max_retries, timeout_seconds, worker_id, started_at, depth, concurrency_key
 ), opened AS (

@@ -7,7 +7,7 @@ ALTER TABLE jobs
     ADD COLUMN concurrency_key text CHECK (length(concurrency_key) BETWEEN 1 AND 200);
 
 -- A paused queue accepts jobs and starts none until it is resumed. The row is the pause
--- (Postgres is the truth; workers read it at most a second old).
+-- (Postgres is the truth: the claim statement checks it).
 CREATE TABLE queue_pauses (
     queue     text        PRIMARY KEY,
     paused_at timestamptz NOT NULL DEFAULT now(),
