@@ -135,6 +135,7 @@ def test_a_paused_queue_accepts_jobs_starts_none_and_runs_all_after_resume(
 ) -> None:
     paused = api("POST", "/queues/default/pause")
     assert paused.status == 200 and paused.json()["paused"] is True
+    assert paused.json()["paused_by"]  # the name of the key that paused it
     assert api("POST", "/queues/default/pause").json()["paused"] is True  # again: no change
     ids = [api("POST", "/jobs", body={"task": "echo", "payload": {"i": i}}).json()["job_id"]
            for i in range(5)]  # fmt: skip
@@ -154,6 +155,10 @@ def test_a_paused_queue_accepts_jobs_starts_none_and_runs_all_after_resume(
             "default": True, "other": False}  # fmt: skip
         resumed = api("POST", "/queues/default/resume")
         assert resumed.status == 200 and resumed.json()["paused"] is False
+        audit = api("GET", "/audit").json()["items"]  # newest first, with the key's name
+        assert [(a["action"], a["target"], a["outcome"]) for a in audit[:3]] == [
+            ("resume", "default", "ok"), ("pause", "default", "ok"), ("pause", "default", "ok")]  # fmt: skip
+        assert audit[0]["key_name"] and audit[0]["key_name"] == audit[1]["key_name"]
         wait_until(lambda: status_counts(url).get("completed") == 6, what="all six jobs")
 
 
