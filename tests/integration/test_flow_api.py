@@ -157,7 +157,10 @@ def test_a_paused_queue_accepts_jobs_starts_none_and_runs_all_after_resume(
         assert resumed.status == 200 and resumed.json()["paused"] is False
         audit = api("GET", "/audit").json()["items"]  # newest first, with the key's name
         assert [(a["action"], a["target"], a["outcome"]) for a in audit[:3]] == [
-            ("resume", "default", "ok"), ("pause", "default", "ok"), ("pause", "default", "ok")]  # fmt: skip
+            ("resume", "default", "ok"),
+            ("pause", "default", "ok"),
+            ("pause", "default", "ok"),
+        ]
         assert audit[0]["key_name"] and audit[0]["key_name"] == audit[1]["key_name"]
         wait_until(lambda: status_counts(url).get("completed") == 6, what="all six jobs")
 
