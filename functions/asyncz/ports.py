@@ -220,6 +220,25 @@ class JobStore(Protocol):
         """The named API keys and the audit trail."""
         ...
 
+    @property
+    def activity(self) -> ActivityStore:
+        """Per-task figures of the last hour and the attempts running now."""
+        ...
+
+
+class ActivityStore(Protocol):
+    """What the workers view and the per-task figures read (see :mod:`asyncz.store.activity`)."""
+
+    async def task_figures(self, minutes: int) -> list[Row]:
+        """Per (task, queue), attempts finished in the last ``minutes``: runs, completed,
+        failures, retries, run_p50_ms/run_p95_ms, wait_p50_ms/wait_p95_ms (latest attempts)."""
+        ...
+
+    async def running_jobs(self, limit: int) -> list[Row]:
+        """The attempts running now: job_id, task, queue, worker_id, attempt, started_at,
+        elapsed_seconds, progress, progress_message, heartbeat_at."""
+        ...
+
 
 class FlowStore(Protocol):
     """Paused queues in Postgres (see :mod:`asyncz.store.flow`)."""
@@ -364,6 +383,10 @@ class JobBroker(Protocol):
         ...
 
     async def live_workers(self) -> int: ...
+    async def live_worker_list(self) -> list[dict[str, Any]]:
+        """Each live worker: worker_id, since_ms (first registered), expires_ms."""
+        ...
+
     async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
     async def add_starting(self, count: int, ttl_seconds: float) -> None: ...
     async def starting_workers(self) -> int: ...

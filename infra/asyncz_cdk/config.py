@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Architecture = Literal["x86_64", "arm64"]
+# The API Gateway in front of the api function: the REST API (v1) or an HTTP API (v2,
+# payload format 2.0; cheaper per request: docs/cost.md).
+ApiKind = Literal["rest", "http"]
 StageKind = Literal["aws", "local"]
 # What an ``aws`` stage costs and gives up (docs/deploy.md prices each):
 #   standard   RDS + RDS Proxy, Valkey primary + replica, Secrets Manager credentials;
@@ -33,6 +36,10 @@ class StageConfig:
     kind: StageKind = "aws"
     profile: Profile = "standard"
     architecture: Architecture = "x86_64"
+    api: ApiKind = "rest"
+    # Lambda's platform lines (START/END/REPORT) at this level and above; None: Lambda's
+    # text log format with all of them (the local stage: LocalStack's logs as before).
+    platform_log_level: str | None = "WARN"
 
     # --- Network (aws only). NAT gateways give the functions internet egress
     # (needed by tasks that call outside APIs); 0 keeps them private and cheaper.
@@ -151,6 +158,7 @@ PROFILE_DEFAULTS: dict[Profile, dict[str, Any]] = {
         "tracing": False,  # no X-Ray endpoint ($14.60/month) in lean
         "api_reserved_concurrency": 10,
         "fleet_max_workers": 4,
+        "api": "http",  # $1.00 per million requests against $3.50 (docs/cost.md)
     },
     "serverless": {
         "cache_replicas": 0,
@@ -158,6 +166,7 @@ PROFILE_DEFAULTS: dict[Profile, dict[str, Any]] = {
         "api_reserved_concurrency": 10,
         "fleet_max_workers": 4,
         "recovery_idle_check_seconds": 3600,
+        "api": "http",
     },
 }
 
@@ -194,6 +203,7 @@ def local_stage(
         "heartbeat_seconds": 2,
         "log_retention_days": 7,
         "retain_data": False,
+        "platform_log_level": None,
         "db_deletion_protection": False,
     }
     values.update(overrides or {})

@@ -43,6 +43,12 @@ def _architecture(value: str) -> str:
     return value
 
 
+def _api_kind(value: str) -> str:
+    if value not in ("rest", "http"):
+        raise ValueError(f"api={value!r}: use rest or http")
+    return value
+
+
 def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
 
@@ -50,6 +56,7 @@ def _names(value: str) -> tuple[str, ...]:
 # context key -> (StageConfig field, parser); the rest of StageConfig is fixed per stage.
 CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "architecture": ("architecture", _architecture),
+    "api": ("api", _api_kind),
     "alarm_email": ("alarm_email", str),
     "alarm_period_seconds": ("alarm_period_seconds", int),
     "oldest_queued_age_threshold_seconds": ("oldest_queued_age_threshold_seconds", int),

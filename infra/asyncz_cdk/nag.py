@@ -147,12 +147,12 @@ def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:
     acknowledge(
         api,
         "AwsSolutions-APIG4",
-        "No IAM/Cognito authorizer: every method but the GETs of health, the docs and the "
-        "dashboard's pages requires an API key (usage plan), and the app checks the same "
-        "key. /health needs none so load balancers and uptime checks can call it: it "
-        "answers only ok/down per dependency (no data, no error text) from a ping cached "
-        "2 s per sandbox. /ui, /docs, /openapi.json and their assets/ are static files a "
-        "browser loads before it can send a key; every data call they make sends one.",
+        "No IAM/Cognito authorizer: the api function checks every request's key (named keys "
+        "with scopes and per-key rates, reloaded every 5 s) but the GETs of health, the docs "
+        "and the dashboard's pages. /health needs none so load balancers and uptime checks "
+        "can call it: it answers only ok/down per dependency (no data, no error text) from a "
+        "ping cached 2 s per sandbox. /ui, /docs, /openapi.json and their assets/ are static "
+        "files a browser loads before it can send a key; every data call they make sends one.",
     )
     acknowledge(
         api,
@@ -166,6 +166,8 @@ def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:
         "and each named key may carry its own rate. Attach one with "
         "AWS::WAFv2::WebACLAssociation if exposed widely.",
     )
+    if config.api == "http":
+        return  # an HTTP API has no execution logs (access logs are written) nor models
     if config.api_execution_logging:
         acknowledge(
             api,

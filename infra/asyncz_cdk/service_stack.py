@@ -18,6 +18,7 @@ from asyncz_cdk.constructs.function_defaults import (
     metrics_namespace,
 )
 from asyncz_cdk.constructs.functions import Functions
+from asyncz_cdk.constructs.http_api import HttpApiFront
 from asyncz_cdk.constructs.layer import DependencyLayer
 from asyncz_cdk.constructs.migration import Migration
 from asyncz_cdk.constructs.monitoring import Monitoring
@@ -64,6 +65,7 @@ class ServiceStack(Stack):
             network=data.network,
             metrics_namespace=metrics_namespace(name),
             task_modules=tuple(task_modules),
+            platform_log_level=config.platform_log_level,
         )
         functions = Functions(
             self,
@@ -82,18 +84,30 @@ class ServiceStack(Stack):
             api_reserved_concurrency=config.api_reserved_concurrency,
             run_time_secrets=not config.iam_auth,
         )
-        api = Api(
-            self,
-            "Api",
-            name=name,
-            handler=functions.api,
-            stage_name="v1",
-            throttle_rate=config.api_throttle_rate,
-            throttle_burst=config.api_throttle_burst,
-            execution_logging=config.api_execution_logging,
-            tracing=config.tracing,
-            log_retention=log_retention,
-        )
+        api: Api | HttpApiFront
+        if config.api == "http":
+            api = HttpApiFront(
+                self,
+                "HttpApi",
+                name=name,
+                handler=functions.api,
+                throttle_rate=config.api_throttle_rate,
+                throttle_burst=config.api_throttle_burst,
+                log_retention=log_retention,
+            )
+        else:
+            api = Api(
+                self,
+                "Api",
+                name=name,
+                handler=functions.api,
+                stage_name="v1",
+                throttle_rate=config.api_throttle_rate,
+                throttle_burst=config.api_throttle_burst,
+                execution_logging=config.api_execution_logging,
+                tracing=config.tracing,
+                log_retention=log_retention,
+            )
         # the construct id stays "Schedules": a deployed stack keeps its rules' logical ids
         rules = MinuteRules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery)
         self.migration = Migration(
@@ -122,7 +136,7 @@ class ServiceStack(Stack):
 
         outputs = {
             "ApiUrl": api.url,
-            "ApiId": api.rest_api.rest_api_id,
+            "ApiId": api.api_id,
             "ApiKeySecretArn": functions.api_keys_secret.secret_arn,
             "WorkerFunctionName": functions.worker.function_name,
             "FleetFunctionName": functions.fleet.function_name,

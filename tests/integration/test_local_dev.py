@@ -237,3 +237,28 @@ def test_dev_stops_at_once_naming_a_task_module_that_does_not_import(
         raise
     out = log_path.read_text()
     assert code != 0 and "no_such_tasks" in out and "ModuleNotFoundError" in out, out
+
+
+def test_dev_serves_the_http_apis_events_as_lean_and_serverless_deploy_them(
+    dev_env: dict[str, str], tmp_path: Path, runs: list[DevRun]
+) -> None:
+    """``--api-events http``: the api sandboxes get payload format 2.0 events (the HTTP API
+    of ``-c api=http``) and answer as they do behind the REST API."""
+    run = DevRun(
+        tmp_path / "data", dev_env, API_KEY, port=free_port(), args=["--api-events", "http"]
+    )
+    runs.append(run)
+    run.wait_healthy()
+    job = run.submit({"task": "echo", "payload": {"via": "http api"}})
+    assert run.wait_status(job, {"completed"})["result"] == {"via": "http api"}
+    status, page = call(run.url, "GET", "/jobs?status=completed&limit=1")
+    assert status == 200 and [j["job_id"] for j in page["items"]] == [job]
+    assert request(run.url, "not-a-key", "GET", "/jobs")[0] == 401
+    assert call(run.url, "POST", "/jobs", {"task": "nope"})[1]["error"] == "unknown_task"
+    with urllib.request.urlopen(run.url + "/ui", timeout=30) as page_reply:
+        assert page_reply.status == 200 and b"AsyncZ dashboard" in page_reply.read()
+    bad = subprocess.run(
+        [sys.executable, "-m", "asyncz", "dev", "--api-events", "soap"],
+        capture_output=True, text=True, timeout=60, env=dev_env,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "invalid choice: 'soap'" in bad.stderr

@@ -9,9 +9,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from asyncz.local.apigateway.proxy_events import build_event
+from asyncz.local.apigateway.proxy_events import build_event, build_http_event
 from asyncz.local.context import LambdaContext
 
 
@@ -43,43 +42,13 @@ def rest_event(
 
 
 def http_api_event(method: str, target: str, **kwargs: Any) -> dict[str, Any]:
-    """The HTTP API (payload format 2.0) event for the request :func:`rest_event` builds from
-    the same arguments: lower-case headers, repeated ones joined by commas, the raw query."""
+    """The HTTP API (payload format 2.0) event for the request :func:`rest_event` describes,
+    from the local runner's own builder (``asyncz dev --api-events http``)."""
     rest = rest_event(method, target, **kwargs)
-    headers = {k.lower(): ",".join(vs) for k, vs in (rest["multiValueHeaders"] or {}).items()}
-    context = rest["requestContext"]
-    event: dict[str, Any] = {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": rest["path"],
-        "rawQueryString": urlsplit(target).query,
-        "headers": headers,
-        "requestContext": {
-            "accountId": context["accountId"],
-            "apiId": context["apiId"],
-            "domainName": context["domainName"],
-            "http": {
-                "method": rest["httpMethod"],
-                "path": rest["path"],
-                "protocol": "HTTP/1.1",
-                "sourceIp": context["identity"]["sourceIp"],
-                "userAgent": headers.get("user-agent", ""),
-            },
-            "requestId": context["requestId"],
-            "routeKey": "$default",
-            "stage": "$default",
-            "time": context["requestTime"],
-            "timeEpoch": context["requestTimeEpoch"],
-        },
-        "isBase64Encoded": rest["isBase64Encoded"],
-    }
-    if rest["queryStringParameters"]:
-        event["queryStringParameters"] = {
-            k: ",".join(vs) for k, vs in rest["multiValueQueryStringParameters"].items()
-        }
-    if rest["body"] is not None:
-        event["body"] = rest["body"]
-    return event
+    pairs = [(k, v) for k, vs in (rest["multiValueHeaders"] or {}).items() for v in vs]
+    raw = rest["body"] or ""
+    body = base64.b64decode(raw) if rest["isBase64Encoded"] else raw.encode()
+    return build_http_event(method, target, pairs, body)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from asyncz.local.apigateway.gateway import Gateway
 from asyncz.local.apigateway.proxy_events import (
     BadResponseError,
     build_event,
+    build_http_event,
     encode_body,
     parse_result,
 )
@@ -540,3 +541,31 @@ def test_the_front_answers_without_waiting_on_delayed_acks() -> None:
         assert server.sock.getsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY)
     finally:
         server.close()
+
+
+def test_the_http_api_event_joins_repeats_and_keeps_cookies_apart() -> None:
+    event = build_http_event(
+        "post", "/jobs/x%20y?a=1&a=2&b=", [("X-Tag", "one"), ("x-tag", "two"),
+        ("Cookie", "s=1; t=2"), ("Content-Type", "application/octet-stream")], b"\xff\x00",
+        request_id="r-1", now=0.0,
+    )  # fmt: skip
+    assert (event["version"], event["routeKey"], event["rawPath"]) == (
+        "2.0",
+        "$default",
+        "/jobs/x y",
+    )
+    assert event["headers"]["x-tag"] == "one,two" and "cookie" not in event["headers"]
+    assert event["cookies"] == ["s=1", "t=2"]
+    assert event["rawQueryString"] == "a=1&a=2&b="
+    assert event["queryStringParameters"] == {"a": "1,2", "b": ""}
+    assert event["requestContext"]["http"]["method"] == "POST"
+    assert event["isBase64Encoded"] and base64.b64decode(event["body"]) == b"\xff\x00"
+
+
+def test_a_payload_2_response_sets_its_cookies() -> None:
+    status, headers, body = parse_result(
+        {"statusCode": 201, "headers": {"content-type": "text/plain"}, "cookies": ["a=1", "b=2"],
+         "body": "ok"}
+    )  # fmt: skip
+    assert status == 201 and body == b"ok"
+    assert [v for k, v in headers if k == "Set-Cookie"] == ["a=1", "b=2"]

@@ -20,6 +20,7 @@ from starlette.routing import Route
 from asyncz import composition
 from asyncz.access import KeyRing, Principal, Scope
 from asyncz.api.access import AccessGate, forbidden
+from asyncz.api.activity import mount_activity
 from asyncz.api.flow_routes import mount_flow
 from asyncz.api.guards import InputGuard
 from asyncz.api.keys import mount_access, principal_of
@@ -258,6 +259,7 @@ def create_app(
     mount_flow(app, state.service)
     mount_ui(app, state.service)
     mount_access(app, state.service)
+    mount_activity(app, state.service)
     return app
 
 

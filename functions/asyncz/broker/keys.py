@@ -57,6 +57,10 @@ class KeySpace:
         return f"{self.prefix}:workers"
 
     @property
+    def workers_since_key(self) -> str:  # worker id -> when it first registered (ms)
+        return f"{self.prefix}:workers:since"
+
+    @property
     def starting_key(self) -> str:
         return f"{self.prefix}:workers:starting"
 

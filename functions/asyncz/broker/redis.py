@@ -173,14 +173,39 @@ class RedisBroker:
         return {q: (int(res[2 * i]), int(res[2 * i + 1])) for i, q in enumerate(queues)}
 
     async def register_worker(self, worker_id: str, ttl_seconds: float) -> None:
+        """Presence until ``ttl_seconds`` from now (refreshed by the worker's upkeep), and
+        when it first registered (one round trip)."""
+        now = epoch_ms()
         with _guard():
-            await self._r.zadd(
-                self.keys.workers_key, {worker_id: epoch_ms() + int(ttl_seconds * 1000)}
-            )
+            async with self._r.pipeline(transaction=False) as pipe:
+                pipe.zadd(self.keys.workers_key, {worker_id: now + int(ttl_seconds * 1000)})
+                pipe.hsetnx(self.keys.workers_since_key, worker_id, now)
+                await pipe.execute()
 
     async def unregister_worker(self, worker_id: str) -> None:
         with _guard():
-            await self._r.zrem(self.keys.workers_key, worker_id)
+            async with self._r.pipeline(transaction=False) as pipe:
+                pipe.zrem(self.keys.workers_key, worker_id)
+                pipe.hdel(self.keys.workers_since_key, worker_id)
+                await pipe.execute()
+
+    async def live_worker_list(self) -> list[dict[str, Any]]:
+        """The live workers: ``worker_id``, ``since_ms`` (first registered), ``expires_ms``
+        (presence); what a worker that died left behind is dropped on the way."""
+        with _guard():
+            async with self._r.pipeline(transaction=False) as pipe:
+                self.keys.prune_and_count_workers(pipe)
+                pipe.zrange(self.keys.workers_key, 0, -1, withscores=True)
+                pipe.hgetall(self.keys.workers_since_key)
+                _, _, live, since = await pipe.execute()
+            gone = [w for w in since if w not in dict(live)]
+            if gone:
+                await self._r.hdel(self.keys.workers_since_key, *gone)
+        return [
+            {"worker_id": w, "since_ms": int(since.get(w, 0) or 0) or None,
+             "expires_ms": int(score)}
+            for w, score in live
+        ]  # fmt: skip
 
     async def live_workers(self) -> int:
         """Workers whose presence has not expired (expired entries are dropped on the way)."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from asyncz import __version__
 from asyncz.cli.access import add_access_commands
+from asyncz.cli.activity import cmd_workers
 from asyncz.cli.client import DEFAULT_API_URL, CliError
 from asyncz.cli.commands import cmd_dev, cmd_migrate
 from asyncz.cli.flow import cmd_pause, cmd_resume
@@ -91,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="concurrent api sandboxes (env ASYNCZ_DEV_API_SANDBOXES; 4)",
+    )
+    p.add_argument(
+        "--api-events",
+        choices=["rest", "http"],
+        default=None,
+        help="the API Gateway events the api sandboxes get: rest (the REST API's, as the "
+        "standard profile deploys) or http (the HTTP API's payload 2.0, as lean and serverless "
+        "do); env ASYNCZ_DEV_API_EVENTS",
     )
     p.add_argument("--pg-port", type=int, default=None, help="embedded Postgres port")
     p.add_argument("--redis-port", type=int, default=None, help="embedded Redis port")
@@ -189,8 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("queue")
         p.set_defaults(func=func)
 
-    p = add("stats", "per-queue counts")
+    p = add("stats", "per-queue counts (--tasks: each task's last hour)")
+    p.add_argument("--tasks", action="store_true", help="each task's runs, failures, percentiles")
     p.set_defaults(func=cmd_stats)
+
+    p = add("workers", "the live workers and what each runs now")
+    p.set_defaults(func=cmd_workers)
 
     p = add("health", "check the API")
     p.set_defaults(func=cmd_health)

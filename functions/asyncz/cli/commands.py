@@ -7,6 +7,7 @@ import os
 import shlex
 import sys
 
+from asyncz.cli.client import CliError
 from asyncz.cli.output import emit
 
 
@@ -38,15 +39,19 @@ def cmd_dev(args: argparse.Namespace) -> int:
     if args.reload:
         return _run_reloading()
 
-    opts = DevOptions.from_env(
-        host=args.host,
-        port=args.port,
-        data_dir=args.data_dir,
-        workers=args.workers,
-        api_sandboxes=args.api_sandboxes,
-        pg_port=args.pg_port,
-        redis_port=args.redis_port,
-    )
+    try:
+        opts = DevOptions.from_env(
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            workers=args.workers,
+            api_sandboxes=args.api_sandboxes,
+            pg_port=args.pg_port,
+            redis_port=args.redis_port,
+            api_events=args.api_events,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
     if args.quiet:
         opts.access_log = False
     return run_dev(opts)

@@ -218,6 +218,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    if getattr(args, "tasks", False):
+        from asyncz.cli.activity import cmd_task_figures
+
+        return cmd_task_figures(args)
     with make_client(args) as client:
         stats = client.stats()
     states = sorted({s for q in stats.queues.values() for s in q.counts})

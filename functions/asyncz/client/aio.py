@@ -288,6 +288,15 @@ class AsyncClient:
         page = await self._json(_access.audit_page(key_name, action, limit, None))
         return [AuditEntry.from_api(e) for e in page["items"]]
 
+    async def workers(self) -> dict[str, Any]:
+        """``GET /workers``: the live workers and the attempts each runs now."""
+        data: dict[str, Any] = await self._json(Call("GET", "/workers"))
+        return data
+
+    async def task_figures(self) -> list[dict[str, Any]]:
+        """``GET /stats/tasks``: each task's runs, failures, retries and percentiles."""
+        return list((await self._json(Call("GET", "/stats/tasks")))["items"])
+
     async def stats(self) -> Stats:
         return Stats.from_api(await self._json(Call("GET", "/stats")))
 

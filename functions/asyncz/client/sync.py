@@ -286,6 +286,15 @@ class Client:
         page = self._json(_access.audit_page(key_name, action, limit, None))
         return [AuditEntry.from_api(e) for e in page["items"]]
 
+    def workers(self) -> dict[str, Any]:
+        """``GET /workers``: the live workers and the attempts each runs now."""
+        data: dict[str, Any] = self._json(Call("GET", "/workers"))
+        return data
+
+    def task_figures(self) -> list[dict[str, Any]]:
+        """``GET /stats/tasks``: each task's runs, failures, retries and percentiles."""
+        return list((self._json(Call("GET", "/stats/tasks")))["items"])
+
     def stats(self) -> Stats:
         return Stats.from_api(self._json(Call("GET", "/stats")))
 

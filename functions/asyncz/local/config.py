@@ -73,6 +73,7 @@ class DevOptions:
     pg_port: int | None = None
     redis_port: int | None = None
     access_log: bool = True
+    api_events: str = "rest"  # the event shape the api sees: "rest" (v1) or "http" (2.0)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> DevOptions:
@@ -86,7 +87,10 @@ class DevOptions:
             recovery_interval_s=env_float("ASYNCZ_RECOVERY_INTERVAL_SECONDS", 60.0),
             shutdown_grace_s=env_float("ASYNCZ_DEV_SHUTDOWN_GRACE_SECONDS", 10.0),
             max_worker_sandboxes=env_int("ASYNCZ_FLEET_MAX_WORKERS", None) or default_max_workers(),
+            api_events=os.environ.get("ASYNCZ_DEV_API_EVENTS", "rest").strip().lower() or "rest",
         )
+        if opts.api_events not in ("rest", "http"):
+            raise ValueError(f"ASYNCZ_DEV_API_EVENTS={opts.api_events!r}: use rest or http")
         for key, value in overrides.items():
             if value is not None:
                 setattr(opts, key, value)

@@ -120,8 +120,9 @@ class DevRunner:
         opts = self.opts
         # Bind the front first (a busy port fails before anything starts); 503 until ready.
         self._gateway = Gateway(
-            _LazyBackend(), host=opts.host, port=opts.port, access_log=opts.access_log
-        )
+            _LazyBackend(), host=opts.host, port=opts.port, access_log=opts.access_log,
+            events=opts.api_events,
+        )  # fmt: skip
         self._gateway.start()
         gateway = self._gateway
         urls = self.servers.start()

@@ -25,6 +25,7 @@ from asyncz.errors import (
     StoreOutcomeUnknownError,
 )
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, RecoveryReport
+from asyncz.maintenance.activity import Activity
 from asyncz.maintenance.gauges import Gauges
 from asyncz.maintenance.periodic import Periodic
 from asyncz.maintenance.recovery import Recovery
@@ -82,6 +83,7 @@ class JobService:
         self.readings = Gauges(store, broker, registry, settings)
         self.overview = Stats(store, broker, settings)
         self.access = Access(store, settings, self.metrics)
+        self.activity = Activity(store, broker)
 
     # --- submit (asyncz.service.submitting) ------------------------------------------------
 

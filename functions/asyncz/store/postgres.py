@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.access import AccessQueries
+from asyncz.store.activity import ActivityQueries
 from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.flow import FlowQueries
 from asyncz.store.maintenance import MaintenanceQueries
@@ -48,6 +49,7 @@ class PostgresStore:
         self.dependencies = DependencyQueries(self._run)
         self.flow = FlowQueries(self._run)
         self.access = AccessQueries(self._run)
+        self.activity = ActivityQueries(self._run)
         self.unique = UniqueQueries(self._run)
 
     @classmethod

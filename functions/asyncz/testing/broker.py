@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from asyncz.broker.keys import FAIR_SPACING_MS, SCORE_SCALE, ready_score
 from asyncz.jobs import PRIORITY_MAX
@@ -20,6 +21,7 @@ class MemoryBroker:
         self.delayed: dict[str, dict[str, int]] = {}  # queue -> {"prio|id": run_at ms}
         self.queues: set[str] = set()
         self.workers: dict[str, int] = {}  # worker id -> presence expiry ms
+        self.since: dict[str, int] = {}  # worker id -> first registered ms
         self.locks: dict[str, float] = {}  # name -> expiry (monotonic)
         self.starting: list[int] = []  # expiry ms of each worker invoked, not yet registered
         self.position: str | None = None
@@ -96,9 +98,17 @@ class MemoryBroker:
 
     async def register_worker(self, worker_id: str, ttl_seconds: float) -> None:
         self.workers[worker_id] = epoch_ms() + int(ttl_seconds * 1000)
+        self.since.setdefault(worker_id, epoch_ms())
 
     async def unregister_worker(self, worker_id: str) -> None:
         self.workers.pop(worker_id, None)
+        self.since.pop(worker_id, None)
+
+    async def live_worker_list(self) -> list[dict[str, Any]]:
+        await self.live_workers()  # drops the expired
+        self.since = {w: t for w, t in self.since.items() if w in self.workers}
+        return [{"worker_id": w, "since_ms": self.since.get(w), "expires_ms": t}
+                for w, t in sorted(self.workers.items())]  # fmt: skip
 
     async def live_workers(self) -> int:
         now = epoch_ms()

@@ -16,6 +16,7 @@ from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, unstorable
 from asyncz.ports import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
+from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.flow import MemoryFlow
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
@@ -35,6 +36,7 @@ class MemoryStore:
         self.dependencies = MemoryDependencies(self)
         self.flow = MemoryFlow()
         self.access = MemoryAccess()
+        self.activity = MemoryActivity(self)
         self.unique = MemoryUnique(self)
 
     # --- submit and read -----------------------------------------------------------------

@@ -31,6 +31,7 @@ from asyncz.service import JobService
 from asyncz.tasks.registry import ParentResult, TaskContext, TaskSpec
 from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, check_storable
+from asyncz.worker.outcomes import log_outcome
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
 from asyncz.worker.upkeep import Upkeep
 
@@ -263,9 +264,11 @@ class WorkerLoop:
         finally:
             self.running.pop(lease.job_id, None)
             self._freed.set()
-            self.service.metrics.add_metric(
-                "JobDuration", "Milliseconds", (time.monotonic() - started) * 1000
-            )
+            duration_ms = (time.monotonic() - started) * 1000
+            self.service.metrics.add_metric("JobDuration", "Milliseconds", duration_ms)
+            if running.outcome is not None:
+                status, error = running.outcome
+                log_outcome(lease, status, duration_ms, error)
 
     def _finishing(self, running: Running) -> None:
         running.finishing = True
@@ -297,6 +300,7 @@ class WorkerLoop:
             return
         if ok:
             self.stats.completed += 1
+            self._record(lease, "completed", None)
         elif ok is False:
             self.stats.lost_leases += 1
             log.warning("lease lost before completion; result discarded", extra=_ids(lease))
@@ -306,6 +310,15 @@ class WorkerLoop:
         done = await self._retrying(lambda: self.service.fail(lease, error, outcome))
         if done is None:
             log.warning("could not record the failed attempt (lease lost)", extra=_ids(lease))
+        else:
+            status = "retrying" if done.status.value == "queued" else done.status.value
+            self._record(lease, status, error)
+
+    def _record(self, lease: Lease, status: str, error: str | None) -> None:
+        """The attempt's outcome, logged in one line when the attempt is over."""
+        running = self.running.get(lease.job_id)
+        if running is not None:
+            running.outcome = (status, error)
 
     async def _retrying(self, call: Callable[[], Any]) -> Any:
         """A finish survives a short outage; past that, recovery re-runs the job (at least

@@ -20,6 +20,7 @@ class Running:
     task: asyncio.Task[None] | None = None
     stop_reason: str | None = None  # "lost" | "cancel"
     finishing: bool = False  # the task returned: from here the fenced finish decides
+    outcome: tuple[str, str | None] | None = None  # (status, error) once recorded
     # the attempts claimed in the same batch, this one included (one shared list)
     mates: list[Running] = field(default_factory=list, repr=False, compare=False)
 

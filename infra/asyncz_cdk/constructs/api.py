@@ -71,4 +71,5 @@ class Api(Construct):
                 ),
             ),
         )
+        self.api_id: str = self.rest_api.rest_api_id
         self.url: str = self.rest_api.url

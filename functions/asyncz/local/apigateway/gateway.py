@@ -20,6 +20,7 @@ from asyncz.local.apigateway.proxy_events import (
     INTEGRATION_TIMEOUT_S,
     BadResponseError,
     build_event,
+    build_http_event,
     gateway_error,
     parse_result,
 )
@@ -44,9 +45,11 @@ class Gateway:
         port: int = 8000,
         stage: str = "local",
         access_log: bool = True,
+        events: str = "rest",
     ) -> None:
         self.backend = backend
         self.stage = stage
+        self.events = events  # "rest": the REST API's v1 events; "http": payload format 2.0
         self.access_log = access_log
         self.access_lines = LineBuffer()
         self.http = HttpServer(self._serve, host, port, on_error=self._on_error)
@@ -86,6 +89,11 @@ class Gateway:
             ("X-Forwarded-Proto", "http"),
             ("X-Forwarded-Port", self._port),
         )
+        if self.events == "http":
+            return build_http_event(
+                request.method, request.target, pairs, request.body, source_ip=peer,
+                request_id=request_id,
+            )  # fmt: skip
         return build_event(
             request.method,
             request.target,

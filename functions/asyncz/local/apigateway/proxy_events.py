@@ -1,6 +1,7 @@
-"""API Gateway's REST (v1) Lambda proxy integration, both ways: an HTTP request as the proxy
-event it becomes (resource ``/{proxy+}``), and a handler's proxy result as the HTTP response
-(502 for garbage, as API Gateway answers)."""
+"""API Gateway's Lambda proxy integration, both ways: an HTTP request as the proxy event it
+becomes (the REST API's v1 event, resource ``/{proxy+}``; or the HTTP API's payload format
+2.0, route ``$default``), and a handler's proxy result as the HTTP response (502 for
+garbage, as API Gateway answers)."""
 
 from __future__ import annotations
 
@@ -157,6 +158,65 @@ def build_event(
     }
 
 
+def build_http_event(
+    method: str,
+    target: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    *,
+    source_ip: str = "127.0.0.1",
+    request_id: str | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """The HTTP API (payload format 2.0) event for this request: lower-case headers (a
+    repeated one joined by commas), the raw query, repeated query keys joined by commas,
+    cookies apart, the ``$default`` route and stage."""
+    request_id = request_id or str(uuid.uuid4())
+    now = time.time() if now is None else now
+    split = urlsplit(target)
+    path = unquote(split.path or "/")
+    joined: dict[str, list[str]] = {}
+    for name, value in headers:
+        joined.setdefault(name.lower(), []).append(value)
+    cookies = [c.strip() for v in joined.pop("cookie", []) for c in v.split(";") if c.strip()]
+    header_map = {name: ",".join(values) for name, values in joined.items()}
+    body_text, is_b64 = encode_body(body, header_map.get("content-type"))
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": split.query,
+        "headers": header_map,
+        "requestContext": {
+            "accountId": ACCOUNT_ID,
+            "apiId": "local",
+            "domainName": header_map.get("host", "localhost"),
+            "domainPrefix": "localhost",
+            "http": {
+                "method": method.upper(),
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": header_map.get("user-agent", ""),
+            },
+            "requestId": request_id,
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": request_time(now),
+            "timeEpoch": int(now * 1000),
+        },
+        "isBase64Encoded": is_b64,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    if split.query:
+        query = _multi(parse_qsl(split.query, keep_blank_values=True))
+        event["queryStringParameters"] = {k: ",".join(vs) for k, vs in query.items()}
+    if body_text is not None:
+        event["body"] = body_text
+    return event
+
+
 def _multi(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
     multi: dict[str, list[str]] = {}
     for key, value in pairs:
@@ -190,6 +250,8 @@ def parse_result(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
         pairs = [pair for pair in pairs if pair[0].lower() not in taken]
         for name, values in multi.items():
             pairs.extend((str(name), v) for v in (values if isinstance(values, list) else [values]))
+    cookies = result.get("cookies") or []  # payload format 2.0 returns Set-Cookie apart
+    pairs.extend(("Set-Cookie", cookie) for cookie in cookies if isinstance(cookies, list))
     body = result.get("body")
     if body is None:
         raw = b""

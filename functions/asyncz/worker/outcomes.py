@@ -1,0 +1,43 @@
+"""One short log line per attempt's outcome: what an operator searches for (job id, task,
+queue, attempt, status, duration, error), and nothing else.
+
+The Powertools logger adds the Lambda context to every line (about 300 bytes: function ARN,
+memory, request id, cold start); the outcome line is the one line a job costs, so it goes
+to stdout as compact JSON of its own (Lambda keeps a JSON line as written). The invocation's
+other lines still carry the context, and its request id joins them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from asyncz.jobs import Lease
+
+# the statuses an attempt can leave its job in, and the level each is logged at
+LEVELS = {"completed": "INFO", "retrying": "INFO", "cancelled": "INFO", "dead": "WARNING"}
+
+
+def outcome_line(lease: Lease, status: str, duration_ms: float, error: str | None) -> str:
+    """No timestamp of its own: CloudWatch stamps every event (and ``asyncz dev`` prints the
+    line as the sandbox wrote it)."""
+    record: dict[str, Any] = {
+        "level": LEVELS.get(status, "INFO"),
+        "message": f"job {status}",
+        "job_id": lease.job_id,
+        "task": lease.task,
+        "queue": lease.queue,
+        "attempt": lease.attempt,
+        "status": status,
+        "duration_ms": round(duration_ms, 1),
+    }
+    if error:
+        record["error"] = error[:500]
+    return json.dumps(record, separators=(",", ":")) + "\n"
+
+
+def log_outcome(
+    lease: Lease, status: str, duration_ms: float, error: str | None, out: TextIO | None = None
+) -> None:
+    (out or sys.stdout).write(outcome_line(lease, status, duration_ms, error))
