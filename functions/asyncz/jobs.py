@@ -109,6 +109,7 @@ class NewJob:
     idempotency_key: str | None = None
     depends_on: tuple[Dependency, ...] = ()
     ref: str | None = None  # a name other items of the same batch may depend on
+    concurrency_key: str | None = None  # the task's per-key limits count by it
     submitted_by: str | None = None  # the name of the API key that submitted it
     unique_key: str | None = None  # at most one job holds it within its scope
     unique_scope: UniqueScope | None = None  # set (the default scope) when unique_key is
@@ -145,6 +146,7 @@ class Job:
     open_parents: int = 0  # while waiting: parents not finished yet
     depth: int = 0  # 0 without parents
     has_dependents: bool = False  # some job names it in depends_on
+    concurrency_key: str | None = None
     submitted_by: str | None = None  # the name of the API key that submitted it
     unique_key: str | None = None
     unique_scope: str | None = None
@@ -178,6 +180,7 @@ class Lease:
     max_retries: int
     timeout_seconds: int
     has_parents: bool = False  # the task is given its parents' statuses and results
+    concurrency_key: str | None = None
 
     @property
     def tries_used(self) -> int:

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
+from asyncz.tasks.limits import TaskLimits
 
 Row = dict[str, Any]
 
@@ -27,6 +28,7 @@ class Dispatch:
     priority: int
     run_at_ms: int
     due: bool
+    fair_key: str | None = None  # its concurrency key: ordered fairly among keys when due
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,58 @@ class PlannedJob:
 # Given the existing parents found (``{id: {"id", "status", "depth"}}``), the jobs to insert;
 # raising refuses the submit (nothing is stored).
 Plan = Callable[[dict[str, Row]], list[PlannedJob]]
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One attempt's place under its task's limits: asked for before the claim, held (and
+    renewed with the lease) while it runs, given back however it ends."""
+
+    job_id: str
+    token: str
+    task: str
+    key: str | None  # the job's concurrency_key
+    queue: str
+    priority: int
+    limits: TaskLimits
+
+    @property
+    def member(self) -> str:
+        """How a held-back id is kept (to put it back in its queue's ready set)."""
+        return f"{self.queue}|{self.priority}|{self.job_id}"
+
+
+class LimitBroker(Protocol):
+    """Fleet-wide limit state in Redis (see :mod:`asyncz.broker.limits`): rebuildable, since
+    a lost slot only frees it, and a lost held id is re-enqueued by recovery."""
+
+    async def acquire(self, slots: Sequence[Slot], lease_seconds: float) -> list[str]:
+        """Per slot, ``ok`` (taken), or why it was held back: ``concurrency``,
+        ``key_concurrency``, ``rate``, ``key_rate`` (the id is kept until it may go)."""
+        ...
+
+    async def release(self, slots: Sequence[Slot]) -> int:
+        """Give slots back; the oldest ids held for them go back to ready (how many)."""
+        ...
+
+    async def refresh(self, slots: Sequence[Slot], lease_seconds: float) -> None: ...
+    async def wake_due(self, limit: int = 1000) -> int:
+        """Ids held by a rate whose window has opened go back to ready (how many)."""
+        ...
+
+    async def held_reason(self, slot: Slot) -> str | None:
+        """Which limit holds this queued job back now, if any."""
+        ...
+
+    async def usage(self, limited: dict[str, TaskLimits], keys_per_task: int) -> list[Row]:
+        """Per task (and per key seen): ``running`` and ``waiting`` counts."""
+        ...
+
+    async def mirror_paused(self, queues: set[str]) -> None:
+        """The paused queues, copied from Postgres: the fleet's backlog leaves them out."""
+        ...
+
+    async def paused(self) -> set[str]: ...
 
 
 class MetricsSink(Protocol):
@@ -157,6 +211,11 @@ class JobStore(Protocol):
         ...
 
     @property
+    def flow(self) -> FlowStore:
+        """The queries of flow control (paused queues)."""
+        ...
+
+    @property
     def access(self) -> AccessStore:
         """The named API keys and the audit trail."""
         ...
@@ -178,6 +237,22 @@ class ActivityStore(Protocol):
     async def running_jobs(self, limit: int) -> list[Row]:
         """The attempts running now: job_id, task, queue, worker_id, attempt, started_at,
         elapsed_seconds, progress, progress_message, heartbeat_at."""
+        ...
+
+
+class FlowStore(Protocol):
+    """Paused queues in Postgres (see :mod:`asyncz.store.flow`)."""
+
+    async def pause_queue(self, queue: str, by: str | None) -> bool:
+        """False when it was paused already."""
+        ...
+
+    async def resume_queue(self, queue: str) -> bool:
+        """False when it was not paused."""
+        ...
+
+    async def paused_queues(self) -> dict[str, Row]:
+        """``{queue: {"queue", "paused_at", "paused_by"}}``."""
         ...
 
 
@@ -334,6 +409,11 @@ class JobBroker(Protocol):
         ...
 
     async def ping(self) -> None: ...
+
+    @property
+    def limits(self) -> LimitBroker:
+        """Flow-control limits (concurrency slots, rate windows, held-back ids)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

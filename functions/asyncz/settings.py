@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from asyncz.tasks.limits import parse_overrides
+
 FunctionName = Literal["api", "worker", "fleet", "recovery", "migrate"]
 
 
@@ -84,6 +86,8 @@ class Settings(BaseSettings):
     max_result_bytes: int = Field(default=1024 * 1024, ge=1, le=4 * 1024 * 1024)
     queues: str = "default"  # comma-separated queues a worker polls
     task_modules: str = ""  # comma-separated modules imported at worker start
+    # Per-deployment limits over the tasks' own: {"call_llm": {"concurrency": 3}} (JSON).
+    task_limits: str = ""
 
     # --- Worker.
     worker_concurrency: int = Field(default=10, ge=1)
@@ -134,6 +138,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_ranges(self) -> Settings:
+        parse_overrides(self.task_limits)  # a bad ASYNCZ_TASK_LIMITS fails at cold start
         if self.backoff_max_seconds < self.backoff_base_seconds:
             raise ValueError("ASYNCZ_BACKOFF_MAX_SECONDS must be >= ASYNCZ_BACKOFF_BASE_SECONDS")
         if self.db_pool_max < self.db_pool_min:

@@ -6,6 +6,7 @@ CDK context itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -82,6 +83,9 @@ class StageConfig:
     # --- Functions.
     # The queues this deployment runs (ASYNCZ_QUEUES): a job for any other is refused 422.
     queues: tuple[str, ...] = ("default",)
+    # Limits over the tasks' own in this deployment (ASYNCZ_TASK_LIMITS, docs/flow-control.md):
+    # JSON {"call_llm": {"concurrency": 3, "rate": "30/m"}}; checked again at cold start.
+    task_limits: str = ""
     worker_concurrency: int = 10
     fleet_min_workers: int = 0
     fleet_max_workers: int = 10  # also the worker's reserved concurrency
@@ -117,6 +121,11 @@ class StageConfig:
         ):
             raise ValueError(
                 f"queues must be names such as 'default' or 'reports', got {self.queues!r}"
+            )
+        if self.task_limits and not _limits_shape(self.task_limits):
+            raise ValueError(
+                'task_limits is JSON such as {"call_llm": {"concurrency": 3}}, '
+                f"got {self.task_limits!r}"
             )
         if self.fleet_max_workers < self.fleet_min_workers:
             raise ValueError("fleet_max_workers must be >= fleet_min_workers")
@@ -201,3 +210,12 @@ def local_stage(
     return StageConfig(
         stage=stage, kind="local", database_url=database_url, redis_url=redis_url, **values
     )
+
+
+def _limits_shape(text: str) -> bool:
+    """A JSON object of objects (the values are checked by the functions at cold start)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and all(isinstance(v, dict) for v in data.values())

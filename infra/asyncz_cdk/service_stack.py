@@ -77,6 +77,7 @@ class ServiceStack(Stack):
             fleet_max_workers=config.fleet_max_workers,
             fleet_jobs_per_worker=config.fleet_jobs_per_worker,
             queues=config.queues,
+            task_limits=config.task_limits,
             max_job_timeout_seconds=config.max_job_timeout_seconds,
             lease_timeout_seconds=config.lease_timeout_seconds,
             heartbeat_seconds=config.heartbeat_seconds,

@@ -68,6 +68,14 @@ def test_operator_sees_jobs_opens_one_and_the_payload_stays_text(
     expect(pg.locator("[data-stat='completed (1 h)'] .big")).not_to_have_text("0")
     assert pg.locator("svg.chart polyline[data-series=completed]").count() == 1
     assert "default" in pg.inner_text("#queues")
+    # a queue is paused and resumed from its row; the limits table is there (none limited)
+    toggle = pg.locator("#queues button[data-queue=default]")
+    expect(toggle).to_have_text("Pause")
+    toggle.click()
+    expect(toggle).to_have_text("Resume")
+    toggle.click()
+    expect(toggle).to_have_text("Pause")
+    expect(pg.locator("#limits")).to_contain_text("no limited task")
     pg.screenshot(path=str(output_dir / "overview.png"), full_page=True)
 
     pg.click("#nav a[data-page=jobs]")

@@ -118,3 +118,27 @@ def test_worker_and_recovery_agree_on_the_lease(stage: Synth) -> None:
     assert (stage.config.lease_timeout_seconds, stage.config.heartbeat_seconds) == (
         (10, 2) if stage.config.kind == "local" else (60, 10)
     )
+
+
+def test_a_stage_gives_its_task_limits_to_every_function_that_claims_or_reports(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    from asyncz_cdk.config import local_stage
+    from tests.infra.conftest import synthesize
+
+    limits = '{"call_llm": {"concurrency": 3, "rate": "30/m"}}'
+    synth = synthesize(
+        local_stage(overrides={"task_limits": limits}), tmp_path_factory.mktemp("cdk-limits")
+    )
+    for name, (_, fn) in asyncz_functions(synth.service).items():
+        env = environment(fn)
+        if name != "migrate":
+            assert env["ASYNCZ_TASK_LIMITS"] == limits, name
+            settings_from(env)  # the functions accept it
+    with pytest.raises(ValueError, match="task_limits"):
+        local_stage(overrides={"task_limits": '["call_llm"]'})
+
+
+def test_a_stage_without_task_limits_sets_none(stage: Synth) -> None:
+    for _, fn in asyncz_functions(stage.service).values():
+        assert "ASYNCZ_TASK_LIMITS" not in environment(fn)

@@ -47,6 +47,7 @@ EXPECTED_JOBS = {
     "open_parents": "integer",
     "depth": "smallint",
     "has_dependents": "boolean",
+    "concurrency_key": "text",
     "submitted_by": "text",
     "unique_key": "text",
     "unique_scope": "text",
@@ -113,6 +114,8 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert columns(fresh_db, "periodic_runs") == EXPECTED_PERIODIC_RUNS
     assert columns(fresh_db, "job_counts") == EXPECTED_JOB_COUNTS
     assert columns(fresh_db, "job_dependencies") == EXPECTED_DEPENDENCIES
+    assert columns(fresh_db, "queue_pauses") == {
+        "queue": "text", "paused_at": "timestamp with time zone", "paused_by": "text"}  # fmt: skip
     assert columns(fresh_db, "job_counts_folded") == {
         "one": "boolean", "folded_to": "timestamp with time zone"}  # fmt: skip
     triggers = rows(

@@ -13,7 +13,8 @@ import redis
 from redis.crc import key_slot
 
 from asyncz.broker.redis import RedisBroker
-from asyncz.ports import Dispatch, epoch_ms
+from asyncz.ports import Dispatch, Slot, epoch_ms
+from asyncz.tasks.limits import Rate, TaskLimits
 
 pytestmark = pytest.mark.integration
 
@@ -41,6 +42,16 @@ def test_a_hash_tag_prefix_puts_every_broker_key_in_one_slot(redis_server_url: s
             assert await broker.try_lock("wake-worker", 30)
             await broker.save_scan_position("0")
             await broker.set_idle_mark("x", 30)
+            # flow control: a keyed (fair) enqueue, slots, held ids, rate windows, pauses
+            await broker.enqueue([Dispatch(str(uuid.uuid4()), "default", 0, now, True, "k1")])
+            lim = TaskLimits(concurrency=1, key_concurrency=1, rate=Rate(5, 60))
+            slots = [Slot(str(uuid.uuid4()), uuid.uuid4().hex, "t", "k1", "default", 0, lim)
+                     for _ in range(2)]  # fmt: skip
+            assert await broker.limits.acquire(slots, 30) == ["ok", "concurrency"]
+            await broker.limits.refresh(slots[:1], 30)
+            await broker.limits.release(slots[:1])
+            await broker.limits.wake_due()
+            await broker.limits.mirror_paused({"default"})
             client = redis.Redis.from_url(redis_server_url)
             return [k.decode() for k in client.scan_iter(match=f"{{{tag}}}*")]
         finally:

@@ -3,13 +3,17 @@ log, metrics, wake-on-submit, scale-out and the fleet all on; system PostgreSQL 
 URL, as a user points it at them), ``--jobs`` ``echo`` jobs submitted in ``POST /jobs/batch``
 of 100 from two client threads, timed from the first submit to the last ``finished_at``
 (read from Postgres), with the time the fleet took to reach its largest size.
+``--keys K --key-limit M``: the same drain with ``echo`` limited to M running per
+concurrency key (``ASYNCZ_TASK_LIMITS``), the jobs spread over K keys.
 
     .venv/bin/python -m tests.perf.bench_drain --jobs 10000 --rounds 2
+    .venv/bin/python -m tests.perf.bench_drain --jobs 10000 --rounds 2 --keys 100 --key-limit 2
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -33,11 +37,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--keys", type=int, default=0, help="spread the jobs over K keys")
+    ap.add_argument("--key-limit", type=int, default=0, help="echo's key_concurrency")
     args = ap.parse_args()
+    limits = {"echo": {"key_concurrency": args.key_limit}} if args.key_limit else {}
     print(f"# end-to-end drain — {machine()}")
     print(f"# {load_line()} (shared machine: other test suites may be running)")
     print(f"# command: {command('tests.perf.bench_drain', sys.argv[1:])}")
     print("# asyncz dev defaults; echo jobs in POST /jobs/batch of 100 from 2 client threads")
+    if limits:
+        print(f"# ASYNCZ_TASK_LIMITS={json.dumps(limits)}, jobs over {args.keys} keys")
     print("| round | jobs | submit s | drain s | jobs/s | peak live workers | peak reached at s |")
     print("|---|---|---|---|---|---|---|")
     log_dir = tempfile.mkdtemp(prefix="asyncz-bench-drain-logs-")
@@ -51,9 +60,10 @@ def main() -> None:
             args=(),
             dev_defaults=True,
             settle=3,  # the fleet's first tick (at start) sees an empty queue
+            **({"ASYNCZ_TASK_LIMITS": json.dumps(limits)} if limits else {}),
         )
         try:
-            r = burst(port, args.jobs, {"task": "echo", "payload": {"n": 1}})
+            r = burst(port, args.jobs, {"task": "echo", "payload": {"n": 1}}, args.keys)
         finally:
             stop_dev(dev)
         print(

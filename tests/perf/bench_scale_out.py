@@ -53,9 +53,10 @@ def call(port: int, method: str, path: str, body: Any = None) -> Any:
         return json.loads(resp.read() or b"null")
 
 
-def burst(port: int, jobs: int, body: dict[str, Any]) -> dict[str, float]:
-    """Submit ``jobs`` copies of ``body`` in batches of 100; time it to the last completion
-    and watch the live workers (the peak and when it was first seen)."""
+def burst(port: int, jobs: int, body: dict[str, Any], keys: int = 0) -> dict[str, float]:
+    """Submit ``jobs`` copies of ``body`` in batches of 100 (with ``keys``, each batch's jobs
+    spread over that many concurrency keys); time it to the last completion and watch the
+    live workers (the peak and when it was first seen)."""
     live: list[tuple[float, int]] = []
     done = threading.Event()
     t0 = time.monotonic()
@@ -66,13 +67,18 @@ def burst(port: int, jobs: int, body: dict[str, Any]) -> dict[str, float]:
             live.append((time.monotonic() - t0, n))  # when the answer came
             time.sleep(0.25)
 
+    def keyed(n: int) -> list[dict[str, Any]]:
+        if not keys:
+            return [body] * n
+        return [{**body, "concurrency_key": f"k{i % keys}"} for i in range(n)]
+
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     # POST /jobs/batch of 100: the backlog is there at once, so the drain measures
     # the workers, not how fast the clients of a loaded 2-core box can submit one by one.
     batches = [min(100, jobs - i) for i in range(0, jobs, 100)]
     with ThreadPoolExecutor(2) as pool:
-        list(pool.map(lambda n: call(port, "POST", "/jobs/batch", {"jobs": [body] * n}), batches))
+        list(pool.map(lambda n: call(port, "POST", "/jobs/batch", {"jobs": keyed(n)}), batches))
     submitted = time.monotonic() - t0
     with psycopg.connect(DB, autocommit=True) as conn:
         while True:

@@ -21,6 +21,7 @@ from asyncz import composition
 from asyncz.access import KeyRing, Principal, Scope
 from asyncz.api.access import AccessGate, forbidden
 from asyncz.api.activity import mount_activity
+from asyncz.api.flow_routes import mount_flow
 from asyncz.api.guards import InputGuard
 from asyncz.api.keys import mount_access, principal_of
 from asyncz.api.openapi import ERRORS, openapi_with_key
@@ -194,7 +195,7 @@ def create_app(
         job = await svc.get(_about(job_id))
         if not _may_read(principal_of(request), job.submitted_by):
             return json_response(forbidden(principal_of(request), Scope.READ))
-        return JobOut.of(job, await svc.graph(job))
+        return JobOut.of(job, {**await svc.graph(job), "waiting_for": await svc.held_reason(job)})
 
     @app.get("/jobs/{job_id}/attempts", response_model=AttemptList, summary="Attempt log")
     async def get_attempts(job_id: UUID, request: Request) -> Any:
@@ -256,7 +257,11 @@ def create_app(
 
     @app.get("/tasks", response_model=TaskList, summary="Registered tasks and their schemas")
     async def tasks() -> Any:
-        return state.tasks()
+        limits = {t["task"]: t["limits"] for t in (await state.service()).task_listing()}
+        listed = state.tasks().items
+        return TaskList(
+            items=[t.model_copy(update={"limits": limits.get(t.name, {})}) for t in listed]
+        )
 
     @app.get("/schedules", response_model=ScheduleList, summary="Periodic jobs")
     async def schedules() -> Any:
@@ -272,6 +277,7 @@ def create_app(
         report = await state.health()
         return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
 
+    mount_flow(app, state.service)
     mount_ui(app, state.service)
     mount_access(app, state.service)
     mount_activity(app, state.service)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from asyncz.api.flow_schemas import LimitUsage
 from asyncz.api.unique import ScopeName, UniqueFields
 from asyncz.jobs import MAX_DEPTH, MAX_PARENTS, PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
 
@@ -65,6 +66,14 @@ class SubmitJob(UniqueFields):
         description="when a parent ends dead or cancelled: `fail` ends this job too, at once "
         "(dead, or cancelled if the parent was; last_error `parent_failed: <parent id>`; "
         "replaying the parent brings it back); `run` runs it anyway",
+    )
+    concurrency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="what the task's per-key limits count by (e.g. `tenant:42`, a provider "
+        "key): at most `key_concurrency` of its jobs run at once, `key_rate` start per period",
     )
     ref: str | None = Field(
         default=None,
@@ -191,6 +200,11 @@ class JobOut(BaseModel):
     progress: float | None = Field(default=None, description="the task's last report, 0 to 1")
     progress_message: str | None = None
     open_parents: int = Field(default=0, description="parents a waiting job still waits for")
+    concurrency_key: str | None = None
+    waiting_for: str | None = Field(
+        default=None,
+        description="GET /jobs/{id}: why a queued job is held back (a limit, a paused queue)",
+    )
     depends_on: list[ParentOut] | None = Field(
         default=None, description="GET /jobs/{id}: the parents, each with its status"
     )
@@ -232,6 +246,7 @@ class JobOut(BaseModel):
             progress=job.progress,
             progress_message=job.progress_message,
             open_parents=job.open_parents if job.status == "waiting" else 0,
+            concurrency_key=job.concurrency_key,
             submitted_by=job.submitted_by,
             **(graph or {}),
         )
@@ -293,11 +308,15 @@ class QueueStats(BaseModel):
     ready: int | None = None
     delayed: int | None = None
     oldest_queued_age_seconds: float
+    paused: bool = False
 
 
 class Stats(BaseModel):
     queues: dict[str, QueueStats]
     live_workers: int | None
+    limits: list[LimitUsage] | None = Field(
+        default=None, description="each limited task: running and waiting (null: Redis is down)"
+    )
 
 
 class ScheduleOut(BaseModel):

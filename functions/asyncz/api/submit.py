@@ -139,6 +139,7 @@ def _new_job(
         idempotency_key=idempotency_key,
         depends_on=tuple(_dependency(d, req.on_parent_failure) for d in req.depends_on),
         ref=req.ref,
+        concurrency_key=req.concurrency_key,
         submitted_by=submitted_by,
         unique_key=req.unique_key,
         unique_scope=UniqueScope(req.unique_scope) if req.unique_scope else None,

@@ -40,6 +40,10 @@ class TaskOut(BaseModel):
     schedule: TaskSchedule | None
     payload_schema: dict[str, Any] = Field(description="JSON Schema of `payload`")
     result_schema: dict[str, Any] = Field(description="JSON Schema of `result` ({}: any)")
+    limits: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the flow-control limits in force here, overrides included ({}: none)",
+    )
 
 
 class TaskList(BaseModel):

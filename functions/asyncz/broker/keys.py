@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from redis.asyncio.client import Pipeline
+
 from asyncz.jobs import PRIORITY_MAX
 from asyncz.ports import Dispatch, epoch_ms
 
@@ -18,13 +20,19 @@ def ready_score(priority: int, ms: int) -> int:
     return (PRIORITY_MAX - priority) * SCORE_SCALE + ms
 
 
+FAIR_SPACING_MS = 10  # a key's due ids, spaced this far apart in the ready order
+FAIR_TTL_MS = 3_600_000  # a queue's fair-order hash lives this long after its last write
+
+
 class KeySpace:
     """The broker's key names under one prefix, and the commands that put an id in place.
-    A part of :class:`asyncz.broker.redis.RedisBroker`."""
+    A part of :class:`asyncz.broker.redis.RedisBroker`. ``fair``: the script that enqueues
+    the id of a job with a concurrency key (``fair.lua``)."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, fair: Any = None) -> None:
         self.prefix = prefix
         self.known: set[str] = set()  # queue names already in the queues set
+        self.fair = fair
 
     def ready_key(self, queue: str) -> str:
         return f"{self.prefix}:{{{queue}}}:ready"
@@ -56,7 +64,17 @@ class KeySpace:
     def starting_key(self) -> str:
         return f"{self.prefix}:workers:starting"
 
+    def fair_key(self, queue: str) -> str:
+        return f"{self.prefix}:{{{queue}}}:fair"
+
     def add(self, target: Any, it: Dispatch) -> Any:
+        if it.due and it.fair_key is not None and self.fair is not None:
+            keys = [self.ready_key(it.queue), self.fair_key(it.queue)]
+            band = (PRIORITY_MAX - it.priority) * SCORE_SCALE
+            args: list[str | int] = [it.job_id, it.fair_key, band, FAIR_SPACING_MS, FAIR_TTL_MS]
+            if isinstance(target, Pipeline):  # queued in the pipeline's one round trip
+                return target.eval(self.fair.script, len(keys), *keys, *args)
+            return self.fair(keys=keys, args=args)
         if it.due:
             return target.zadd(
                 self.ready_key(it.queue),

@@ -23,6 +23,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from asyncz.broker.keys import SCORE_SCALE, KeySpace
+from asyncz.broker.limits import RedisLimits
 from asyncz.errors import BrokerUnavailableError
 from asyncz.jobs import PRIORITY_MAX
 from asyncz.ports import Dispatch, epoch_ms
@@ -65,13 +66,15 @@ class RedisBroker:
     def __init__(
         self, client: aioredis.Redis, prefix: str = "asyncz", *, track_activity: bool = False
     ) -> None:
-        self.keys = KeySpace(prefix)
+        fair = resources.files("asyncz.broker").joinpath("fair.lua").read_text("utf-8")
+        self.keys = KeySpace(prefix, client.register_script(fair))
         self._r = client
         # Count enqueues (INCR) so recovery can tell that nothing happened since it last
         # found Postgres idle; off by default: the submit path stays one ZADD.
         self._track = track_activity
         source = resources.files("asyncz.broker").joinpath("promote.lua").read_text("utf-8")
         self._promote = client.register_script(source)
+        self.limits = RedisLimits(client, prefix, _guard)
         source = resources.files("asyncz.broker").joinpath("request_rate.lua").read_text("utf-8")
         self._request_rate = client.register_script(source)
 

@@ -18,6 +18,7 @@ from asyncz.cli.access import add_access_commands
 from asyncz.cli.activity import cmd_workers
 from asyncz.cli.client import DEFAULT_API_URL, CliError
 from asyncz.cli.commands import cmd_dev, cmd_migrate
+from asyncz.cli.flow import cmd_pause, cmd_resume
 from asyncz.cli.ops import (
     cmd_cancel,
     cmd_dlq,
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-seconds", type=int)
     p.add_argument("--delay-seconds", type=int)
     p.add_argument("--idempotency-key")
+    p.add_argument("--concurrency-key", help="what the task's per-key limits count by")
     p.add_argument(
         "--depends-on", action="append", metavar="JOB_ID", help="a parent (repeat for more)"
     )
@@ -187,6 +189,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("cancel", "cancel a job")
     p.add_argument("job_id")
     p.set_defaults(func=cmd_cancel)
+
+    for name, about, func in (
+        ("pause", "pause a queue (jobs are accepted, none starts)", cmd_pause),
+        ("resume", "resume a paused queue", cmd_resume),
+    ):
+        p = add(name, about)
+        p.add_argument("queue")
+        p.set_defaults(func=func)
 
     p = add("stats", "per-queue counts (--tasks: each task's last hour)")
     p.add_argument("--tasks", action="store_true", help="each task's runs, failures, percentiles")

@@ -29,7 +29,7 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
         if expires.tzinfo is None:
             raise CliError("--expires needs a time zone, e.g. 2027-01-31T00:00:00+00:00", 2)
     with make_client(args) as client:
-        key = client.access.create_key(args.name, args.scope, rate=args.rate, expires_at=expires)
+        key = client.ops.create_key(args.name, args.scope, rate=args.rate, expires_at=expires)
     human = (
         f"created key {key.name!r} ({', '.join(key.scopes)}"
         f"{', ' + key.rate if key.rate else ''}). It is shown this once; store it now:\n"
@@ -41,7 +41,7 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
 
 def cmd_keys_list(args: argparse.Namespace) -> int:
     with make_client(args) as client:
-        keys = client.access.keys(revoked=args.revoked)
+        keys = client.ops.keys(revoked=args.revoked)
     rows = [{**_fields(k), "scopes": ",".join(k.scopes)} for k in keys]
     emit(args, keys, table(rows, KEY_COLUMNS) if rows else "no named keys")
     return 0
@@ -49,14 +49,14 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
 
 def cmd_keys_revoke(args: argparse.Namespace) -> int:
     with make_client(args) as client:
-        client.access.revoke_key(args.name)
+        client.ops.revoke_key(args.name)
     emit(args, {"revoked": args.name}, f"revoked {args.name!r}: refused everywhere within seconds")
     return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     with make_client(args) as client:
-        entries = client.access.audit(key_name=args.key, action=args.action, limit=args.limit)
+        entries = client.ops.audit(key_name=args.key, action=args.action, limit=args.limit)
     emit(args, entries, table(entries, AUDIT_COLUMNS) if entries else "no operator actions yet")
     return 0
 

@@ -19,7 +19,7 @@ FIGURE_COLUMNS = [("task", "TASK"), ("queue", "QUEUE"), ("runs", "RUNS"),
 
 def cmd_workers(args: argparse.Namespace) -> int:
     with make_client(args) as client:
-        data = client.workers()
+        data = client.ops.workers()
     rows: list[dict[str, Any]] = []
     for w in [*data["workers"], *data["unknown_workers"]]:
         since = (w.get("since") or "")[:19].replace("T", " ") or "?"
@@ -37,6 +37,6 @@ def cmd_workers(args: argparse.Namespace) -> int:
 
 def cmd_task_figures(args: argparse.Namespace) -> int:
     with make_client(args) as client:
-        items = client.task_figures()
+        items = client.ops.task_figures()
     emit(args, items, table(items, FIGURE_COLUMNS) if items else "no attempt in the last hour")
     return 0

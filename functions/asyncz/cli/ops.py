@@ -28,7 +28,7 @@ from asyncz.client import Client, Job
 
 SUBMIT_OPTIONS = ("queue", "priority", "max_retries", "timeout_seconds", "delay_seconds",
                   "idempotency_key", "depends_on", "on_parent_failure", "unique_key",
-                  "unique_scope", "unique_for", "debounce")  # fmt: skip
+                  "unique_scope", "unique_for", "debounce", "concurrency_key")  # fmt: skip
 
 
 def _progress(args: argparse.Namespace, what: str) -> Progress:

@@ -204,6 +204,7 @@ def submitted(body: Mapping[str, Any], reply: Mapping[str, Any], duplicate: bool
         max_retries=body.get("max_retries"),
         duplicate=duplicate,
         ref=body.get("ref"),
+        concurrency_key=body.get("concurrency_key"),
     )
 
 

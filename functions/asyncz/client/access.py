@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from asyncz.client._core import Call
+from asyncz.client.flow import queue_path
 from asyncz.client.models import _when
 
 
@@ -77,9 +78,9 @@ def audit_page(key_name: str | None, action: str | None, limit: int, cursor: str
     return Call("GET", "/audit", params=params)
 
 
-class AccessClient:
-    """``client.access``: named keys (scope ``admin``), the audit trail (``read``) and
-    ``whoami`` (any key)."""
+class OpsClient:
+    """``client.ops``: named keys (scope ``admin``), the audit trail, the workers and the
+    tasks' figures (``read``), pausing queues (``operate``), ``whoami`` (any key)."""
 
     def __init__(self, send: Callable[[Call], Any]) -> None:
         self._send = send
@@ -108,9 +109,24 @@ class AccessClient:
         page = self._send(audit_page(key_name, action, limit, None))
         return [AuditEntry.from_api(e) for e in page["items"]]
 
+    def workers(self) -> dict[str, Any]:
+        """``GET /workers``: the live workers and the attempts each runs now."""
+        return dict(self._send(Call("GET", "/workers")))
 
-class AsyncAccessClient:
-    """``client.access`` of :class:`asyncz.client.AsyncClient` (see :class:`AccessClient`)."""
+    def task_figures(self) -> list[dict[str, Any]]:
+        """``GET /stats/tasks``: each task's runs, failures, retries and percentiles."""
+        return list(self._send(Call("GET", "/stats/tasks"))["items"])
+
+    def pause_queue(self, queue: str) -> dict[str, Any]:
+        """Pause a queue: jobs are still accepted, none starts until it is resumed."""
+        return dict(self._send(Call("POST", queue_path(queue, "pause"), safe=True)))
+
+    def resume_queue(self, queue: str) -> dict[str, Any]:
+        return dict(self._send(Call("POST", queue_path(queue, "resume"), safe=True)))
+
+
+class AsyncOpsClient:
+    """``client.ops`` of :class:`asyncz.client.AsyncClient` (see :class:`OpsClient`)."""
 
     def __init__(self, send: Callable[[Call], Awaitable[Any]]) -> None:
         self._send = send
@@ -135,3 +151,15 @@ class AsyncAccessClient:
     ) -> list[AuditEntry]:
         page = await self._send(audit_page(key_name, action, limit, None))
         return [AuditEntry.from_api(e) for e in page["items"]]
+
+    async def workers(self) -> dict[str, Any]:
+        return dict(await self._send(Call("GET", "/workers")))
+
+    async def task_figures(self) -> list[dict[str, Any]]:
+        return list((await self._send(Call("GET", "/stats/tasks")))["items"])
+
+    async def pause_queue(self, queue: str) -> dict[str, Any]:
+        return dict(await self._send(Call("POST", queue_path(queue, "pause"), safe=True)))
+
+    async def resume_queue(self, queue: str) -> dict[str, Any]:
+        return dict(await self._send(Call("POST", queue_path(queue, "resume"), safe=True)))

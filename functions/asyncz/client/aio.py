@@ -13,7 +13,7 @@ import httpx
 
 from asyncz.client import _core, typed
 from asyncz.client._core import Call, RetryPolicy
-from asyncz.client.access import AsyncAccessClient
+from asyncz.client.access import AsyncOpsClient
 from asyncz.client.errors import (
     AsyncZClientError,
     ConnectionFailed,
@@ -24,6 +24,7 @@ from asyncz.client.errors import (
     Unavailable,
     WaitTimeout,
 )
+from asyncz.client.flow import with_concurrency_key
 from asyncz.client.models import Attempt, Health, Job, Stats
 from asyncz.client.typed import Payload, TaskInfo, TaskRef, parse_as, payload_json, task_infos
 from asyncz.client.unique import answered, unique_fields
@@ -53,8 +54,8 @@ class AsyncClient:
             timeout=timeout,
             transport=transport,
         )
-        # named keys and the audit trail: client.access.create_key(...), .audit(), ...
-        self.access = AsyncAccessClient(self._json)
+        # operator calls: keys, audit, workers, task figures, pause (client.ops.create_key(...))
+        self.ops = AsyncOpsClient(self._json)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -114,6 +115,7 @@ class AsyncClient:
         unique_scope: str | None = None,
         unique_for: int | None = None,
         debounce: bool = False,
+        concurrency_key: str | None = None,
     ) -> Job:
         """Submit one job. Raises :class:`DuplicateJob` when your ``idempotency_key`` exists
         (not when it is our own earlier try of this call that stored it: that job is
@@ -122,16 +124,20 @@ class AsyncClient:
         (the default) or ``run``. ``unique_key``: when a job holds it (``unique_scope``
         ``queued``, ``queued_or_running`` or ``period`` with ``unique_for`` seconds), that
         job is returned with ``duplicate=True`` (``debounce``: it takes this payload and
-        start while it has not started); docs/flow-control.md. ``task``: its name or its
-        ``@task`` function; ``payload``: a dict, a pydantic model or a dataclass."""
+        start while it has not started). ``concurrency_key``: what the task's per-key limits
+        count by. Both: docs/flow-control.md. ``task``: its name or its ``@task`` function;
+        ``payload``: a dict, a pydantic model or a dataclass."""
         body, generated = _core.with_key(
-            _core.submit_body(typed.task_name(task), payload_json(payload), queue=queue,
-                              priority=priority, max_retries=max_retries,
-                              timeout_seconds=timeout_seconds, delay_seconds=delay_seconds,
-                              run_at=run_at,
-                              idempotency_key=idempotency_key, depends_on=depends_on,
-                              on_parent_failure=on_parent_failure)
-            | unique_fields(unique_key, unique_scope, unique_for, debounce),
+            with_concurrency_key(
+                _core.submit_body(typed.task_name(task), payload_json(payload), queue=queue,
+                                  priority=priority, max_retries=max_retries,
+                                  timeout_seconds=timeout_seconds,
+                                  delay_seconds=delay_seconds, run_at=run_at,
+                                  idempotency_key=idempotency_key, depends_on=depends_on,
+                                  on_parent_failure=on_parent_failure)
+                | unique_fields(unique_key, unique_scope, unique_for, debounce),
+                concurrency_key,
+            ),
             self.retry.retries,
         )  # fmt: skip
         keyed = bool(body.get("idempotency_key"))  # a key makes a second try safe
@@ -264,15 +270,6 @@ class AsyncClient:
         """Every dead job matching the filters, page after page."""
         params = {"queue": queue, "task": task, "limit": page_size, "cursor": cursor}
         return self._pages("/dlq", params)
-
-    async def workers(self) -> dict[str, Any]:
-        """``GET /workers``: the live workers and the attempts each runs now."""
-        data: dict[str, Any] = await self._json(Call("GET", "/workers"))
-        return data
-
-    async def task_figures(self) -> list[dict[str, Any]]:
-        """``GET /stats/tasks``: each task's runs, failures, retries and percentiles."""
-        return list((await self._json(Call("GET", "/stats/tasks")))["items"])
 
     async def tasks(self) -> list[TaskInfo]:
         """Every task the API runs, with its payload and result JSON Schemas."""

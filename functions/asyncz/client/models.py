@@ -50,6 +50,8 @@ class Job:
     open_parents: int = 0  # parents a waiting job still waits for
     depends_on: list[dict[str, Any]] | None = None  # get(): each parent's id, status, rule
     dependents: list[dict[str, Any]] | None = None  # get(): the jobs depending on it
+    concurrency_key: str | None = None  # what the task's per-key limits count by
+    waiting_for: str | None = None  # get(): why a queued job is held back (a limit, a pause)
     submitted_by: str | None = None  # the name of the API key that submitted it
 
     @property
@@ -87,6 +89,8 @@ class Job:
             finished_at=_when(data.get("finished_at")),
             updated_at=_when(data.get("updated_at")),
             ref=data.get("ref"),
+            concurrency_key=data.get("concurrency_key"),
+            waiting_for=data.get("waiting_for"),
             open_parents=int(data.get("open_parents") or 0),
             depends_on=data.get("depends_on"),
             dependents=data.get("dependents"),
@@ -123,12 +127,14 @@ class QueueStats:
     ready: int | None
     delayed: int | None
     oldest_queued_age_seconds: float
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Stats:
     queues: dict[str, QueueStats]
     live_workers: int | None
+    limits: list[dict[str, Any]] | None = None  # each limited task: running, waiting, per key
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> Stats:
@@ -138,10 +144,11 @@ class Stats:
                 ready=q.get("ready"),
                 delayed=q.get("delayed"),
                 oldest_queued_age_seconds=float(q.get("oldest_queued_age_seconds") or 0.0),
+                paused=bool(q.get("paused")),
             )
             for name, q in (data.get("queues") or {}).items()
         }
-        return cls(queues=queues, live_workers=data.get("live_workers"))
+        return cls(queues=queues, live_workers=data.get("live_workers"), limits=data.get("limits"))
 
 
 @dataclass(frozen=True, slots=True)

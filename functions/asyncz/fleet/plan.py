@@ -45,6 +45,9 @@ async def plan_workers(broker: JobBroker, settings: Settings) -> Plan:
 
 
 async def ready_backlog(broker: JobBroker, declared: Sequence[str]) -> int:
-    """Jobs ready to run now across every queue (Redis only: no database round trip)."""
-    queues = sorted(set(await broker.known_queues()) | set(declared))
+    """Jobs ready to run now across every queue but the paused ones (Redis only: no
+    database round trip; held-back jobs are not in the ready sets)."""
+    queues = sorted(
+        (set(await broker.known_queues()) | set(declared)) - await broker.limits.paused()
+    )
     return sum(ready for ready, _ in (await broker.backlog(queues)).values())

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from asyncz.errors import (
+    BrokerUnavailableError,
     InvalidTransitionError,
     JobNotFoundError,
     OutcomeUnknownError,
@@ -47,6 +48,7 @@ from asyncz.service.access import Access
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.leases import Leases
+from asyncz.service.limits import FlowControl
 from asyncz.service.submitting import Submitting
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
@@ -71,8 +73,9 @@ class JobService:
         self.enqueuer = Enqueuer(broker)
         self.dependencies = Dependencies(store, self.enqueuer, settings, self.metrics)
         self.submitting = Submitting(store, self.enqueuer, registry, settings, self.metrics)
+        self.flow = FlowControl(store, broker, registry, settings)
         self.leases = Leases(
-            store, broker, self.enqueuer, self.dependencies, settings, self.metrics, rand
+            store, broker, self.enqueuer, self.dependencies, settings, self.metrics, rand, self.flow
         )
         self.recovery = Recovery(store, broker, settings, self.metrics, self.dependencies)
         self.retention = Retention(store, settings, self.metrics)
@@ -131,7 +134,9 @@ class JobService:
     # --- maintenance (asyncz.maintenance) -------------------------------------------------
 
     async def recover(self) -> RecoveryReport:
-        return await self.recovery.recover()
+        report = await self.recovery.recover()
+        await self.flow.mirror_pauses()
+        return report
 
     async def fold_counts(self) -> int:
         return await self.recovery.fold_counts()
@@ -155,13 +160,27 @@ class JobService:
         return await self.readings.note_if_idle(activity, gauges)
 
     async def stats(self) -> dict[str, Any]:
-        return await self.overview.stats()
+        return await self.flow.with_usage(await self.overview.stats())
 
     async def series(self, minutes: int = SERIES_MINUTES) -> list[dict[str, Any]]:
         return await self.overview.series(minutes)
 
     async def health(self) -> dict[str, Any]:
         return await self.overview.health()
+
+    # --- flow control (asyncz.service.limits) ---------------------------------------------
+
+    async def pause_queue(self, queue: str, by: str | None = None) -> dict[str, Any]:
+        return await self.flow.pause(queue, by)
+
+    async def resume_queue(self, queue: str) -> dict[str, Any]:
+        return await self.flow.resume(queue)
+
+    async def queue_states(self) -> list[dict[str, Any]]:
+        return await self.flow.queue_states()
+
+    def task_listing(self) -> list[dict[str, Any]]:
+        return self.flow.task_listing(self.registry)
 
     # --- read --------------------------------------------------------------------------
 
@@ -176,6 +195,17 @@ class JobService:
         return await self.dependencies.describe(
             job.id, depth=job.depth, has_dependents=job.has_dependents
         )
+
+    async def held_reason(self, job: Job) -> str | None:
+        """Why a queued job is held back, in words (``None`` when nothing holds it)."""
+        if job.status is not JobStatus.QUEUED:
+            return None
+        row = {"id": job.id, "task": job.task, "concurrency_key": job.concurrency_key,
+               "queue": job.queue, "priority": job.priority}  # fmt: skip
+        try:
+            return await self.flow.held_reason(row)
+        except BrokerUnavailableError:
+            return None
 
     async def parents_of(self, job_id: str) -> list[Row]:
         return await self.dependencies.parents_of(job_id)

@@ -4,16 +4,19 @@ their outcomes (retry with backoff, or dead-letter). A part of
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from asyncz.errors import StoreUnavailableError
 from asyncz.faults import crash_point
 from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
 from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, MetricsSink
 from asyncz.retry import backoff_delay
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
+from asyncz.service.limits import PAUSE_READ_SECONDS, FlowControl
 from asyncz.settings import Settings
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -29,6 +32,7 @@ class Leases:
         settings: Settings,
         metrics: MetricsSink,
         rand: Callable[[], float],
+        flow: FlowControl,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -37,6 +41,7 @@ class Leases:
         self.settings = settings
         self.metrics = metrics
         self.rand = rand  # backoff jitter (a seam for tests)
+        self.flow = flow
 
     async def claim_next(
         self,
@@ -51,25 +56,39 @@ class Leases:
         An id that cannot be claimed is a duplicate delivery (skipped), or a queued job that
         is not due or does not fit ``max_timeout`` (put back where it belongs).
         """
+        queues = await self.flow.runnable(queues)
+        if not queues:  # every queue is paused: wait as a pop would, take nothing
+            await asyncio.sleep(min(wait_seconds, PAUSE_READ_SECONDS))
+            return []
         ids = await self.broker.pop(queues, max_items, wait_seconds)
         if not ids:
             return []
-        ids = [i for i in ids if _is_uuid(i)]
-        leases = await self.store.claim(ids, worker_id, max_timeout)
+        ids = await self.flow.admit([i for i in ids if _is_uuid(i)])
+        try:
+            leases = await self.store.claim(ids, worker_id, max_timeout) if ids else []
+        except StoreUnavailableError:
+            # The claim may have committed: keep the slots taken until their lease deadline
+            # (recovery brings the ids back), but stop renewing them.
+            self.flow.forget(ids)
+            raise
         if len(leases) < len(ids):
             claimed = {lease.job_id for lease in leases}
             missed = [i for i in ids if i not in claimed]
+            await self.flow.release(missed)
             await self.enqueuer.enqueue_quietly(await self.store.unclaimed(missed))
         return leases
 
     async def promote(self, queues: Sequence[str]) -> int:
-        return await self.broker.promote_due(queues)
+        """Due delayed ids, and ids held by a rate whose window opened, back to ready."""
+        return await self.broker.promote_due(queues) + await self.flow.wake_due()
 
     async def heartbeat(self, leases: Sequence[Lease]) -> HeartbeatOutcome:
         outcome = HeartbeatOutcome()
         if not leases:
             return outcome
         held = await self.store.heartbeat(leases)
+        await self.flow.refresh(held)
+        await self.flow.release(lease.job_id for lease in leases if lease.job_id not in held)
         for lease in leases:
             if lease.job_id not in held:
                 outcome.lost.add(lease.job_id)
@@ -86,6 +105,7 @@ class Leases:
         Then the children of those that have any are settled (released when their last
         parent is done)."""
         held = await self.store.complete_many(done)
+        await self.flow.release(lease.job_id for lease, _ in done)
         if held:
             self.metrics.add_metric("JobsCompleted", "Count", len(held))
             parents = [job_id for job_id, has_dependents in held.items() if has_dependents]
@@ -118,6 +138,7 @@ class Leases:
         row = await self.store.finish_failed(
             lease, status=status, outcome=outcome, error=error, delay_seconds=delay
         )
+        await self.flow.release([lease.job_id])
         if row is None:
             return None
         status = JobStatus(row["status"])  # a cancel requested meanwhile wins (SQL decides)

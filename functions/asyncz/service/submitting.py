@@ -100,6 +100,7 @@ class Submitting:
             idempotency_key=new.idempotency_key,
             depends_on=new.depends_on,
             ref=new.ref,
+            concurrency_key=new.concurrency_key,
             submitted_by=new.submitted_by,
             unique_key=new.unique_key,
             unique_scope=new.unique_scope or (
@@ -136,7 +137,9 @@ class Submitting:
             raise DuplicateJobError("unknown", "purged")
         self.metrics.add_metric("JobsSubmitted", "Count", 1)
         crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
-        it = Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
+        it = Dispatch(
+            job_id, new.queue, new.priority, row["run_at_ms"], row["due"], new.concurrency_key
+        )
         enqueued = await self.enqueuer.dispatch_quietly([it])
         return SubmitOutcome(job_id=job_id, status=JobStatus.QUEUED, enqueued=enqueued)
 
@@ -214,7 +217,9 @@ class Submitting:
                 break
         crash_point("submit.after_commit")  # chaos: the rows are durable, Redis never hears
         dispatch = [
-            Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
+            Dispatch(
+                job_id, new.queue, new.priority, row["run_at_ms"], row["due"], new.concurrency_key
+            )
             for (job_id, new), row in zip(items, rows, strict=True)
             if row is not None
         ]
@@ -279,7 +284,9 @@ class Submitting:
         self.metrics.add_metric("JobsSubmitted", "Count", len(items))
         crash_point("submit.after_commit")  # chaos: the rows are durable, Redis never hears
         dispatch = [
-            Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
+            Dispatch(
+                job_id, new.queue, new.priority, row["run_at_ms"], row["due"], new.concurrency_key
+            )
             for (job_id, new), row in zip(items, rows, strict=True)
             if row["status"] == JobStatus.QUEUED.value
         ]

@@ -44,6 +44,7 @@ def job_of(row: Mapping[str, Any]) -> Job:
         open_parents=row["open_parents"],
         depth=row["depth"],
         has_dependents=row["has_dependents"],
+        concurrency_key=row.get("concurrency_key"),
         submitted_by=row["submitted_by"],
         unique_key=row.get("unique_key"),
         unique_scope=row.get("unique_scope"),
@@ -65,6 +66,7 @@ def new_job_params(job_id: str, new: NewJob) -> dict[str, Any]:
         "run_at": new.run_at,
         "delay_seconds": float(new.delay_seconds),
         "submitted_by": new.submitted_by,
+        "concurrency_key": new.concurrency_key,
     }
 
 
@@ -82,6 +84,7 @@ def new_job_columns(items: Sequence[tuple[str, NewJob]]) -> dict[str, Any]:
         "keys": [n.idempotency_key for n in news],
         "run_ats": [n.run_at for n in news],
         "delays": [float(n.delay_seconds) for n in news],
+        "concurrency_keys": [n.concurrency_key for n in news],
         "submitters": [n.submitted_by for n in news],
     }
 
@@ -112,4 +115,5 @@ def lease_of(row: Mapping[str, Any]) -> Lease:
         max_retries=row["max_retries"],
         timeout_seconds=row["timeout_seconds"],
         has_parents=row["has_parents"],
+        concurrency_key=row["concurrency_key"],
     )

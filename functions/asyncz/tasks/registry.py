@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from asyncz.errors import InvalidPayloadError, UnknownTaskError
+from asyncz.tasks.limits import TaskLimits
 from asyncz.tasks.schedule import Schedule
 from asyncz.tasks.signatures import Signature
 
@@ -95,6 +96,7 @@ class TaskSpec:
     wants_context: bool
     schedule: Schedule | None = None
     signature: Signature | None = None
+    limits: TaskLimits = field(default_factory=TaskLimits)
 
     def call(self, payload: dict[str, Any], ctx: TaskContext) -> Any:
         """Run the task on its payload parsed into its declared type and give its result's
@@ -131,6 +133,7 @@ class TaskRegistry:
         timeout_seconds: int | None = None,
         max_retries: int | None = None,
         schedule: Schedule | None = None,
+        limits: TaskLimits | None = None,
     ) -> TaskSpec:
         if not name or len(name) > 200:
             raise ValueError("a task name is 1 to 200 characters")
@@ -148,9 +151,14 @@ class TaskRegistry:
             wants_context=len(params) >= 2,
             schedule=schedule,
             signature=signature,
+            limits=limits or TaskLimits(),
         )
         self._tasks[name] = spec
         return spec
+
+    def limited(self) -> dict[str, TaskLimits]:
+        """The tasks that have any limit, with their limits."""
+        return {n: s.limits for n, s in self._tasks.items() if s.limits.any}
 
     def get(self, name: str) -> TaskSpec:
         try:
@@ -203,6 +211,10 @@ def task(
     schedule: str | int | timedelta | None = None,
     timezone: str = "UTC",
     catch_up: int = 1,
+    concurrency: int | None = None,
+    key_concurrency: int | None = None,
+    rate: str | None = None,
+    key_rate: str | None = None,
     registry: TaskRegistry = REGISTRY,
 ) -> Callable[[TaskFn], TaskFn]:
     """Register ``fn(payload)`` or ``fn(payload, ctx)`` (sync or ``async``) as task ``name``.
@@ -215,12 +227,22 @@ def task(
     (``"0 * * * *"``), or an interval (seconds or a timedelta, at least 60). Each slot is
     enqueued once, with payload ``{"scheduled_for": <slot, ISO 8601>}``; at most
     ``catch_up`` slots missed while no scheduler ran are enqueued afterwards (the newest).
+
+    Limits hold across the whole fleet (docs/flow-control.md): ``concurrency`` jobs of the
+    task running at once, ``key_concurrency`` per ``concurrency_key`` given at submit,
+    ``rate`` starts per period (``"60/m"``), ``key_rate`` per key.
     """
     plan = Schedule.parse(schedule, timezone=timezone, catch_up=catch_up) if schedule else None
+    limits = TaskLimits.build(concurrency, key_concurrency, rate, key_rate)
 
     def decorate(fn: TaskFn) -> TaskFn:
         registry.register(
-            name, fn, timeout_seconds=timeout_seconds, max_retries=max_retries, schedule=plan
+            name,
+            fn,
+            timeout_seconds=timeout_seconds,
+            max_retries=max_retries,
+            schedule=plan,
+            limits=limits,
         )
         with contextlib.suppress(AttributeError, TypeError):  # how the client finds its name
             setattr(fn, TASK_NAME_ATTRIBUTE, name)

@@ -7,9 +7,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from asyncz.broker.keys import SCORE_SCALE, ready_score
+from asyncz.broker.keys import FAIR_SPACING_MS, SCORE_SCALE, ready_score
 from asyncz.jobs import PRIORITY_MAX
 from asyncz.ports import Dispatch, epoch_ms
+from asyncz.testing.limits import MemoryLimits
 
 
 class MemoryBroker:
@@ -26,6 +27,8 @@ class MemoryBroker:
         self.position: str | None = None
         self.enqueues = 0  # the Redis adapter's activity counter (always tracked here)
         self.idle: tuple[str, float] | None = None  # (value, expiry monotonic)
+        self.limits = MemoryLimits(self.ready)
+        self.fair: dict[tuple[str, str], int] = {}  # (queue, key) -> its last virtual ms
         self.requests: dict[str, list[float]] = {}  # key name -> admitted request times
 
     async def enqueue(self, items: Sequence[Dispatch], *, register: bool = False) -> int:
@@ -40,6 +43,11 @@ class MemoryBroker:
             else:
                 target, member = self.delayed.setdefault(it.queue, {}), f"{it.priority}|{it.job_id}"
                 score = it.run_at_ms
+            if it.due and it.fair_key is not None:  # as fair.lua
+                vt = max(epoch_ms(), self.fair.get((it.queue, it.fair_key), 0) + FAIR_SPACING_MS)
+                score = ready_score(it.priority, vt)
+                if member not in target:
+                    self.fair[(it.queue, it.fair_key)] = vt
             if member not in target:  # ZADD NX
                 target[member] = score
                 new += 1

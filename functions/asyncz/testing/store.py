@@ -18,6 +18,7 @@ from asyncz.ports import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
+from asyncz.testing.flow import MemoryFlow
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
 from asyncz.testing.unique import MemoryUnique
 
@@ -33,6 +34,7 @@ class MemoryStore:
         self.periodic: dict[tuple[str, datetime], str | None] = {}  # (task, slot) -> job id
         self.maintenance = MemoryMaintenance(self)
         self.dependencies = MemoryDependencies(self)
+        self.flow = MemoryFlow()
         self.access = MemoryAccess()
         self.activity = MemoryActivity(self)
         self.unique = MemoryUnique(self)
@@ -58,6 +60,7 @@ class MemoryStore:
             "last_error": None, "created_at": now, "started_at": None, "finished_at": None,
             "updated_at": now, "progress": None, "progress_message": None,
             "open_parents": 0, "depth": 0, "has_dependents": False,
+            "concurrency_key": new.concurrency_key,
             "submitted_by": new.submitted_by,
         }  # fmt: skip
         self.jobs[job_id].update(state)
@@ -193,7 +196,7 @@ class MemoryStore:
             j = self.jobs.get(job_id)
             if not j or j["status"] != "queued" or j["run_at"] > now or j["cancel_requested"]:
                 continue
-            if j["timeout_seconds"] > max_timeout:
+            if j["timeout_seconds"] > max_timeout or j["queue"] in self.flow.paused:
                 continue
             j.update(
                 status=JobStatus.PROCESSING, lease_token=str(uuid.uuid4()), worker_id=worker_id,
@@ -209,7 +212,8 @@ class MemoryStore:
                 Lease(job_id=job_id, token=j["lease_token"], task=j["task"], payload=j["payload"],
                       queue=j["queue"], priority=j["priority"], attempt=j["attempts"],
                       attempt_base=j["attempt_base"], max_retries=j["max_retries"],
-                      timeout_seconds=j["timeout_seconds"], has_parents=j["depth"] > 0)
+                      timeout_seconds=j["timeout_seconds"], has_parents=j["depth"] > 0,
+                      concurrency_key=j["concurrency_key"])
             )  # fmt: skip
         return leases
 
@@ -217,7 +221,8 @@ class MemoryStore:
         now = _now()
         return [
             {"id": j["id"], "queue": j["queue"], "priority": j["priority"],
-             "run_at": j["run_at"], "due": j["run_at"] <= now}
+             "run_at": j["run_at"], "due": j["run_at"] <= now, "task": j["task"],
+             "concurrency_key": j["concurrency_key"]}
             for i in ids
             if (j := self.jobs.get(i)) and j["status"] == "queued" and not j["cancel_requested"]
         ]  # fmt: skip

@@ -44,6 +44,7 @@ class Functions(Construct):
         heartbeat_seconds: int,
         api_reserved_concurrency: int | None = None,
         run_time_secrets: bool = True,
+        task_limits: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
         if max_job_timeout_seconds >= WORKER_TIMEOUT_SECONDS:
@@ -68,6 +69,7 @@ class Functions(Construct):
             **data.redis_environment,
             **data.extra,
             "ASYNCZ_QUEUES": ",".join(queues),
+            **({"ASYNCZ_TASK_LIMITS": task_limits} if task_limits else {}),
         }
         data_env = {**data.database_environment, **redis_env}
         jobs_env = {"ASYNCZ_MAX_TIMEOUT_SECONDS": str(max_job_timeout_seconds)}

@@ -193,14 +193,20 @@ function overviewPage() {
   const cards = el("div", { class: "cards" });
   const chart = el("div", { class: "card" });
   const queues = el("tbody");
+  const limits = el("tbody");
   const frame = el("div", {},
     el("h1", {}, "Overview"), cards,
     el("h2", {}, "Last hour, per minute"), chart,
     el("h2", {}, "Queues"),
     el("table", { id: "queues" },
-      el("thead", {}, el("tr", {}, ["queue", ...STATUSES, "ready", "delayed", "oldest queued"]
+      el("thead", {}, el("tr", {}, ["queue", ...STATUSES, "ready", "delayed", "oldest queued", ""]
         .map((h, i) => el("th", { class: i ? "num" : null }, h)))),
-      queues));
+      queues),
+    el("h2", {}, "Limits"),
+    el("table", { id: "limits" },
+      el("thead", {}, el("tr", {}, ["task", "key", "limits", "running", "waiting"]
+        .map((h, i) => el("th", { class: i > 2 ? "num" : null }, h)))),
+      limits));
   // The chart's points are minutes: it is fetched every 30 s, the counts every refresh. The
   // chart is asked for only once the counts answered: while the API fails, a refresh sends
   // one request, not two.
@@ -225,7 +231,21 @@ function overviewPage() {
       el("tr", {}, el("td", {}, name),
         ...STATUSES.map((s) => el("td", { class: "num" }, q.counts[s] ?? 0)),
         el("td", { class: "num" }, q.ready ?? "—"), el("td", { class: "num" }, q.delayed ?? "—"),
-        el("td", { class: "num" }, age(q.oldest_queued_age_seconds)))));
+        el("td", { class: "num" }, age(q.oldest_queued_age_seconds)),
+        el("td", {}, el("button", { type: "button", "data-queue": name,
+          class: q.paused ? "primary" : "danger", onclick: () => act(q.paused ? "resume" : "pause",
+            () => api(`queues/${encodeURIComponent(name)}/${q.paused ? "resume" : "pause"}`,
+              { method: "POST" })) }, q.paused ? "Resume" : "Pause")))));
+    const terms = (l) => Object.entries(l).map(([k, v]) => `${k} ${v}`).join(", ");
+    limits.replaceChildren(...(stats.limits || []).flatMap((t) => [
+      el("tr", {}, el("td", {}, t.task), el("td", {}, "—"), el("td", {}, terms(t.limits)),
+        el("td", { class: "num" }, t.running), el("td", { class: "num" }, t.waiting)),
+      ...t.keys.map((k) => el("tr", {}, el("td", {}, ""), el("td", { class: "mono" }, k.key),
+        el("td", {}, ""), el("td", { class: "num" }, k.running),
+        el("td", { class: "num" }, k.waiting)))]));
+    if (!(stats.limits || []).length) {
+      limits.replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no limited task")));
+    }
   }
   return { frame, refresh };
 }
@@ -409,6 +429,8 @@ function jobPage(r) {
       ["started", when(job.started_at)], ["finished", when(job.finished_at)],
       ["run at", when(job.run_at)], ["cancel requested", job.cancel_requested ? "yes" : "no"]];
     if (job.status === "waiting") rows.push(["waiting for", `${job.open_parents} parent(s)`]);
+    if (job.waiting_for) rows.push(["held back", job.waiting_for]);
+    if (job.concurrency_key) rows.push(["concurrency key", job.concurrency_key]);
     const links = (list, id) => el("dd", { id }, ...(list || []).flatMap((p, i) => [
       i ? ", " : "", el("a", { href: "#/jobs/" + p.job_id, class: "mono" },
         p.ref || p.job_id.slice(0, 8)), " ", statusBadge(p.status)]));

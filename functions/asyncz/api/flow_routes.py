@@ -1,0 +1,40 @@
+"""Routes of flow control: pause and resume a queue, list the queues. Each task's limits are
+in ``GET /tasks`` (asyncz.api.task_catalog)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Path, Request
+
+from asyncz.api.flow_schemas import QueueList, QueueState
+from asyncz.api.keys import principal_of
+from asyncz.api.schemas import NAME_PATTERN
+from asyncz.service import JobService
+
+QueueName = Annotated[str, Path(pattern=NAME_PATTERN)]
+
+
+def mount_flow(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> None:
+    router = APIRouter()
+
+    @router.post("/queues/{name}/pause", response_model=QueueState, summary="Pause a queue")
+    async def pause(name: QueueName, request: Request) -> Any:
+        """Jobs are still accepted; none starts until the queue is resumed (recorded in the
+        audit trail with the key's name)."""
+        svc, actor = await service(), principal_of(request).name
+        async with svc.access.audited(actor, "pause", name, {}):
+            return await svc.pause_queue(name, actor)
+
+    @router.post("/queues/{name}/resume", response_model=QueueState, summary="Resume a queue")
+    async def resume(name: QueueName, request: Request) -> Any:
+        svc, actor = await service(), principal_of(request).name
+        async with svc.access.audited(actor, "resume", name, {}):
+            return await svc.resume_queue(name)
+
+    @router.get("/queues", response_model=QueueList, summary="Queues, paused or not")
+    async def queues() -> Any:
+        return {"items": await (await service()).queue_states()}
+
+    app.include_router(router)

@@ -1,0 +1,215 @@
+"""Flow control on the claim path: which popped ids may start under their task's limits
+(fleet-wide, in Redis), the slots this process holds for its running attempts, and giving
+them back however an attempt ends. A part of :class:`asyncz.service.JobService`.
+
+Only tasks with a limit pay anything: with none declared, the claim path is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+
+from asyncz.errors import BrokerUnavailableError, UnknownQueueError
+from asyncz.ports import JobBroker, JobStore, Row, Slot
+from asyncz.settings import Settings
+from asyncz.tasks.limits import TaskLimits, parse_overrides
+from asyncz.tasks.registry import TaskRegistry
+
+log = logging.getLogger("asyncz.service")
+
+PAUSE_READ_SECONDS = 1.0  # how stale a worker's view of paused queues may be
+
+REASONS = {
+    "concurrency": "waiting for a concurrency slot of task {task}",
+    "key_concurrency": "waiting for concurrency slot on {key}",
+    "rate": "waiting for the rate limit of task {task} (or of key {key})",
+}
+
+
+def effective_limits(registry: TaskRegistry, settings: Settings) -> dict[str, TaskLimits]:
+    """Each registered task's limits with the deployment's overrides; only limited ones."""
+    overrides = parse_overrides(settings.task_limits)
+    out = {}
+    for name in registry.names():
+        limits = registry.get(name).limits.overridden(overrides.get(name, {}))
+        if limits.any:
+            out[name] = limits
+    return out
+
+
+class FlowControl:
+    def __init__(
+        self, store: JobStore, broker: JobBroker, registry: TaskRegistry, settings: Settings
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.settings = settings
+        self.limited = effective_limits(registry, settings)
+        self.slots: dict[str, Slot] = {}  # job id -> the slot its running attempt holds
+        self._paused: tuple[float, frozenset[str]] = (-PAUSE_READ_SECONDS, frozenset())
+
+    async def paused(self) -> frozenset[str]:
+        """The paused queues, read from Postgres at most once a second."""
+        read_at, queues = self._paused
+        if time.monotonic() - read_at >= PAUSE_READ_SECONDS:
+            queues = frozenset(await self.store.flow.paused_queues())
+            self._paused = (time.monotonic(), queues)
+        return queues
+
+    async def runnable(self, queues: Sequence[str]) -> list[str]:
+        """The queues a worker may take from now (a paused one starts nothing)."""
+        paused = await self.paused()
+        return [q for q in queues if q not in paused] if paused else list(queues)
+
+    async def admit(self, ids: Sequence[str]) -> list[str]:
+        """The popped ids that may be claimed now: those of unlimited tasks, and those whose
+        slots (and rate) were granted. The rest stay held in Redis until a slot frees or
+        the window opens; they use no attempt and do not fail."""
+        if not self.limited or not ids:
+            return list(ids)
+        rows = await self.store.unclaimed(ids)
+        wanted: list[Slot] = []
+        free: list[str] = []
+        for r in rows:
+            limits = self.limited.get(r["task"])
+            if limits is None or not r["due"]:
+                free.append(str(r["id"]))  # the claim puts a not-due one back in place
+            else:
+                wanted.append(self._slot(r, limits))
+        verdicts = await self.broker.limits.acquire(wanted, self.settings.lease_timeout_seconds)
+        for slot, verdict in zip(wanted, verdicts, strict=True):
+            if verdict == "ok":
+                self.slots[slot.job_id] = slot
+                free.append(slot.job_id)
+        return free
+
+    def _slot(self, row: Row, limits: TaskLimits) -> Slot:
+        return Slot(
+            job_id=str(row["id"]),
+            token=uuid.uuid4().hex,
+            task=row["task"],
+            key=row["concurrency_key"],
+            queue=row["queue"],
+            priority=row["priority"],
+            limits=limits,
+        )
+
+    async def release(self, job_ids: Iterable[str]) -> None:
+        """The attempts of these jobs ended (or never started): give their slots back.
+        Quietly: a slot Redis did not hear about frees itself at its lease deadline."""
+        slots = [s for i in job_ids if (s := self.slots.pop(i, None)) is not None]
+        if not slots:
+            return
+        try:
+            await self.broker.limits.release(slots)
+        except BrokerUnavailableError as exc:
+            log.warning("slots free at their lease deadline instead: %s", exc)
+
+    def forget(self, job_ids: Iterable[str]) -> None:
+        """Stop holding these slots here; they expire with their lease deadline."""
+        for job_id in job_ids:
+            self.slots.pop(job_id, None)
+
+    async def refresh(self, job_ids: Iterable[str]) -> None:
+        """Running attempts keep their slots (with the heartbeat that renews their leases)."""
+        slots = [s for i in job_ids if (s := self.slots.get(i)) is not None]
+        if slots:
+            try:
+                await self.broker.limits.refresh(slots, self.settings.lease_timeout_seconds)
+            except BrokerUnavailableError as exc:
+                log.warning("could not renew slots: %s", exc)
+
+    async def wake_due(self) -> int:
+        return await self.broker.limits.wake_due() if self.limited else 0
+
+    async def held_reason(self, job: Row) -> str | None:
+        """Why a queued job of a limited task is not running, in words (``None``: it is not
+        held back)."""
+        if job["queue"] in await self.paused():
+            return f"queue {job['queue']} is paused"
+        limits = self.limited.get(job["task"])
+        if limits is None:
+            return None
+        slot = self._slot(job, limits)
+        reason = await self.broker.limits.held_reason(slot)
+        if reason is None:
+            return None
+        template = REASONS["rate" if reason.endswith("rate") else reason]
+        return template.format(task=slot.task, key=slot.key)
+
+    async def usage(self) -> list[Row]:
+        return await self.broker.limits.usage(self.limited, keys_per_task=50)
+
+    # --- paused queues, and what GET /stats, /queues and /tasks show ----------------------
+
+    async def pause(self, queue: str, by: str | None = None) -> Row:
+        """Pause ``queue`` (``by``: the key's name, kept with the pause)."""
+        self._known(queue)
+        await self.store.flow.pause_queue(queue, by)
+        return await self._changed(queue)
+
+    async def resume(self, queue: str) -> Row:
+        self._known(queue)
+        await self.store.flow.resume_queue(queue)
+        return await self._changed(queue)
+
+    async def _changed(self, queue: str) -> Row:
+        self._paused = (-PAUSE_READ_SECONDS, frozenset())  # this process sees it at once
+        await self.mirror_pauses()
+        return await self._state(queue)
+
+    async def mirror_pauses(self) -> None:
+        """Copy the paused queues to Redis for the fleet's backlog (quietly: recovery copies
+        them again each run, a FLUSHALL included)."""
+        paused = set(await self.store.flow.paused_queues())
+        try:
+            await self.broker.limits.mirror_paused(paused)
+        except BrokerUnavailableError as exc:
+            log.warning("paused queues not mirrored to Redis: %s", exc)
+
+    def _known(self, queue: str) -> None:
+        if queue not in self.settings.queue_list:
+            raise UnknownQueueError(
+                f"unknown queue {queue!r}; this deployment runs "
+                f"{', '.join(self.settings.queue_list)} (ASYNCZ_QUEUES)"
+            )
+
+    async def _state(self, queue: str) -> Row:
+        return _queue_state(queue, (await self.store.flow.paused_queues()).get(queue))
+
+    async def queue_states(self) -> list[Row]:
+        paused = await self.store.flow.paused_queues()
+        queues = sorted(set(self.settings.queue_list) | set(paused))
+        return [_queue_state(q, paused.get(q)) for q in queues]
+
+    def task_listing(self, registry: TaskRegistry) -> list[Row]:
+        out = []
+        for name in registry.names():
+            spec, limits = registry.get(name), self.limited.get(name)
+            plan = spec.schedule.describe() if spec.schedule else None
+            out.append(
+                {"task": name, "limits": limits.describe() if limits else {}, "schedule": plan}
+            )
+        return out
+
+    async def with_usage(self, stats: Row) -> Row:
+        """``GET /stats`` with each queue's pause and each limit's running and waiting."""
+        paused = await self.store.flow.paused_queues()
+        for queue, entry in stats["queues"].items():
+            entry["paused"] = queue in paused
+        try:
+            stats["limits"] = await self.usage()
+        except BrokerUnavailableError:
+            stats["limits"] = None
+        return stats
+
+
+def _queue_state(queue: str, pause: Row | None) -> Row:
+    """A queue as ``GET /queues`` shows it: paused or not, since when and by which key."""
+    if pause is None:
+        return {"queue": queue, "paused": False, "paused_at": None, "paused_by": None}
+    return {"queue": queue, "paused": True, "paused_at": pause["paused_at"],
+            "paused_by": pause["paused_by"]}  # fmt: skip

@@ -1,0 +1,21 @@
+"""The PostgreSQL adapter's queries for flow control (``sql/flow.sql``): the store's
+``flow`` part (:class:`asyncz.ports.FlowStore`)."""
+
+from __future__ import annotations
+
+from asyncz.ports import Row
+from asyncz.store.runner import QueryRunner
+
+
+class FlowQueries:
+    def __init__(self, run: QueryRunner) -> None:
+        self._run = run
+
+    async def pause_queue(self, queue: str, by: str | None) -> bool:
+        return await self._run.one("pause_queue", {"queue": queue, "by": by}) is not None
+
+    async def resume_queue(self, queue: str) -> bool:
+        return await self._run.one("resume_queue", {"queue": queue}) is not None
+
+    async def paused_queues(self) -> dict[str, Row]:
+        return {r["queue"]: r for r in await self._run.rows("paused_queues")}

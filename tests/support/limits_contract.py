@@ -1,0 +1,135 @@
+"""The flow-control contract (limits in the broker, paused queues in the store): run against
+the in-memory adapters and against PostgreSQL + Redis, beside :mod:`tests.support.contract`
+(a module imports these tests and defines the ``ports`` fixture)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from asyncz.ports import Dispatch, Slot, epoch_ms
+from asyncz.tasks.limits import Rate, TaskLimits
+from tests.support.contract import Ports, insert, scenario
+
+
+def slot(limits: TaskLimits, key: str | None = None, task: str = "llm") -> Slot:
+    return Slot(str(uuid.uuid4()), uuid.uuid4().hex, task, key, "default", 0, limits)
+
+
+def test_a_task_limit_grants_its_slots_then_holds_back_until_one_is_released(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        lim = TaskLimits(concurrency=2)
+        a, b, c = slot(lim), slot(lim), slot(lim)
+        assert await broker.limits.acquire([a, b, c], 60) == ["ok", "ok", "concurrency"]
+        assert await broker.limits.held_reason(c) == "concurrency"
+        assert await broker.limits.held_reason(a) is None
+        assert await broker.pop(["default"], 10, 0.05) == []  # held, not ready
+        assert await broker.limits.release([a]) == 1
+        assert await broker.pop(["default"], 10, 0.5) == [c.job_id]
+        assert await broker.limits.acquire([c], 60) == ["ok"]
+        [usage] = await broker.limits.usage({"llm": lim}, 10)
+        assert (usage["running"], usage["waiting"], usage["limits"]) == (
+            2, 0, {"concurrency": 2})  # fmt: skip
+
+    scenario(ports, body)
+
+
+def test_a_key_limit_counts_per_key_and_a_job_without_a_key_is_not_counted(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        lim = TaskLimits(key_concurrency=1)
+        got = await broker.limits.acquire(
+            [slot(lim, "A"), slot(lim, "B"), slot(lim, "A"), slot(lim), slot(lim)], 60
+        )
+        assert got == ["ok", "ok", "key_concurrency", "ok", "ok"]
+        [usage] = await broker.limits.usage({"llm": lim}, 10)
+        assert usage["keys"] == [
+            {"key": "A", "running": 1, "waiting": 1},
+            {"key": "B", "running": 1, "waiting": 0},
+        ]
+
+    scenario(ports, body)
+
+
+def test_a_rate_holds_starts_in_its_window_and_wakes_them_when_it_opens(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        lim = TaskLimits(rate=Rate(2, 1))
+        first = [slot(lim) for _ in range(3)]
+        assert await broker.limits.acquire(first, 60) == ["ok", "ok", "rate"]
+        assert await broker.limits.held_reason(first[2]) == "rate"
+        assert await broker.limits.wake_due() == 0
+        await asyncio.sleep(1.5)  # the window (1 s and the 0.2 s guard) opens
+        assert await broker.limits.wake_due() == 1
+        assert await broker.pop(["default"], 10, 0.5) == [first[2].job_id]
+        assert await broker.limits.acquire([first[2]], 60) == ["ok"]
+
+    scenario(ports, body)
+
+
+def test_an_expired_slot_is_free_and_its_held_jobs_wake_without_a_release(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        lim = TaskLimits(concurrency=1)
+        a, b = slot(lim), slot(lim)
+        assert await broker.limits.acquire([a, b], 0.3) == ["ok", "concurrency"]
+        await broker.limits.refresh([a], 0.3)  # renewed once, then its worker dies
+        await asyncio.sleep(0.5)
+        assert await broker.limits.wake_due() >= 1
+        assert await broker.pop(["default"], 10, 0.5) == [b.job_id]
+        assert await broker.limits.acquire([b], 60) == ["ok"]
+
+    scenario(ports, body)
+
+
+def test_paused_queues_live_in_the_store_and_are_mirrored_to_the_broker(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        assert await store.flow.pause_queue("q1", None) is True
+        assert await store.flow.pause_queue("q1", None) is False
+        assert set(await store.flow.paused_queues()) == {"q1"}
+        await broker.limits.mirror_paused({"q1"})
+        assert await broker.limits.paused() == {"q1"}
+        assert await store.flow.resume_queue("q1") is True
+        assert await store.flow.resume_queue("q1") is False
+        assert await store.flow.paused_queues() == {}
+        await broker.limits.mirror_paused(set())
+        assert await broker.limits.paused() == set()
+        # an id a limit never saw is enqueued as ever
+        await broker.enqueue([Dispatch(str(uuid.uuid4()), "q1", 0, epoch_ms(), True)])
+
+    scenario(ports, body)
+
+
+def test_a_keys_backlog_interleaves_with_the_keys_that_come_after_it(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        def due(key: str | None) -> Dispatch:
+            return Dispatch(str(uuid.uuid4()), "default", 0, epoch_ms(), True, key)
+
+        a, b, plain = [due("A") for _ in range(50)], [due("B") for _ in range(3)], due(None)
+        await broker.enqueue(a)
+        await broker.enqueue(b)
+        await broker.enqueue([plain])
+        order = await broker.pop(["default"], 100, 0.5)
+        assert len(order) == 54
+        assert {d.job_id for d in b} | {plain.job_id} <= set(order[:12])  # not behind all of A
+        assert [i for i in order if i in {d.job_id for d in a}] == [d.job_id for d in a]
+        first = due("A")  # a repeated id keeps its place (ZADD NX)
+        assert await broker.enqueue([first]) == 1 and await broker.enqueue([first]) == 0
+
+    scenario(ports, body)
+
+
+def test_a_job_of_a_paused_queue_is_not_claimed_even_by_a_worker_that_has_not_seen_the_pause(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        job_id = await insert(store, queue="default")
+        await store.flow.pause_queue("default", "ops")
+        assert await store.claim([job_id], "w1", 600) == []
+        assert [str(r["id"]) for r in await store.unclaimed([job_id])] == [job_id]  # queued
+        await store.flow.resume_queue("default")
+        assert [lease.job_id for lease in await store.claim([job_id], "w1", 600)] == [job_id]
+
+    scenario(ports, body)
