@@ -4,13 +4,23 @@ result types it returns. Protocols only: no driver is imported here."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.tasks.limits import TaskLimits
+
+if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
+    from asyncz.store_ports import (
+        AccessStore,
+        ActivityStore,
+        DependencyStore,
+        FlowStore,
+        MaintenanceStore,
+        UniqueStore,
+    )
 
 Row = dict[str, Any]
 
@@ -224,154 +234,6 @@ class JobStore(Protocol):
     def activity(self) -> ActivityStore:
         """Per-task figures of the last hour and the attempts running now."""
         ...
-
-
-class ActivityStore(Protocol):
-    """What the workers view and the per-task figures read (see :mod:`asyncz.store.activity`)."""
-
-    async def task_figures(self, minutes: int) -> list[Row]:
-        """Per (task, queue), attempts finished in the last ``minutes``: runs, completed,
-        failures, retries, run_p50_ms/run_p95_ms, wait_p50_ms/wait_p95_ms (latest attempts)."""
-        ...
-
-    async def running_jobs(self, limit: int) -> list[Row]:
-        """The attempts running now: job_id, task, queue, worker_id, attempt, started_at,
-        elapsed_seconds, progress, progress_message, heartbeat_at."""
-        ...
-
-
-class FlowStore(Protocol):
-    """Paused queues in Postgres (see :mod:`asyncz.store.flow`)."""
-
-    async def pause_queue(self, queue: str, by: str | None) -> bool:
-        """False when it was paused already."""
-        ...
-
-    async def resume_queue(self, queue: str) -> bool:
-        """False when it was not paused."""
-        ...
-
-    async def paused_queues(self) -> dict[str, Row]:
-        """``{queue: {"queue", "paused_at", "paused_by"}}``."""
-        ...
-
-
-class AccessStore(Protocol):
-    """Named API keys (stored as SHA-256) and the audit trail of operator actions (see
-    :mod:`asyncz.store.access`). Key rows carry ``name, scopes, rate_limit,
-    rate_period_seconds, created_at, expires_at, last_used_at, revoked_at``."""
-
-    async def live_keys(self) -> list[Row]:
-        """Keys neither revoked nor expired, with ``key_hash``."""
-        ...
-
-    async def list_keys(self, *, revoked: bool) -> list[Row]: ...
-    async def create_key(
-        self,
-        *,
-        name: str,
-        key_hash: str,
-        scopes: Sequence[str],
-        rate: tuple[int, int] | None,
-        expires_at: datetime | None,
-    ) -> Row:
-        """Raises KeyNameTakenError when a live key has the name."""
-        ...
-
-    async def revoke_key(self, name: str) -> Row | None: ...
-    async def touch_keys(self, hashes: Sequence[str]) -> None: ...
-    async def insert_audit(
-        self, *, key_name: str, action: str, target: str | None, detail: Mapping[str, Any],
-        outcome: str,
-    ) -> Row: ...  # fmt: skip
-    async def finish_audit(self, audit_id: int, outcome: str, detail: Mapping[str, Any]) -> None:
-        """Set the outcome (and add to the detail) of an action recorded before it ran."""
-        ...
-
-    async def list_audit(
-        self, *, key_name: str | None, action: str | None, limit: int,
-        after: tuple[datetime, int] | None,
-    ) -> list[Row]: ...  # fmt: skip
-    async def prune_audit(self, older_than: float, limit: int) -> int: ...
-
-
-class DependencyStore(Protocol):
-    """What job dependencies (:mod:`asyncz.service.dependencies`) need from Postgres (see
-    :mod:`asyncz.store.dependencies`). Rows of changed jobs carry ``id, status, queue,
-    priority, run_at, due, has_dependents``."""
-
-    async def insert_planned(self, parent_ids: Sequence[str], plan: Plan) -> list[Row]:
-        """One transaction: lock the parents, ``plan`` the jobs from them, insert the jobs
-        and their edges; per planned job, in order, ``{"id", "run_at_ms", "due"}``. A
-        repeated idempotency key raises :class:`asyncz.errors.DuplicateKeyError` and
-        stores nothing."""
-        ...
-
-    async def settle(self, parent_ids: Sequence[str]) -> list[Row]:
-        """Apply these finished parents to their waiting children (once per edge); the
-        children changed."""
-        ...
-
-    async def heal(self, replayed: Sequence[str]) -> list[Row]:
-        """After a replay: the descendants that ended because of these jobs wait again, and
-        each of them (and each replayed job with parents) is re-evaluated; the jobs changed."""
-        ...
-
-    async def stuck_parents(self, limit: int) -> list[str]:
-        """Finished parents whose end a waiting child has not seen (recovery settles them)."""
-        ...
-
-    async def release_orphaned(self, limit: int) -> list[Row]:
-        """Waiting jobs none of whose parents is live: queued, or ended by their rules."""
-        ...
-
-    async def parents(self, child_ids: Sequence[str], *, results: bool) -> list[Row]:
-        """Each child's parents: ``child_id, job_id, ref, on_parent_failure, status`` (and
-        ``result``, ``last_error`` when ``results``); status ``purged`` for a gone one."""
-        ...
-
-    async def dependents(self, job_id: str, limit: int) -> tuple[list[Row], int]:
-        """A job's first ``limit`` children (``job_id, status, on_parent_failure``) and
-        how many it has."""
-        ...
-
-    async def any_waiting(self) -> bool: ...
-
-
-class UniqueStore(Protocol):
-    """What unique jobs (:mod:`asyncz.service.unique`) need from Postgres (see
-    :mod:`asyncz.store.unique`)."""
-
-    async def insert(self, job_id: str, new: NewJob) -> Row | None:
-        """``{"id", "status", "run_at_ms", "due"}`` of the job inserted, or with ``debounce``
-        of the holder changed (another id); ``None`` when the key or idempotency key is held."""
-        ...
-
-    async def insert_many(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
-        """One statement; per item, in order: its row, or ``None`` (a key held)."""
-        ...
-
-    async def holders(self, keys: Sequence[str]) -> dict[str, Row]:
-        """``{key: {"id", "status", "queue", "priority", "run_at", "due"}}`` of the holders."""
-        ...
-
-
-class MaintenanceStore(Protocol):
-    """What maintenance (:mod:`asyncz.maintenance`) needs from Postgres, beside the job store
-    (see :mod:`asyncz.store.maintenance`)."""
-
-    async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]: ...
-    async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]: ...
-    async def prune_finished(self, older_than: float, limit: int) -> int: ...
-    async def prune_dead(self, older_than: float, limit: int) -> int: ...
-    async def prune_periodic_runs(self, older_than: float) -> None: ...
-    async def fold_finished_counts(self, lag_seconds: float) -> int:
-        """Fold jobs finished since the last fold into the per-queue counts; how many."""
-        ...
-
-    async def last_periodic_runs(self, tasks: Sequence[str]) -> dict[str, Row]: ...
-    async def mark_periodic_seen(self, task: str, slot: datetime) -> None: ...
-    async def insert_periodic_job(self, job_id: str, slot: datetime, new: NewJob) -> Row | None: ...
 
 
 class JobBroker(Protocol):
