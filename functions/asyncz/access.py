@@ -29,10 +29,10 @@ log = logging.getLogger("asyncz.access")
 KEY_RELOAD_SECONDS = 5.0
 # The configured keys (a secret read costs money per call) are read again after this long.
 CONFIGURED_RELOAD_SECONDS = 60.0
-# An unknown key makes a sandbox reload at most this often: a key just created works on
-# every sandbox within this bound, and a flood of wrong keys costs at most two small
-# queries a second per sandbox.
-MISS_RELOAD_SECONDS = 0.5
+# A key the sandbox has not loaded is looked up alone (one indexed query), so a key just
+# created works at once on every sandbox; the answer "no such key" is kept until the next
+# reload (at most this many), so a repeated wrong key costs no query.
+MAX_MISSED_KEYS = 10_000
 # A reload waits at most this long (a frozen database must not hold every request): past it
 # the sandbox keeps the keys it has and tries again after KEY_RELOAD_SECONDS.
 KEY_LOAD_TIMEOUT_SECONDS = 1.0
@@ -154,6 +154,7 @@ class KeyRing:
         configured: Callable[[], frozenset[str]],
         *,
         touch: Callable[[list[str]], Awaitable[None]] | None = None,
+        find_one: Callable[[str], Awaitable[dict[str, Any] | None]] | None = None,
         ttl_seconds: float = KEY_RELOAD_SECONDS,
         configured_ttl_seconds: float = CONFIGURED_RELOAD_SECONDS,
         clock: Callable[[], float] = time.monotonic,
@@ -161,6 +162,8 @@ class KeyRing:
         self._load = load
         self._configured = configured
         self._touch = touch
+        self._find_one = find_one
+        self._missed: set[str] = set()  # digests found to be no live key, until the reload
         self._ttl = ttl_seconds
         self._configured_ttl = configured_ttl_seconds
         self._configured_at: float | None = None
@@ -182,6 +185,7 @@ class KeyRing:
     def invalidate(self) -> None:
         """Reload at the next request (this sandbox created or revoked a key)."""
         self._loaded_at = None
+        self._missed.clear()
 
     async def refresh(self, max_age: float | None = None) -> None:
         """Reload if stale, or older than ``max_age`` (one reload at a time per sandbox)."""
@@ -214,9 +218,37 @@ class KeyRing:
         stored = {h: p for h, p in self._keys.items() if p.name != CONFIGURED_KEY_NAME}
         self._keys = {**stored, **configured}
 
-    def _apply(self, rows: list[dict[str, Any]]) -> None:
-        keys = {h: p for h, p in self._keys.items() if p.name == CONFIGURED_KEY_NAME}
-        expiry: dict[str, datetime] = {}
+    async def find(self, key: str) -> Principal | None:
+        """:meth:`lookup`, and for a key the loaded ones lack (created since the last
+        reload?) one indexed query of that key alone, bounded in time like a reload."""
+        found = self.lookup(key)
+        if found is not None or self._find_one is None:
+            return found
+        digest = hash_api_key(key)
+        if digest in self._missed:
+            return None
+        try:
+            async with asyncio.timeout(KEY_LOAD_TIMEOUT_SECONDS):
+                row = await self._find_one(digest)
+        except Exception:
+            log.warning("api keys: could not look a key up", exc_info=True)
+            return None
+        if row is None:
+            if len(self._missed) >= MAX_MISSED_KEYS:
+                self._missed.clear()
+            self._missed.add(digest)
+            return None
+        self._apply([row], keep=True)
+        return self.lookup(key)
+
+    def _apply(self, rows: list[dict[str, Any]], *, keep: bool = False) -> None:
+        """The loaded keys become ``rows`` (``keep``: ``rows`` are added to them)."""
+        if keep:
+            keys, expiry = dict(self._keys), dict(self._expiry)
+        else:
+            keys = {h: p for h, p in self._keys.items() if p.name == CONFIGURED_KEY_NAME}
+            expiry = {}
+            self._missed.clear()
         for row in rows:
             try:
                 scopes = parse_scopes(row["scopes"])

@@ -52,6 +52,10 @@ class AccessStore(Protocol):
         """Keys neither revoked nor expired, with ``key_hash``."""
         ...
 
+    async def find_key(self, key_hash: str) -> Row | None:
+        """The live key with this digest, if any (a key a sandbox has not loaded yet)."""
+        ...
+
     async def list_keys(self, *, revoked: bool) -> list[Row]: ...
     async def create_key(
         self,

@@ -103,3 +103,17 @@ def test_a_keys_request_rate_holds_in_a_sliding_window(ports: Ports) -> None:
         assert await broker.take_request(f"{name}-other", 5, 60) == 0.0  # per key
 
     scenario(ports, body)
+
+
+def test_one_live_key_is_found_by_its_digest(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        keys = store.access
+        await keys.create_key(
+            name="n", key_hash="e" * 64, scopes=["read"], rate=None, expires_at=None
+        )
+        assert (await keys.find_key("e" * 64))["name"] == "n"
+        assert await keys.find_key("f" * 64) is None
+        await keys.revoke_key("n")
+        assert await keys.find_key("e" * 64) is None
+
+    scenario(ports, body)

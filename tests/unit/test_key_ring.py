@@ -169,3 +169,29 @@ def test_rates_and_scopes_parse_or_say_why_not() -> None:
         parse_scopes(["write"])
     with pytest.raises(ValueError, match="at least one"):
         parse_scopes([])
+
+
+def test_a_key_not_loaded_yet_is_looked_up_alone_and_a_wrong_one_once() -> None:
+    keys = Keys()
+    asked: list[str] = []
+
+    async def find_one(digest: str) -> dict[str, Any] | None:
+        asked.append(digest)
+        return next((r for r in keys.rows.values() if r["key_hash"] == digest), None)
+
+    ring = KeyRing(
+        keys.load, frozenset, touch=keys.touch, find_one=find_one, clock=lambda: keys.now
+    )
+
+    async def go() -> None:
+        await ring.refresh()
+        keys.add("k-new", "new", ["read"])  # created on another sandbox just now
+        assert (await ring.find("k-new")).name == "new"
+        assert (await ring.find("wrong")) is None and (await ring.find("wrong")) is None
+        assert asked == [hash_api_key("k-new"), hash_api_key("wrong")]  # the wrong key once
+        assert await ring.find("k-new") is not None and len(asked) == 2  # now loaded
+        keys.now += KEY_RELOAD_SECONDS
+        await ring.refresh()  # a reload forgets the misses
+        assert await ring.find("wrong") is None and len(asked) == 3
+
+    asyncio.run(go())

@@ -11,7 +11,6 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 
 from asyncz.access import (
-    MISS_RELOAD_SECONDS,
     KeyRing,
     Principal,
     Scope,
@@ -68,10 +67,7 @@ class AccessGate:
             return UNAUTHORIZED
         if self.ring.stale:
             await self.ring.refresh()
-        principal = self.ring.lookup(key)
-        if principal is None:  # a key created since the last reload?
-            await self.ring.refresh(max_age=MISS_RELOAD_SECONDS)
-            principal = self.ring.lookup(key)
+        principal = await self.ring.find(key)
         if principal is None:
             return UNAUTHORIZED if self.ring.loaded else KEYS_UNAVAILABLE
         need = route_scope(method, path)

@@ -294,10 +294,13 @@ def access_gate(settings: Settings, service: Callable[[], Awaitable[JobService]]
     async def touch(hashes: list[str]) -> None:
         await (await service()).store.access.touch_keys(hashes)
 
+    async def find_one(key_hash: str) -> dict[str, Any] | None:
+        return await (await service()).store.access.find_key(key_hash)
+
     async def broker() -> Any:
         return (await service()).broker
 
-    ring = KeyRing(load, lambda: api_key_hashes(settings), touch=touch)
+    ring = KeyRing(load, lambda: api_key_hashes(settings), touch=touch, find_one=find_one)
     return AccessGate(ring, broker)
 
 

@@ -22,6 +22,9 @@ class AccessQueries:
     async def live_keys(self) -> list[Row]:
         return await self._run.rows("live_api_keys")
 
+    async def find_key(self, key_hash: str) -> Row | None:
+        return await self._run.one("find_api_key", {"key_hash": key_hash})
+
     async def list_keys(self, *, revoked: bool) -> list[Row]:
         return await self._run.rows("list_api_keys", {"revoked": revoked})
 

@@ -26,6 +26,9 @@ class MemoryAccess:
             if k["revoked_at"] is None and (k["expires_at"] is None or k["expires_at"] > now)
         ]  # fmt: skip
 
+    async def find_key(self, key_hash: str) -> Row | None:
+        return next((k for k in await self.live_keys() if k["key_hash"] == key_hash), None)
+
     async def list_keys(self, *, revoked: bool) -> list[Row]:
         keys = [k for k in self.keys if revoked or k["revoked_at"] is None]
         keys.sort(key=lambda k: (k["name"], -k["created_at"].timestamp()))

@@ -6,6 +6,13 @@ SELECT name, key_hash, scopes, rate_limit, rate_period_seconds, expires_at
   FROM api_keys
  WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now());
 
+-- name: find_api_key
+-- One live key by its digest (the unique index): a key a sandbox has not loaded yet.
+SELECT name, key_hash, scopes, rate_limit, rate_period_seconds, expires_at
+  FROM api_keys
+ WHERE key_hash = %(key_hash)s AND revoked_at IS NULL
+   AND (expires_at IS NULL OR expires_at > now());
+
 -- name: list_api_keys
 SELECT name, scopes, rate_limit, rate_period_seconds, created_at, expires_at, last_used_at,
        revoked_at
