@@ -115,6 +115,8 @@ class NewJob:
     unique_scope: UniqueScope | None = None  # set (the default scope) when unique_key is
     unique_for: float | None = None  # seconds, for the PERIOD scope
     debounce: bool = False  # replace the holder's payload and start while it has not started
+    traceparent: str | None = None  # W3C trace context the attempts continue (asyncz.tracing)
+    tracestate: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,8 @@ class Job:
     unique_key: str | None = None
     unique_scope: str | None = None
     unique_until: datetime | None = None  # a PERIOD job's end of hold (None once passed)
+    traceparent: str | None = None  # the submit's W3C trace context
+    tracestate: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +185,8 @@ class Lease:
     timeout_seconds: int
     has_parents: bool = False  # the task is given its parents' statuses and results
     concurrency_key: str | None = None
+    traceparent: str | None = None  # the submit's trace context (asyncz.tracing)
+    tracestate: str | None = None
 
     @property
     def tries_used(self) -> int:

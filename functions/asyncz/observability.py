@@ -1,4 +1,5 @@
-"""Powertools singletons (Logger, Metrics, Tracer) shared by every handler.
+"""Powertools singletons (Logger, Metrics, Tracer) shared by every handler, and the fields
+every log line written during an attempt carries (job id, attempt, task, queue, trace id).
 
 Every handler wears :func:`lambda_entry`: tracer (outermost), metrics, logger.
 """
@@ -15,6 +16,8 @@ from typing import Any, TypeVar
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+from asyncz.attempt_logs import ATTEMPT_FIELDS
 
 T = TypeVar("T")
 SERVICE = "asyncz"
@@ -39,6 +42,25 @@ warnings.filterwarnings("ignore", message="No application metrics to publish")
 logging.getLogger("asyncz").setLevel(logging.INFO)
 logging.getLogger("asyncz").addHandler(logger.registered_handler)
 logging.getLogger("asyncz").propagate = False
+
+# Every line logged during an attempt carries its fields (asyncz.attempt_logs).
+logger.registered_handler.addFilter(ATTEMPT_FIELDS)
+
+
+def join_task_logs() -> None:
+    """Make the tasks' own ``logging`` lines (the root logger's) joinable: JSON lines with
+    the attempt's fields. Without a root handler, ours; the Lambda runtime's handler gets our
+    JSON formatter; any other handler (a host program's) keeps its format and gains the
+    fields. A root logger left at Python's default (WARNING) is set to INFO."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logger.registered_handler)
+    for handler in root.handlers:
+        if type(handler).__name__ == "LambdaLoggerHandler":
+            handler.setFormatter(logger.registered_formatter)
+        handler.addFilter(ATTEMPT_FIELDS)
+    if root.level in (logging.NOTSET, logging.WARNING):
+        root.setLevel(logging.INFO)
 
 
 Event = dict[str, Any]

@@ -52,6 +52,8 @@ EXPECTED_JOBS = {
     "unique_key": "text",
     "unique_scope": "text",
     "unique_until": "timestamp with time zone",
+    "traceparent": "text",
+    "tracestate": "text",
 }
 EXPECTED_DEPENDENCIES = {
     "child_id": "uuid",

@@ -15,7 +15,7 @@ from typing import Any
 
 from mangum import Mangum
 
-from asyncz import eventloop
+from asyncz import eventloop, tracing
 from asyncz.api.app import Waker, create_app
 from asyncz.api.guards import header_map, key_rejection
 from asyncz.api.replies import Reply, error_reply, json_response
@@ -104,4 +104,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _sandbox
     if _sandbox is None:
         _sandbox = build_sandbox(get_settings().require_for("api"))
-    return _sandbox(event, context)
+    try:
+        return _sandbox(event, context)
+    finally:
+        tracing.flush()  # the sandbox may freeze once this returns

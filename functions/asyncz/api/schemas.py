@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 from asyncz.api.flow_schemas import LimitUsage
 from asyncz.api.unique import ScopeName, UniqueFields
 from asyncz.jobs import MAX_DEPTH, MAX_PARENTS, PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
+from asyncz.tracing import trace_id_of
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
 MAX_DELAY = timedelta(days=365)  # for delay_seconds and run_at alike
@@ -81,6 +82,15 @@ class SubmitJob(UniqueFields):
         description="POST /jobs/batch only: a name, unique in the batch, that later items' "
         "`depends_on` may use; the task sees its parents by id and by ref",
     )
+
+    traceparent: str | None = Field(
+        default=None,
+        pattern=r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
+        description="W3C trace context the job's attempts continue (else the request's "
+        "`traceparent` or `X-Amzn-Trace-Id` header): useful for a batch of jobs from "
+        "different traces",
+    )
+    tracestate: str | None = Field(default=None, max_length=512, pattern=r"^[\x20-\x7e]*$")
 
     @field_validator("payload")
     @classmethod
@@ -201,6 +211,9 @@ class JobOut(BaseModel):
     progress_message: str | None = None
     open_parents: int = Field(default=0, description="parents a waiting job still waits for")
     concurrency_key: str | None = None
+    trace_id: str | None = Field(
+        default=None, description="the trace its submit carried (W3C trace id, 32 hex)"
+    )
     waiting_for: str | None = Field(
         default=None,
         description="GET /jobs/{id}: why a queued job is held back (a limit, a paused queue)",
@@ -248,6 +261,7 @@ class JobOut(BaseModel):
             open_parents=job.open_parents if job.status == "waiting" else 0,
             concurrency_key=job.concurrency_key,
             submitted_by=job.submitted_by,
+            trace_id=trace_id_of(job.traceparent),
             **(graph or {}),
         )
 

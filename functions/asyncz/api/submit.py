@@ -4,6 +4,7 @@ in one function the app's two submit routes call (:func:`submit_reply`)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,6 +16,7 @@ from asyncz.jobs import Dependency, NewJob, ParentRule, UniqueScope
 from asyncz.observability import logger
 from asyncz.ports import BatchItem, SubmitOutcome
 from asyncz.service import JobService
+from asyncz.tracing import SubmitTrace, submit_span, valid_traceparent
 
 
 async def submit_reply(
@@ -30,22 +32,33 @@ async def submit_reply(
     at the backlog for scale-out; the ``202`` or the ``422`` that says what is wrong. A domain
     error (a duplicate key, an outage) is raised for the app's one error handler.
     ``headers`` are looked up by lower-case name; ``submitted_by``: the key's name."""
-    if batch:
-        news = parse_batch(body, submitted_by)
-        if isinstance(news, Reply):
-            return news
-        svc = await service()
-        reply = accepted_batch(await svc.submit_many(news))
-    else:
-        new = parse_submit(body, header_text(headers.get("idempotency-key")), submitted_by)
-        if isinstance(new, Reply):
-            return new
-        svc = await service()
-        sub = await svc.submit(new)
-        logger.append_keys(job_id=sub.job_id)
-        reply = accepted(sub)
+    with submit_span("asyncz submit", headers) as trace:
+        if batch:
+            news = parse_batch(body, submitted_by)
+            if isinstance(news, Reply):
+                return news
+            news = [_traced(n, trace) for n in news]
+            svc = await service()
+            reply = accepted_batch(await svc.submit_many(news))
+            trace.annotate(jobs=len(news))
+        else:
+            new = parse_submit(body, header_text(headers.get("idempotency-key")), submitted_by)
+            if isinstance(new, Reply):
+                return new
+            svc = await service()
+            sub = await svc.submit(_traced(new, trace))
+            logger.append_keys(job_id=sub.job_id)
+            trace.annotate(job_id=sub.job_id, task=new.task, queue=new.queue)
+            reply = accepted(sub)
     await scale_out(svc.broker)
     return reply
+
+
+def _traced(new: NewJob, trace: SubmitTrace) -> NewJob:
+    """The job with the context it continues: its own (a body field), else the submit's."""
+    if new.traceparent is not None or trace.traceparent is None:
+        return new
+    return replace(new, traceparent=trace.traceparent, tracestate=trace.tracestate)
 
 
 def header_text(value: str | None) -> str | None:
@@ -145,6 +158,8 @@ def _new_job(
         unique_scope=UniqueScope(req.unique_scope) if req.unique_scope else None,
         unique_for=req.unique_for,
         debounce=req.debounce,
+        traceparent=valid_traceparent(req.traceparent),
+        tracestate=req.tracestate if req.traceparent else None,
     )
 
 

@@ -25,6 +25,7 @@ from asyncz.client.errors import (
 )
 from asyncz.client.flow import with_concurrency_key
 from asyncz.client.models import Attempt, Health, Job, Stats
+from asyncz.client.trace_context import send_trace_context
 from asyncz.client.typed import Payload, TaskInfo, TaskRef, parse_as, payload_json, task_infos
 from asyncz.client.unique import answered, unique_fields
 
@@ -52,6 +53,7 @@ class Client:
             headers=_core.headers(self.api_key),
             timeout=timeout,
             transport=transport,
+            event_hooks={"request": [send_trace_context]},
         )
         # operator calls: keys, audit, workers, task figures, pause (client.ops.create_key(...))
         self.ops = OpsClient(self._json)

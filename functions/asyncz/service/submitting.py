@@ -12,6 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from asyncz.errors import (
@@ -88,25 +89,12 @@ class Submitting:
                 spec.max_retries if spec.max_retries is not None else s.default_max_retries
             )
         timeout = new.timeout_seconds or spec.timeout_seconds or s.default_timeout_seconds
-        return NewJob(
-            task=new.task,
-            payload=new.payload,
-            queue=new.queue,
-            priority=new.priority,
+        return replace(
+            new,
             max_retries=max_retries,
             timeout_seconds=min(timeout, s.max_timeout_seconds),
-            delay_seconds=new.delay_seconds,
-            run_at=new.run_at,
-            idempotency_key=new.idempotency_key,
-            depends_on=new.depends_on,
-            ref=new.ref,
-            concurrency_key=new.concurrency_key,
-            submitted_by=new.submitted_by,
-            unique_key=new.unique_key,
             unique_scope=new.unique_scope or (
                 UniqueScope.QUEUED_OR_RUNNING if new.unique_key is not None else None),
-            unique_for=new.unique_for,
-            debounce=new.debounce,
         )  # fmt: skip
 
     async def submit(self, new: NewJob) -> SubmitOutcome:

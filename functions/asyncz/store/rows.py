@@ -49,6 +49,8 @@ def job_of(row: Mapping[str, Any]) -> Job:
         unique_key=row.get("unique_key"),
         unique_scope=row.get("unique_scope"),
         unique_until=utc(row.get("unique_until")),
+        traceparent=row.get("traceparent"),
+        tracestate=row.get("tracestate"),
     )
 
 
@@ -67,6 +69,8 @@ def new_job_params(job_id: str, new: NewJob) -> dict[str, Any]:
         "delay_seconds": float(new.delay_seconds),
         "submitted_by": new.submitted_by,
         "concurrency_key": new.concurrency_key,
+        "traceparent": new.traceparent,
+        "tracestate": new.tracestate,
     }
 
 
@@ -86,6 +90,8 @@ def new_job_columns(items: Sequence[tuple[str, NewJob]]) -> dict[str, Any]:
         "delays": [float(n.delay_seconds) for n in news],
         "concurrency_keys": [n.concurrency_key for n in news],
         "submitters": [n.submitted_by for n in news],
+        "traceparents": [n.traceparent for n in news],
+        "tracestates": [n.tracestate for n in news],
     }
 
 
@@ -116,4 +122,6 @@ def lease_of(row: Mapping[str, Any]) -> Lease:
         timeout_seconds=row["timeout_seconds"],
         has_parents=row["has_parents"],
         concurrency_key=row["concurrency_key"],
+        traceparent=row.get("traceparent"),
+        tracestate=row.get("tracestate"),
     )

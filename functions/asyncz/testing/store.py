@@ -62,6 +62,7 @@ class MemoryStore:
             "open_parents": 0, "depth": 0, "has_dependents": False,
             "concurrency_key": new.concurrency_key,
             "submitted_by": new.submitted_by,
+            "traceparent": new.traceparent, "tracestate": new.tracestate,
         }  # fmt: skip
         self.jobs[job_id].update(state)
         self.attempts[job_id] = []
@@ -213,7 +214,8 @@ class MemoryStore:
                       queue=j["queue"], priority=j["priority"], attempt=j["attempts"],
                       attempt_base=j["attempt_base"], max_retries=j["max_retries"],
                       timeout_seconds=j["timeout_seconds"], has_parents=j["depth"] > 0,
-                      concurrency_key=j["concurrency_key"])
+                      concurrency_key=j["concurrency_key"], traceparent=j["traceparent"],
+                      tracestate=j["tracestate"])
             )  # fmt: skip
         return leases
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from asyncz import composition, eventloop
+from asyncz import composition, eventloop, tracing
 from asyncz.fleet.invoke import lambda_scale_out
-from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger, metrics
+from asyncz.observability import (
+    PowertoolsMetricsSink,
+    join_task_logs,
+    lambda_entry,
+    logger,
+    metrics,
+)
 from asyncz.settings import get_settings
 from asyncz.worker.loop import WorkerLoop
 from asyncz.worker.stats import new_worker_id
@@ -34,7 +40,11 @@ async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @lambda_entry()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    summary = eventloop.run(_work(event or {}, context))
+    join_task_logs()
+    try:
+        summary = eventloop.run(_work(event or {}, context))
+    finally:
+        tracing.flush()  # the sandbox may freeze once this returns
     logger.info("worker finished", extra=summary)
     if summary.get("hung_threads"):
         # Threads of hung tasks cannot be killed; a fresh sandbox is the only clean slate.

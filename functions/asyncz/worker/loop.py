@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asyncz.attempt_logs import reset_attempt_fields, set_attempt_fields
 from asyncz.errors import (
     AsyncZError,
     BrokerUnavailableError,
@@ -29,6 +31,7 @@ from asyncz.jobs import AttemptOutcome, Lease
 from asyncz.ports import JobBroker
 from asyncz.service import JobService
 from asyncz.tasks.registry import ParentResult, TaskContext, TaskSpec
+from asyncz.tracing import start_attempt
 from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, check_storable
 from asyncz.worker.outcomes import log_outcome
@@ -219,6 +222,12 @@ class WorkerLoop:
     async def _attempt(self, running: Running) -> None:
         lease = running.lease
         started = time.monotonic()
+        # the attempt's span (tracing on) and log fields, current in this asyncio task only
+        trace = start_attempt(lease.job_id, lease.task, lease.queue, lease.attempt,
+                              lease.traceparent, lease.tracestate)  # fmt: skip
+        fields = set_attempt_fields(
+            lease.job_id, lease.attempt, lease.task, lease.queue, trace.trace_id
+        )
         try:
             try:
                 spec = self.service.registry.get(lease.task)
@@ -266,9 +275,11 @@ class WorkerLoop:
             self._freed.set()
             duration_ms = (time.monotonic() - started) * 1000
             self.service.metrics.add_metric("JobDuration", "Milliseconds", duration_ms)
+            status, error = running.outcome or ("lost", None)
             if running.outcome is not None:
-                status, error = running.outcome
-                log_outcome(lease, status, duration_ms, error)
+                log_outcome(lease, status, duration_ms, error, trace_id=trace.trace_id)
+            trace.end(status, error)
+            reset_attempt_fields(fields)
 
     def _finishing(self, running: Running) -> None:
         running.finishing = True
@@ -278,9 +289,10 @@ class WorkerLoop:
         lease, ctx = running.lease, running.ctx
         if spec.is_async:
             return await spec.call(lease.payload, ctx)
+        attempt = contextvars.copy_context()  # its log fields and span, on the task's thread
         try:
             return await self._threads.run(
-                lambda: spec.call(lease.payload, ctx), f"asyncz-job-{lease.job_id}"
+                lambda: attempt.run(spec.call, lease.payload, ctx), f"asyncz-job-{lease.job_id}"
             )
         except asyncio.CancelledError:
             ctx.cancelled.set()

@@ -19,7 +19,9 @@ from asyncz.jobs import Lease
 LEVELS = {"completed": "INFO", "retrying": "INFO", "cancelled": "INFO", "dead": "WARNING"}
 
 
-def outcome_line(lease: Lease, status: str, duration_ms: float, error: str | None) -> str:
+def outcome_line(
+    lease: Lease, status: str, duration_ms: float, error: str | None, trace_id: str | None = None
+) -> str:
     """No timestamp of its own: CloudWatch stamps every event (and ``asyncz dev`` prints the
     line as the sandbox wrote it)."""
     record: dict[str, Any] = {
@@ -32,12 +34,19 @@ def outcome_line(lease: Lease, status: str, duration_ms: float, error: str | Non
         "status": status,
         "duration_ms": round(duration_ms, 1),
     }
+    if trace_id:
+        record["trace_id"] = trace_id
     if error:
         record["error"] = error[:500]
     return json.dumps(record, separators=(",", ":")) + "\n"
 
 
 def log_outcome(
-    lease: Lease, status: str, duration_ms: float, error: str | None, out: TextIO | None = None
+    lease: Lease,
+    status: str,
+    duration_ms: float,
+    error: str | None,
+    out: TextIO | None = None,
+    trace_id: str | None = None,
 ) -> None:
-    (out or sys.stdout).write(outcome_line(lease, status, duration_ms, error))
+    (out or sys.stdout).write(outcome_line(lease, status, duration_ms, error, trace_id))

@@ -14,6 +14,7 @@ import sys
 import time
 
 from asyncz import composition
+from asyncz.attempt_logs import ATTEMPT_FIELDS
 from asyncz.eventloop import new_event_loop
 from asyncz.settings import get_settings
 from asyncz.worker.loop import WorkerLoop
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    for handler in logging.getLogger().handlers:  # task lines carry the attempt's fields
+        handler.addFilter(ATTEMPT_FIELDS)
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         summary = runner.run(work(args.seconds, args.idle_exit, args.concurrency))
     print(json.dumps(summary), flush=True)

@@ -6,22 +6,23 @@
 -- only what the caller does not know already: when the job is due (server clock), and
 -- whether it is due now; a uuid and a timestamptz cost more to load than the rest of the row.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds, run_at,
-                  submitted_by, concurrency_key)
+                  submitted_by, concurrency_key, traceparent, tracestate)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
-        %(submitted_by)s, %(concurrency_key)s)
+        %(submitted_by)s, %(concurrency_key)s, %(traceparent)s, %(tracestate)s)
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: insert_job_idempotent
 -- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
 -- the existing job. The UNIQUE constraint, not a pre-check, decides.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
-                  idempotency_key, run_at, submitted_by, concurrency_key)
+                  idempotency_key, run_at, submitted_by, concurrency_key, traceparent,
+                  tracestate)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s, %(idempotency_key)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
-        %(submitted_by)s, %(concurrency_key)s)
+        %(submitted_by)s, %(concurrency_key)s, %(traceparent)s, %(tracestate)s)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
@@ -30,17 +31,19 @@ RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at 
 -- exists already (or repeats an earlier row's) are skipped: the ids returned are the ones
 -- inserted, each with when it is due (server clock).
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
-                  idempotency_key, run_at, submitted_by, concurrency_key)
+                  idempotency_key, run_at, submitted_by, concurrency_key, traceparent,
+                  tracestate)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
        i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds)),
-       i.submitted_by, i.concurrency_key
+       i.submitted_by, i.concurrency_key, i.traceparent, i.tracestate
   FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
               %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
               %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
-              %(submitters)s::text[], %(concurrency_keys)s::text[])
+              %(submitters)s::text[], %(concurrency_keys)s::text[], %(traceparents)s::text[],
+              %(tracestates)s::text[])
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
                             idempotency_key, run_at, delay_seconds, submitted_by,
-                            concurrency_key, n)
+                            concurrency_key, traceparent, tracestate, n)
  ORDER BY i.n
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
@@ -84,14 +87,15 @@ WITH claimed AS (
        AND NOT cancel_requested AND timeout_seconds <= %(max_timeout)s
        AND NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = jobs.queue)
     RETURNING id, lease_token, task, payload, queue, priority, attempts, attempt_base,
-              max_retries, timeout_seconds, worker_id, started_at, depth, concurrency_key
+              max_retries, timeout_seconds, worker_id, started_at, depth, concurrency_key,
+              traceparent, tracestate
 ), opened AS (
     INSERT INTO job_attempts (job_id, attempt, worker_id, started_at)
     SELECT id, attempts, worker_id, started_at FROM claimed
 )
 SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
        attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,
-       concurrency_key
+       concurrency_key, traceparent, tracestate
   FROM claimed;
 
 -- name: get_unclaimed

@@ -22,13 +22,13 @@ WITH expired AS (
 )
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
                   idempotency_key, run_at, unique_key, unique_scope, unique_until, submitted_by,
-                  concurrency_key)
+                  concurrency_key, traceparent, tracestate)
 SELECT %(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
        %(timeout_seconds)s, %(idempotency_key)s,
        coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
        %(unique_key)s, %(unique_scope)s,
        now() + make_interval(secs => %(unique_for)s::float8), %(submitted_by)s,
-       %(concurrency_key)s
+       %(concurrency_key)s, %(traceparent)s, %(tracestate)s
   FROM (SELECT count(*) FROM expired) AS e
 ON CONFLICT DO NOTHING
 RETURNING id::text AS id, status, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms,
@@ -50,13 +50,13 @@ WITH expired AS (
 )
 INSERT INTO jobs AS j (id, task, payload, queue, priority, max_retries, timeout_seconds,
                        idempotency_key, run_at, unique_key, unique_scope, unique_until,
-                       submitted_by, concurrency_key)
+                       submitted_by, concurrency_key, traceparent, tracestate)
 SELECT %(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
        %(timeout_seconds)s, %(idempotency_key)s,
        coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
        %(unique_key)s, %(unique_scope)s,
        now() + make_interval(secs => %(unique_for)s::float8), %(submitted_by)s,
-       %(concurrency_key)s
+       %(concurrency_key)s, %(traceparent)s, %(tracestate)s
   FROM (SELECT count(*) FROM expired) AS e
 ON CONFLICT (unique_key)
  WHERE unique_key IS NOT NULL AND attempt_base = 0 AND CASE unique_scope
@@ -84,19 +84,21 @@ WITH expired AS (
 )
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
                   idempotency_key, run_at, unique_key, unique_scope, unique_until, submitted_by,
-                  concurrency_key)
+                  concurrency_key, traceparent, tracestate)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
        i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds)),
        i.unique_key, i.unique_scope, now() + make_interval(secs => i.unique_for), i.submitted_by,
-       i.concurrency_key
+       i.concurrency_key, i.traceparent, i.tracestate
   FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
               %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
               %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
               %(submitters)s::text[], %(unique_keys)s::text[], %(unique_scopes)s::text[],
-              %(unique_fors)s::float8[], %(concurrency_keys)s::text[])
+              %(unique_fors)s::float8[], %(concurrency_keys)s::text[],
+              %(traceparents)s::text[], %(tracestates)s::text[])
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
                             idempotency_key, run_at, delay_seconds, submitted_by, unique_key,
-                            unique_scope, unique_for, concurrency_key, n),
+                            unique_scope, unique_for, concurrency_key, traceparent,
+                            tracestate, n),
        (SELECT count(*) FROM expired) AS e
  ORDER BY i.n
 ON CONFLICT DO NOTHING
