@@ -105,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--redis-port", type=int, default=None, help="embedded Redis port")
     p.add_argument("--quiet", action="store_true", help="no access log lines")
     p.add_argument(
+        "--log-format",
+        choices=["human", "json"],
+        default=None,
+        help="the console: one short line per event (human, the default; colour on a "
+        "terminal) or the components' JSON lines (json); env ASYNCZ_DEV_LOG_FORMAT",
+    )
+    p.add_argument(
         "--tasks",
         default=None,
         help="task modules to import from the current folder, comma-separated "

@@ -49,6 +49,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             pg_port=args.pg_port,
             redis_port=args.redis_port,
             api_events=args.api_events,
+            log_format=args.log_format,
         )
     except ValueError as exc:
         raise CliError(str(exc), 2) from None

@@ -74,6 +74,7 @@ class DevOptions:
     redis_port: int | None = None
     access_log: bool = True
     api_events: str = "rest"  # the event shape the api sees: "rest" (v1) or "http" (2.0)
+    log_format: str = "human"  # the console: "human" lines or the components' "json" lines
 
     @classmethod
     def from_env(cls, **overrides: Any) -> DevOptions:
@@ -88,9 +89,12 @@ class DevOptions:
             shutdown_grace_s=env_float("ASYNCZ_DEV_SHUTDOWN_GRACE_SECONDS", 10.0),
             max_worker_sandboxes=env_int("ASYNCZ_FLEET_MAX_WORKERS", None) or default_max_workers(),
             api_events=os.environ.get("ASYNCZ_DEV_API_EVENTS", "rest").strip().lower() or "rest",
+            log_format=os.environ.get("ASYNCZ_DEV_LOG_FORMAT", "human").strip().lower() or "human",
         )
         if opts.api_events not in ("rest", "http"):
             raise ValueError(f"ASYNCZ_DEV_API_EVENTS={opts.api_events!r}: use rest or http")
+        if opts.log_format not in ("human", "json"):
+            raise ValueError(f"ASYNCZ_DEV_LOG_FORMAT={opts.log_format!r}: use human or json")
         for key, value in overrides.items():
             if value is not None:
                 setattr(opts, key, value)

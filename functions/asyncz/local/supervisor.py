@@ -31,6 +31,7 @@ from asyncz.local.config import (
     resolve_api_key,
     sandbox_env,
 )
+from asyncz.local.console import rendering
 from asyncz.local.context import log_line
 from asyncz.local.eventbridge import RateRule
 from asyncz.local.lambda_.endpoint import LambdaEndpoint
@@ -328,4 +329,5 @@ def run_dev(opts: DevOptions) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    return DevRunner(opts).run()
+    with rendering(opts.log_format):
+        return DevRunner(opts).run()

@@ -1,0 +1,96 @@
+"""How the ``asyncz dev`` console words each kind of line (the whole console is tested
+through ``asyncz dev`` in tests/integration/test_dev_console.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+from asyncz.local.console import render
+
+pytestmark = pytest.mark.unit
+
+NOON = datetime(2026, 12, 5, 12, 0, 1)
+
+
+def line(**record: object) -> str:
+    return json.dumps(record) + "\n"
+
+
+def test_each_kind_of_line_is_one_short_sentence() -> None:
+    access = line(
+        timestamp="t",
+        level="INFO",
+        component="gateway",
+        message="POST /jobs 202",
+        request_id="r",
+        status=202,
+        ms=3.1,
+    )
+    assert render(access, False, NOON) == "12:00:01 api      POST /jobs 202 3.1 ms\n"
+    outcome = line(
+        level="INFO",
+        message="job completed",
+        job_id="1a2b3c4d-0000",
+        task="echo",
+        queue="default",
+        attempt=1,
+        status="completed",
+        duration_ms=4.0,
+    )
+    assert render(outcome, False, NOON) == (
+        "12:00:01 worker   job 1a2b3c4d echo completed in 4 ms (attempt 1)\n"
+    )
+    retry = line(
+        level="INFO",
+        message="job retrying",
+        job_id="1a2b3c4d-0000",
+        task="fail",
+        attempt=2,
+        status="retrying",
+        duration_ms=1.5,
+        error="TaskFailedError: no",
+    )
+    assert render(retry, False, NOON).endswith(
+        "fail retrying in 1.5 ms (attempt 2): TaskFailedError: no\n"
+    )
+    task_line = line(
+        level="INFO",
+        message="building the report",
+        function_name="asyncz-worker",
+        job_id="1a2b3c4d-0000",
+        task="report",
+        attempt=1,
+        queue="q",
+        trace_id="ab",
+    )
+    assert render(task_line, False, NOON) == (
+        "12:00:01 worker   [job 1a2b3c4d report #1] building the report\n"
+    )
+    assert render(line(_aws={}, JobsSubmitted=[1.0]), False, NOON) == ""  # metrics left out
+    assert render("  plain text, as written\n", False, NOON) == "  plain text, as written\n"
+
+
+def test_an_error_stands_out_with_its_traceback_once_and_colour_only_when_asked() -> None:
+    error = line(
+        level="ERROR",
+        message="task crashed",
+        function_name="asyncz-worker",
+        exception='Traceback (most recent call last):\n  File "t.py"\nValueError: x',
+    )
+    plain = render(error, False, NOON)
+    assert plain.count("Traceback") == 1 and plain.endswith("ValueError: x\n")
+    assert "\033[" not in plain
+    coloured = render(error, True, NOON)
+    assert "\033[31m" in coloured and coloured.count("Traceback") == 1
+    done = line(
+        message="job completed",
+        job_id="j",
+        task="echo",
+        attempt=1,
+        status="completed",
+        duration_ms=1,
+    )
+    assert "\033[32m" in render(done, True, NOON)  # completed in green
