@@ -167,7 +167,7 @@ async function render(routeChanged) {
   if (routeChanged || !current) {
     generation += 1;
     const pages = { overview: overviewPage, jobs: jobsPage, dlq: dlqPage, job: jobPage,
-                    audit: auditPage, tasks: tasksPage }; // tasks.js, audit.js
+                    audit: auditPage, tasks: tasksPage, workers: workersPage }; // their .js
     const make = pages[name] || overviewPage;
     current = make(r);
     document.getElementById("page").replaceChildren(current.frame);
