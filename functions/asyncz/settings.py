@@ -131,6 +131,7 @@ class Settings(BaseSettings):
     metrics_namespace: str = "AsyncZ"
     publish_gauges: bool = True  # recovery's PutMetricData of DLQDepth etc.
     gauges_as_emf: bool = False  # log the gauges as EMF lines instead (no CloudWatch endpoint)
+    task_metrics: bool = True  # each worker's per-task EMF figures, once a minute (operate.md)
     # >0: recovery skips Postgres while Redis shows no work since the last run that found
     # Postgres idle, and checks Postgres at least this often anyway (serverless profile).
     recovery_idle_check_seconds: float = Field(default=0.0, ge=0)

@@ -13,6 +13,7 @@ from asyncz.observability import (
     lambda_entry,
     logger,
     metrics,
+    publish_task_metrics,
 )
 from asyncz.settings import get_settings
 from asyncz.worker.loop import WorkerLoop
@@ -34,6 +35,7 @@ async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:
         queues=queues,
         # workers start the workers a backlog lacks too (the api decides only at submits)
         scale_out=lambda_scale_out(settings, settings.worker_function_name or function_name),
+        publish_task_metrics=publish_task_metrics if settings.task_metrics else None,
     )
     return await loop.run()
 

@@ -36,6 +36,7 @@ from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, check_storable
 from asyncz.worker.outcomes import log_outcome
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
+from asyncz.worker.task_metrics import Publish, TaskMetrics
 from asyncz.worker.upkeep import Upkeep
 
 log = logging.getLogger("asyncz.worker")
@@ -56,6 +57,7 @@ class WorkerLoop:
         idle_exit_seconds: float | None = None,
         stop: asyncio.Event | None = None,
         scale_out: Callable[[JobBroker], Awaitable[int]] | None = None,
+        publish_task_metrics: Publish | None = None,  # per-task EMF (worker.task_metrics)
     ) -> None:
         s = service.settings
         self.scale_out = scale_out  # busy workers ask for more workers too (asyncz.fleet.scale_out)
@@ -73,6 +75,7 @@ class WorkerLoop:
         self.running: dict[str, Running] = {}
         self.upkeep = Upkeep(service, s, self.worker_id, self.running, self._quietly)
         self.stats = WorkerStats()
+        self.task_metrics = TaskMetrics(publish_task_metrics)
         self._completions = CompletionBatcher(service)
         self._threads = TaskThreads(max_idle=self.concurrency)
         self._freed = asyncio.Event()  # a running task returned (or ended)
@@ -88,12 +91,9 @@ class WorkerLoop:
             return "stopped"
         if self.budget() < self.longest_timeout:
             return "deadline"
-        if self._hung_threads() >= max(1, self.concurrency // 2):
+        if self._threads.hung() >= max(1, self.concurrency // 2):
             return "too many hung tasks: recycle the sandbox"
         return ""
-
-    def _hung_threads(self) -> int:
-        return self._threads.hung()
 
     # --- main loop ------------------------------------------------------------------------
 
@@ -145,13 +145,14 @@ class WorkerLoop:
                     break
             self.stats.stopped_because = reason
             await self._drain()
+            self.task_metrics.flush()
         finally:
             for side in (heartbeats, progress):
                 side.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await side
             await self._quietly(self.service.broker.unregister_worker(self.worker_id))
-        self.stats.hung_threads = self._hung_threads()
+        self.stats.hung_threads = self._threads.hung()
         return {"worker_id": self.worker_id, **self.stats.as_dict()}
 
     def _executing(self) -> int:
@@ -222,7 +223,7 @@ class WorkerLoop:
     async def _attempt(self, running: Running) -> None:
         lease = running.lease
         started = time.monotonic()
-        # the attempt's span (tracing on) and log fields, current in this asyncio task only
+        # its span (tracing on) and log fields: current in this asyncio task only
         trace = start_attempt(lease.job_id, lease.task, lease.queue, lease.attempt,
                               lease.traceparent, lease.tracestate)  # fmt: skip
         fields = set_attempt_fields(
@@ -276,6 +277,7 @@ class WorkerLoop:
             duration_ms = (time.monotonic() - started) * 1000
             self.service.metrics.add_metric("JobDuration", "Milliseconds", duration_ms)
             status, error = running.outcome or ("lost", None)
+            self.task_metrics.record(lease.task, status, duration_ms)
             if running.outcome is not None:
                 log_outcome(lease, status, duration_ms, error, trace_id=trace.trace_id)
             trace.end(status, error)
