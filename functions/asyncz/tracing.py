@@ -58,8 +58,10 @@ def incoming(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
     parent = valid_traceparent(headers.get("traceparent"))
     if parent is None:
         return from_amzn_trace_id(headers.get("x-amzn-trace-id")), None
-    state = headers.get("tracestate")
-    return parent, (state.strip()[:MAX_TRACESTATE] or None) if state else None
+    state = (headers.get("tracestate") or "").strip()
+    if not (state.isascii() and state.isprintable()):  # W3C: printable ASCII only
+        state = ""
+    return parent, state[:MAX_TRACESTATE] or None
 
 
 def trace_id_of(traceparent: str | None) -> str | None:

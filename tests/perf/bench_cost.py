@@ -131,7 +131,7 @@ def measure(jobs: int, batch: int, log_dir: str, platform_bytes: int) -> dict[st
         dev = start_dev(
             port, log_path, args=(), dev_defaults=True, settle=3,
             ASYNCZ_REDIS_URL=redis_url, POWERTOOLS_METRICS_DISABLED="false",
-            POWERTOOLS_METRICS_NAMESPACE="AsyncZ",
+            POWERTOOLS_METRICS_NAMESPACE="AsyncZ", ASYNCZ_DEV_LOG_FORMAT="json",  # it reads them
         )  # fmt: skip
         start = os.path.getsize(log_path)
         calls0, commits0 = redis_calls(redis_url), pg_commits()

@@ -137,6 +137,7 @@ def dev_env(variant: Variant) -> dict[str, str]:
     for key in NOT_DEFAULT:
         env.pop(key, None)
     env["ASYNCZ_DEV_DATA_DIR"] = tempfile.mkdtemp(prefix="asyncz-bench-wrk-")
+    env["ASYNCZ_DEV_LOG_FORMAT"] = "json"  # the START lines are counted in the log
     env.update(variant.env)
     return env
 

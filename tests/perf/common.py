@@ -252,7 +252,7 @@ def wait_ready(proc: subprocess.Popen[bytes], port: int, log_path: str) -> subpr
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r,
                 open(log_path) as f,
             ):
-                if r.status == 200 and '"api sandboxes ready"' in f.read():
+                if r.status == 200 and "api sandboxes ready" in f.read():  # human or JSON
                     return proc
         except OSError:
             pass

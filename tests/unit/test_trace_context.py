@@ -44,6 +44,8 @@ def test_an_aws_trace_header_becomes_a_traceparent() -> None:
     assert incoming(both) == (PARENT, "a=1")
     assert incoming({"x-amzn-trace-id": amzn, "tracestate": "a=1"})[1] is None
     assert incoming({}) == (None, None)
+    assert incoming({"traceparent": PARENT, "tracestate": "a=\x00"}) == (PARENT, None)
+    assert incoming({"traceparent": PARENT, "tracestate": "a=1" * 300})[1] == ("a=1" * 300)[:512]
 
 
 def test_tracing_is_off_by_default_and_sets_up_no_sdk() -> None:
