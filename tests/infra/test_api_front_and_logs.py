@@ -35,7 +35,12 @@ def check_http_api(synth: Synth) -> None:
         "ThrottlingRateLimit": synth.config.api_throttle_rate,
     }
     log_format = json.loads(stage_props["AccessLogSettings"]["Format"])
-    assert {"requestId", "status", "routeKey", "integrationLatency"} <= set(log_format)
+    # who, what, the answer and how long, in short keys: one line per request is billed
+    assert log_format == {
+        "id": "$context.requestId", "ip": "$context.identity.sourceIp",
+        "method": "$context.httpMethod", "path": "$context.path", "status": "$context.status",
+        "bytes": "$context.responseLength", "ms": "$context.integrationLatency",
+    }  # fmt: skip
     outputs = synth.service["Outputs"]
     assert {"ApiUrl", "ApiId"} <= set(outputs)
     # API Gateway may invoke the function (for any route of this API)

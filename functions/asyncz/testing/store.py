@@ -176,10 +176,13 @@ class MemoryStore:
     async def gauges(self) -> Row:
         due = self._due_queued()
         oldest = min((j["run_at"] for j in due), default=None)
+        minute = _now().replace(second=0, microsecond=0)
+        last = minute - timedelta(minutes=1)
         return {
             "dead": await self.count_dead(),
             "queued": len(due),
             "oldest_age": (_now() - oldest).total_seconds() if oldest else 0.0,
+            "submitted": sum(1 for j in self.jobs.values() if last <= j["created_at"] < minute),
         }
 
     async def count_dead(self) -> int:

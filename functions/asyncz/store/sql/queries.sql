@@ -300,11 +300,15 @@ SELECT queue, status, sum(n)::bigint AS n FROM (
  GROUP BY queue, status;
 
 -- name: queue_gauges
--- What the alarms watch: dead jobs, due queued jobs and the oldest one's age.
+-- What the alarms watch: dead jobs, due queued jobs and the oldest one's age; and the jobs
+-- submitted in the last whole minute (jobs_created_idx), the dashboard's JobsSubmitted.
 SELECT (SELECT count(*) FROM jobs WHERE status = 'dead')::bigint AS dead,
        (SELECT count(*) FROM jobs WHERE status = 'queued' AND run_at <= now())::bigint AS queued,
        coalesce(extract(epoch FROM now() - (SELECT min(run_at) FROM jobs
-                  WHERE status = 'queued' AND run_at <= now())), 0)::float8 AS oldest_age;
+                  WHERE status = 'queued' AND run_at <= now())), 0)::float8 AS oldest_age,
+       (SELECT count(*) FROM jobs
+         WHERE created_at >= date_trunc('minute', now()) - interval '1 minute'
+           AND created_at < date_trunc('minute', now()))::bigint AS submitted;
 
 -- name: oldest_queued_by_queue
 SELECT queue, extract(epoch FROM now() - min(run_at))::float8 AS age
