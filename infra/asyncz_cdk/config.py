@@ -159,6 +159,9 @@ PROFILE_DEFAULTS: dict[Profile, dict[str, Any]] = {
         "api_reserved_concurrency": 10,
         "fleet_max_workers": 4,
         "api": "http",  # $1.00 per million requests against $3.50 (docs/cost.md)
+        # Graviton: 20% less per GB-second (docs/cost.md); the layer is built from aarch64
+        # wheels, and a task dependency without one fails synth naming it.
+        "architecture": "arm64",
     },
     "serverless": {
         "cache_replicas": 0,
@@ -167,6 +170,7 @@ PROFILE_DEFAULTS: dict[Profile, dict[str, Any]] = {
         "fleet_max_workers": 4,
         "recovery_idle_check_seconds": 3600,
         "api": "http",
+        "architecture": "arm64",
     },
 }
 

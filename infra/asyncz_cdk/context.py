@@ -56,6 +56,7 @@ def _names(value: str) -> tuple[str, ...]:
 # context key -> (StageConfig field, parser); the rest of StageConfig is fixed per stage.
 CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "architecture": ("architecture", _architecture),
+    "arch": ("architecture", _architecture),  # the short form: -c arch=arm64
     "api": ("api", _api_kind),
     "alarm_email": ("alarm_email", str),
     "alarm_period_seconds": ("alarm_period_seconds", int),
