@@ -85,6 +85,7 @@ class ServiceStack(Stack):
             run_time_secrets=not config.iam_auth,
         )
         api: Api | HttpApiFront
+        functions.api.add_environment("ASYNCZ_API_FRONT", config.api)  # GET /stats' cost
         if config.api == "http":
             api = HttpApiFront(
                 self,

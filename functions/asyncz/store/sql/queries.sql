@@ -489,3 +489,18 @@ SELECT minute, sum(completed)::bigint AS completed, sum(failed)::bigint AS faile
          GROUP BY 1) per
  GROUP BY minute
  ORDER BY minute;
+
+-- name: cost_counts
+-- The cost estimate's counts for the last hour and day: jobs, submit requests (a batch's
+-- jobs share its transaction's created_at), finished attempts and their run time. Range
+-- scans of jobs_created_idx and job_attempts_finished_idx.
+SELECT w.label,
+       (SELECT count(*) FROM jobs WHERE created_at >= now() - w.span)::bigint AS jobs,
+       (SELECT count(DISTINCT created_at) FROM jobs
+         WHERE created_at >= now() - w.span)::bigint AS requests,
+       (SELECT count(*) FROM job_attempts WHERE finished_at >= now() - w.span)::bigint
+         AS attempts,
+       (SELECT coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
+          FROM job_attempts WHERE finished_at >= now() - w.span)::float8 AS attempt_seconds
+  FROM (VALUES ('hour', interval '1 hour'), ('day', interval '1 day')) AS w(label, span)
+ ORDER BY w.span;
