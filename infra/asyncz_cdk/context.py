@@ -63,6 +63,7 @@ CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "oldest_queued_age_threshold_seconds": ("oldest_queued_age_threshold_seconds", int),
     "fleet_max_workers": ("fleet_max_workers", int),
     "worker_concurrency": ("worker_concurrency", int),
+    "worker_idle_exit_seconds": ("worker_idle_exit_seconds", int),
     "nat_gateways": ("nat_gateways", int),
     "deletion_protection": ("db_deletion_protection", _flag),
     "db_multi_az": ("db_multi_az", _flag),
