@@ -100,6 +100,11 @@ class Settings(BaseSettings):
     worker_function_name: str | None = None
     artifact_dir: str = "/tmp/asyncz-artifacts"  # noqa: S108 - Lambda's only writable dir
 
+    # The gateway in front of the api (set by the construct): prices GET /stats' estimate.
+    api_front: Literal["rest", "http"] = "rest"
+    # ...computed at most this often per sandbox (its day is a range scan of a day's rows)
+    cost_cache_seconds: float = Field(default=60.0, ge=0)
+
     # --- Fleet controller.
     fleet_min_workers: int = Field(default=0, ge=0)
     fleet_max_workers: int = Field(default=10, ge=0)

@@ -87,6 +87,10 @@ class StageConfig:
     # JSON {"call_llm": {"concurrency": 3, "rate": "30/m"}}; checked again at cold start.
     task_limits: str = ""
     worker_concurrency: int = 10
+    # A worker out of work leaves after this long (ASYNCZ_WORKER_IDLE_EXIT_SECONDS): an idle
+    # second is billed like a busy one, and the api wakes a worker at the next submit, into
+    # a warm sandbox most of the time (docs/cost.md, "Worker billing").
+    worker_idle_exit_seconds: int = 5
     fleet_min_workers: int = 0
     fleet_max_workers: int = 10  # also the worker's reserved concurrency
     fleet_jobs_per_worker: int = 200
@@ -159,6 +163,9 @@ PROFILE_DEFAULTS: dict[Profile, dict[str, Any]] = {
         "api_reserved_concurrency": 10,
         "fleet_max_workers": 4,
         "api": "http",  # $1.00 per million requests against $3.50 (docs/cost.md)
+        # Graviton: 20% less per GB-second (docs/cost.md); the layer is built from aarch64
+        # wheels, and a task dependency without one fails synth naming it.
+        "architecture": "arm64",
     },
     "serverless": {
         "cache_replicas": 0,
@@ -167,6 +174,7 @@ PROFILE_DEFAULTS: dict[Profile, dict[str, Any]] = {
         "fleet_max_workers": 4,
         "recovery_idle_check_seconds": 3600,
         "api": "http",
+        "architecture": "arm64",
     },
 }
 
@@ -201,6 +209,7 @@ def local_stage(
         # Short leases so a killed worker's job is recovered within seconds in tests.
         "lease_timeout_seconds": 10,
         "heartbeat_seconds": 2,
+        "worker_idle_exit_seconds": 30,  # LocalStack's cold starts are slow; nothing is billed
         "log_retention_days": 7,
         "retain_data": False,
         "platform_log_level": None,

@@ -56,12 +56,14 @@ def _names(value: str) -> tuple[str, ...]:
 # context key -> (StageConfig field, parser); the rest of StageConfig is fixed per stage.
 CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "architecture": ("architecture", _architecture),
+    "arch": ("architecture", _architecture),  # the short form: -c arch=arm64
     "api": ("api", _api_kind),
     "alarm_email": ("alarm_email", str),
     "alarm_period_seconds": ("alarm_period_seconds", int),
     "oldest_queued_age_threshold_seconds": ("oldest_queued_age_threshold_seconds", int),
     "fleet_max_workers": ("fleet_max_workers", int),
     "worker_concurrency": ("worker_concurrency", int),
+    "worker_idle_exit_seconds": ("worker_idle_exit_seconds", int),
     "nat_gateways": ("nat_gateways", int),
     "deletion_protection": ("db_deletion_protection", _flag),
     "db_multi_az": ("db_multi_az", _flag),

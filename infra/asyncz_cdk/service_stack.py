@@ -85,6 +85,10 @@ class ServiceStack(Stack):
             run_time_secrets=not config.iam_auth,
         )
         api: Api | HttpApiFront
+        functions.api.add_environment("ASYNCZ_API_FRONT", config.api)  # GET /stats' cost
+        functions.worker.add_environment(
+            "ASYNCZ_WORKER_IDLE_EXIT_SECONDS", str(config.worker_idle_exit_seconds)
+        )
         if config.api == "http":
             api = HttpApiFront(
                 self,

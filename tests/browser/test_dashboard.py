@@ -67,6 +67,10 @@ def test_operator_sees_jobs_opens_one_and_the_payload_stays_text(
     # (expect() polls without eval, which the page's CSP forbids)
     expect(pg.locator("[data-stat='completed (1 h)'] .big")).not_to_have_text("0")
     assert pg.locator("svg.chart polyline[data-series=completed]").count() == 1
+    # GET /stats' cost estimate for the last hour and day, marked as an estimate
+    cost = pg.locator("[data-stat='est. cost (1 h / 1 d)']")
+    expect(cost.locator(".big")).to_have_text(re.compile(r"^\$\d+\.\d{2,4} / \$\d+\.\d{2,4}$"))
+    assert "estimate at the prices of 20" in (cost.get_attribute("title") or "")
     assert "default" in pg.inner_text("#queues")
     # a queue is paused and resumed from its row; the limits table is there (none limited)
     toggle = pg.locator("#queues button[data-queue=default]")

@@ -10,7 +10,7 @@ import pytest
 
 from asyncz_cdk.config import aws_stage
 from tests.infra.conftest import Synth, synthesize
-from tests.support.templates import asyncz_functions, resources
+from tests.support.templates import asyncz_functions, environment, resources
 
 pytestmark = pytest.mark.infra
 
@@ -23,7 +23,9 @@ def check_http_api(synth: Synth) -> None:
     ((_, integration),) = resources(template, "AWS::ApiGatewayV2::Integration").items()
     props = integration["Properties"]
     assert (props["IntegrationType"], props["PayloadFormatVersion"]) == ("AWS_PROXY", "2.0")
-    assert asyncz_functions(template)["api"][0] in json.dumps(props["IntegrationUri"])
+    api_id, api_fn = asyncz_functions(template)["api"]
+    assert api_id in json.dumps(props["IntegrationUri"])
+    assert environment(api_fn)["ASYNCZ_API_FRONT"] == "http"  # GET /stats prices this gateway
     ((_, route),) = resources(template, "AWS::ApiGatewayV2::Route").items()
     assert route["Properties"]["RouteKey"] == "$default"  # every path reaches the function
     assert route["Properties"].get("AuthorizationType", "NONE") == "NONE"  # keys: the app
@@ -35,7 +37,12 @@ def check_http_api(synth: Synth) -> None:
         "ThrottlingRateLimit": synth.config.api_throttle_rate,
     }
     log_format = json.loads(stage_props["AccessLogSettings"]["Format"])
-    assert {"requestId", "status", "routeKey", "integrationLatency"} <= set(log_format)
+    # who, what, the answer and how long, in short keys: one line per request is billed
+    assert log_format == {
+        "id": "$context.requestId", "ip": "$context.identity.sourceIp",
+        "method": "$context.httpMethod", "path": "$context.path", "status": "$context.status",
+        "bytes": "$context.responseLength", "ms": "$context.integrationLatency",
+    }  # fmt: skip
     outputs = synth.service["Outputs"]
     assert {"ApiUrl", "ApiId"} <= set(outputs)
     # API Gateway may invoke the function (for any route of this API)
@@ -59,6 +66,7 @@ def test_standard_keeps_the_rest_api_for_x_ray_tracing(aws: Synth) -> None:
     assert aws.config.api == "rest" and aws.config.tracing
     assert len(resources(aws.service, "AWS::ApiGateway::RestApi")) == 1
     assert resources(aws.service, "AWS::ApiGatewayV2::Api") == {}
+    assert environment(asyncz_functions(aws.service)["api"][1])["ASYNCZ_API_FRONT"] == "rest"
 
 
 def test_lambda_platform_lines_are_dropped_in_aws_and_kept_for_localstack(

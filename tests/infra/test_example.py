@@ -18,7 +18,7 @@ from asyncz_cdk.code_asset import TaskCodeError
 from infra.app import ROOT
 from tests.infra.conftest import TIMINGS
 from tests.infra.test_cli import CDK, offline_env
-from tests.support.templates import asyncz_functions, environment, resources
+from tests.support.templates import asset_dir, asyncz_functions, environment, resources
 
 pytestmark = [pytest.mark.infra, pytest.mark.slow]
 
@@ -42,14 +42,6 @@ def cli_synth(project: Path, outdir: Path, tmp: Path, *context: str) -> dict[str
         for artifact_id, artifact in manifest["artifacts"].items()
         if artifact["type"] == "aws:cloudformation:stack"
     }
-
-
-def asset_dir(outdir: Path, artifact_id: str, code: dict[str, Any]) -> Path:
-    """The staged folder of a function's or layer's S3 code asset."""
-    key = code["S3Key"]
-    files = json.loads((outdir / f"{artifact_id}.assets.json").read_text())["files"]
-    (source,) = [f["source"]["path"] for h, f in files.items() if key.startswith(h)]
-    return outdir / source
 
 
 def test_example_synthesizes_offline_with_its_task_and_dependency(tmp_path: Path) -> None:

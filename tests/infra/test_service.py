@@ -167,6 +167,13 @@ def test_alarm_period_per_stage(aws: Synth, local: Synth) -> None:
     assert local.config.alarm_period_seconds == 10
 
 
+def test_a_deployed_worker_leaves_after_5_idle_seconds(aws: Synth, local: Synth) -> None:
+    # an idle second costs a busy one's price; a warm re-invocation costs ~nothing
+    for synth, seconds in ((aws, "5"), (local, "30")):
+        worker = asyncz_functions(synth.service)["worker"][1]
+        assert environment(worker)["ASYNCZ_WORKER_IDLE_EXIT_SECONDS"] == seconds
+
+
 def test_email_subscription_only_when_configured(stage: Synth) -> None:
     assert not resources(stage.service, "AWS::SNS::Subscription")
 

@@ -17,6 +17,8 @@ import redis
 from asyncz.api import handler as api_handler
 from asyncz.api.app import Waker
 from asyncz.connections import hash_api_key
+from asyncz.maintenance.cost import architecture, dollars
+from asyncz.prices import PRICED_ON
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
 from tests.support.apigw import EVENTS, FakeContext, Reply, call
@@ -41,6 +43,7 @@ def api_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
         max_payload_bytes=64 * 1024,
         wake_worker=False,
         queues="default,reports,other,q2",
+        cost_cache_seconds=0,  # each test reads its own counts
     )
     with pytest.MonkeyPatch.context() as mp:
         for name, value in settings_env(settings).items():
@@ -381,6 +384,35 @@ def test_stats_per_queue(api: Any, api_settings: Settings) -> None:
     assert stats["queues"]["q2"]["ready"] == 1
     assert default["oldest_queued_age_seconds"] >= 0
     assert stats["live_workers"] == 0
+
+
+def test_stats_estimates_the_cost_of_the_last_hour_and_day(
+    api: Any, api_settings: Settings
+) -> None:
+    for _ in range(2):
+        api("POST", "/jobs", body={"task": "echo", "payload": {}})
+    batch = {"jobs": [{"task": "echo", "payload": {}}] * 3}
+    assert api("POST", "/jobs/batch", body=batch).status == 202
+    url = api_settings.database_url or ""
+    rows(url, "UPDATE jobs SET created_at = now() - interval '2 hours' WHERE id IN "
+              "(SELECT id FROM jobs ORDER BY created_at LIMIT 1)")  # fmt: skip
+    rows(url, "INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome) "
+              "SELECT id, 1, now() - interval '2.5 s', now(), 'completed' "
+              "FROM jobs LIMIT 1")  # fmt: skip
+    cost = api("GET", "/stats").json()["cost"]
+    hour, day = cost["last_hour"], cost["last_day"]
+    # a batch is one request: its jobs share their transaction's created_at
+    assert {k: hour[k] for k in ("jobs", "requests", "attempts")} == {
+        "jobs": 4, "requests": 2, "attempts": 1
+    }  # fmt: skip
+    assert {k: day[k] for k in ("jobs", "requests", "attempts")} == {
+        "jobs": 5, "requests": 3, "attempts": 1
+    }  # fmt: skip
+    assert abs(hour["attempt_seconds"] - 2.5) < 0.01
+    expected = dollars(hour, front="rest", arch=architecture(), concurrency=10)
+    assert hour["dollars"] == round(expected, 6) and 0 < hour["dollars"] < day["dollars"]
+    assert cost["estimate"] is True and cost["api"] == "rest"
+    assert cost["prices_of"] == PRICED_ON and "us-east-1" in cost["source"]
 
 
 # --- auth and bad input ---------------------------------------------------------------------

@@ -108,17 +108,28 @@ def test_worker_handler_takes_no_job_that_would_outlive_the_lambda(aws_env: Sett
 
 
 def test_recovery_handler_publishes_the_gauges(aws_env: Settings) -> None:
-    submit(aws_env, 2)
+    submit(aws_env, 4)
     rows(
         aws_env.database_url,
         "UPDATE jobs SET status='dead', finished_at=now() WHERE id IN "
         "(SELECT id FROM jobs LIMIT 1)",
     )
+    # the jobs submitted in the last whole minute are counted (not this minute's, nor older)
+    minute = "date_trunc('minute', now())"
+    for i, created in enumerate((f"{minute} - interval '30 s'", f"{minute} - interval '90 s'")):
+        rows(
+            aws_env.database_url,
+            f"UPDATE jobs SET created_at = {created} WHERE id IN "
+            f"(SELECT id FROM jobs WHERE status = 'queued' ORDER BY id OFFSET {i} LIMIT 1)",
+        )
     out = recovery_handler.handler({}, FakeContext(function_name="asyncz-recovery"))
-    assert out["gauges"]["DLQDepth"] == 1.0 and out["gauges"]["QueueDepth"] == 1.0
+    assert out["gauges"]["DLQDepth"] == 1.0 and out["gauges"]["QueueDepth"] == 3.0
+    assert out["gauges"]["JobsSubmitted"] == 1.0
     cw = boto3.client("cloudwatch")
     names = {m["MetricName"] for m in cw.list_metrics(Namespace="AsyncZ")["Metrics"]}
-    assert names == {"DLQDepth", "QueueDepth", "OldestQueuedAgeSeconds", "Degraded"}
+    assert names == {
+        "DLQDepth", "QueueDepth", "OldestQueuedAgeSeconds", "JobsSubmitted", "Degraded"
+    }  # fmt: skip
     assert out["gauges"]["Degraded"] == 0.0
 
 

@@ -84,9 +84,10 @@ def test_an_idle_run_skips_postgres_until_something_is_enqueued(
         "DLQDepth",
         "QueueDepth",
         "OldestQueuedAgeSeconds",
+        "JobsSubmitted",
         "Degraded",
     }
-    assert lines[-1]["DLQDepth"] == 0.0
+    assert lines[-1]["DLQDepth"] == 0.0 and lines[-1]["JobsSubmitted"] == 0.0
 
     # A job submitted (row + id in Redis) makes the next run look at Postgres again.
     use(serverless, monkeypatch)

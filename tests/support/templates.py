@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 Template = dict[str, Any]
@@ -77,3 +78,11 @@ def export_target(data: Template, service_value: Any) -> Any:
         if output.get("Export", {}).get("Name") == name:
             return output["Value"]
     raise KeyError(f"no data-stack export named {name}")
+
+
+def asset_dir(outdir: Path, artifact_id: str, code: dict[str, Any]) -> Path:
+    """The staged folder of a function's or layer's S3 code asset."""
+    key = code["S3Key"]
+    files = json.loads((outdir / f"{artifact_id}.assets.json").read_text())["files"]
+    (source,) = [f["source"]["path"] for h, f in files.items() if key.startswith(h)]
+    return outdir / source

@@ -52,7 +52,8 @@ def test_duplicates_carry_the_existing_job_and_the_rest_are_enqueued_once() -> N
     assert [m.split("|")[1] for m in broker.delayed["default"]] == [items[2].job_id]
     job = asyncio.run(svc.get(items[0].job_id or ""))
     assert job.max_retries == 3 and job.timeout_seconds == 30  # defaults were filled
-    assert svc.metrics.seen["JobsSubmitted"] == 3  # type: ignore[attr-defined]
+    # no metric line per submit: recovery counts the submitted jobs once a minute
+    assert "JobsSubmitted" not in svc.metrics.seen  # type: ignore[attr-defined]
 
 
 def test_a_crash_between_the_commit_and_the_enqueue_is_recovered(

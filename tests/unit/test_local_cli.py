@@ -124,6 +124,7 @@ def test_json_output_is_the_api_payload(api: FakeApi, capsys: pytest.CaptureFixt
         },
         "live_workers": 3,
         "limits": [],
+        "cost": {"estimate": True, "last_hour": {"dollars": 0.0012}, "prices_of": "2026-12-04"},
     }
     api.routes[("GET", "/stats")] = (200, stats)
     assert cli.main(["stats", "--json"]) == 0

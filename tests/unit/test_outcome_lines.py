@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from asyncz.jobs import NewJob
+from asyncz.jobs import Lease, NewJob
 from asyncz.tasks.registry import TaskContext
 from asyncz.worker.loop import WorkerLoop
+from asyncz.worker.outcomes import outcome_line
 from tests.support.memory import service
 
 pytestmark = pytest.mark.unit
@@ -37,7 +38,7 @@ def test_each_attempt_ends_in_one_compact_line(capsys: pytest.CaptureFixture[str
         return {"ok": ok, "bad": bad}
 
     ids = asyncio.run(go())
-    lines = [line for line in capsys.readouterr().out.splitlines() if '"job ' in line]
+    lines = [line for line in capsys.readouterr().out.splitlines() if '"job_id"' in line]
     records = [json.loads(line) for line in lines]
     by_job = [(r["job_id"], r["attempt"], r["status"], r["level"]) for r in records]
     assert sorted(by_job) == sorted([
@@ -46,7 +47,20 @@ def test_each_attempt_ends_in_one_compact_line(capsys: pytest.CaptureFixture[str
         (ids["bad"], 2, "dead", "WARNING"),
     ])  # fmt: skip
     dead = next(r for r in records if r["status"] == "dead")
-    assert dead["task"] == "boom" and dead["queue"] == "default"
-    assert dead["error"] == "ValueError: no such customer" and dead["duration_ms"] >= 0
-    assert "error" not in next(r for r in records if r["status"] == "completed")
-    assert max(len(line) for line in lines) < 300  # no Lambda context on it
+    assert dead["task"] == "boom" and "queue" not in dead  # the default queue goes unsaid
+    assert dead["error"] == "ValueError: no such customer" and dead["ms"] >= 0
+    ok_line = next(line for line in lines if '"completed"' in line)
+    assert "error" not in json.loads(ok_line)
+    assert len(ok_line) < 130, ok_line  # no Lambda context, no repeated status, short keys
+
+
+def test_a_job_of_another_queue_names_it() -> None:
+    lease = Lease(
+        job_id="j1", token="t", task="report", payload={}, queue="reports", priority=0,
+        attempt=2, attempt_base=0, max_retries=3, timeout_seconds=30,
+    )  # fmt: skip
+    record = json.loads(outcome_line(lease, "retrying", 12.34, "TimeoutError: slow"))
+    assert record == {
+        "level": "INFO", "job_id": "j1", "task": "report", "attempt": 2, "status": "retrying",
+        "ms": 12.3, "queue": "reports", "error": "TimeoutError: slow",
+    }  # fmt: skip

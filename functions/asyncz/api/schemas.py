@@ -325,9 +325,31 @@ class QueueStats(BaseModel):
     paused: bool = False
 
 
+class CostWindow(BaseModel):
+    dollars: float
+    jobs: int
+    requests: int = Field(description="submit requests (a batch is one)")
+    attempts: int
+    attempt_seconds: float
+
+
+class CostEstimate(BaseModel):
+    estimate: bool = Field(description="always true: modelled from counts and unit prices")
+    last_hour: CostWindow
+    last_day: CostWindow
+    api: str = Field(description="the gateway priced: rest or http")
+    architecture: str
+    prices_of: str = Field(description="the date of the unit prices")
+    source: str
+
+
 class Stats(BaseModel):
     queues: dict[str, QueueStats]
     live_workers: int | None
+    cost: CostEstimate | None = Field(
+        default=None,
+        description="estimated dollars for the last hour and day, without fixed monthly costs",
+    )
     limits: list[LimitUsage] | None = Field(
         default=None, description="each limited task: running and waiting (null: Redis is down)"
     )

@@ -135,6 +135,7 @@ class Stats:
     queues: dict[str, QueueStats]
     live_workers: int | None
     limits: list[dict[str, Any]] | None = None  # each limited task: running, waiting, per key
+    cost: dict[str, Any] | None = None  # estimated dollars, last hour and day (docs/cost.md)
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> Stats:
@@ -148,7 +149,12 @@ class Stats:
             )
             for name, q in (data.get("queues") or {}).items()
         }
-        return cls(queues=queues, live_workers=data.get("live_workers"), limits=data.get("limits"))
+        return cls(
+            queues=queues,
+            live_workers=data.get("live_workers"),
+            limits=data.get("limits"),
+            cost=data.get("cost"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

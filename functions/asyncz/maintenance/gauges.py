@@ -1,6 +1,7 @@
-"""The gauges recovery publishes (DLQ depth, queue depth, oldest queued age), and its idle
-note: while nothing was enqueued and no periodic slot came due, a run reads the gauges
-from Redis and skips PostgreSQL. A part of :class:`asyncz.service.JobService`."""
+"""The gauges recovery publishes (DLQ depth, queue depth, oldest queued age, jobs submitted
+in the last whole minute), and its idle note: while nothing was enqueued and no periodic
+slot came due, a run reads the gauges from Redis and skips PostgreSQL. A part of
+:class:`asyncz.service.JobService`."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ class Gauges:
             "DLQDepth": float(row["dead"]),
             "QueueDepth": float(row["queued"]),
             "OldestQueuedAgeSeconds": float(row["oldest_age"]),
+            # counted here once a minute, not by the api per request (an EMF line of ~200
+            # bytes per single submit: docs/cost.md)
+            "JobsSubmitted": float(row["submitted"]),
         }
 
     async def idle_gauges(self, now: datetime | None = None) -> dict[str, float] | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from asyncz.errors import BrokerUnavailableError
 from asyncz.jobs import JobStatus
+from asyncz.maintenance.cost import CostEstimate
 from asyncz.ports import JobBroker, JobStore
 from asyncz.settings import Settings
 
@@ -21,6 +22,12 @@ class Stats:
         self.store = store
         self.broker = broker
         self.settings = settings
+        self.cost = CostEstimate(
+            store,
+            front=settings.api_front,
+            concurrency=settings.worker_concurrency,
+            cache_seconds=settings.cost_cache_seconds,
+        )
 
     async def stats(self) -> dict[str, Any]:
         counts = await self.store.counts_by_status()
@@ -44,7 +51,7 @@ class Stats:
         except BrokerUnavailableError:
             for q in queues:
                 stats[q]["ready"] = stats[q]["delayed"] = None
-        return {"queues": stats, "live_workers": live}
+        return {"queues": stats, "live_workers": live, "cost": await self.cost.estimate()}
 
     async def series(self, minutes: int = SERIES_MINUTES) -> list[dict[str, Any]]:
         """Completed and failed attempts and dead jobs per minute, oldest first, one entry

@@ -78,7 +78,7 @@ async def _recover() -> dict[str, Any]:
     now = clock()
     idle = await _skip_if_idle(service, now)
     if idle is not None:
-        noted = {**idle, "Degraded": 0.0}
+        noted = {**idle, "JobsSubmitted": 0.0, "Degraded": 0.0}  # nothing enqueued since
         if settings.publish_gauges:
             publish_gauges(settings, noted)
         return {"skipped": "postgres idle, nothing enqueued since", "gauges": noted}

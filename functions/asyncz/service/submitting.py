@@ -123,7 +123,6 @@ class Submitting:
             # the other job was purged between the two statements: the key is free again
         else:
             raise DuplicateJobError("unknown", "purged")
-        self.metrics.add_metric("JobsSubmitted", "Count", 1)
         crash_point("submit.after_commit")  # chaos: the row is durable, Redis never hears
         it = Dispatch(
             job_id, new.queue, new.priority, row["run_at_ms"], row["due"], new.concurrency_key
@@ -211,8 +210,6 @@ class Submitting:
             for (job_id, new), row in zip(items, rows, strict=True)
             if row is not None
         ]
-        if dispatch:
-            self.metrics.add_metric("JobsSubmitted", "Count", len(dispatch))
         enqueued = await self.enqueuer.dispatch_quietly(dispatch)
         duplicates = [existing[k] for _, new in items if (k := new.idempotency_key) in existing]
         duplicates += [held[k] for _, new in items if (k := new.unique_key) in held]
@@ -269,7 +266,6 @@ class Submitting:
                     job_id=ids[0] if len(ids) == 1 else None,
                 ) from exc
             rows = [{**found[i], "run_at_ms": epoch_ms(found[i]["run_at"])} for i in ids]
-        self.metrics.add_metric("JobsSubmitted", "Count", len(items))
         crash_point("submit.after_commit")  # chaos: the rows are durable, Redis never hears
         dispatch = [
             Dispatch(

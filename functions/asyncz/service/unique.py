@@ -54,7 +54,6 @@ class UniqueSubmits:
                 row = await resolve(job_id, new, look=exc.answering)
                 row = {**row, "id": job_id} if row is not None else None
             if row is not None and row["id"] == job_id:
-                self.metrics.add_metric("JobsSubmitted", "Count", 1)
                 crash_point("submit.after_commit")
                 it = Dispatch(job_id, new.queue, new.priority, row["run_at_ms"], row["due"])
                 enqueued = await self.enqueuer.dispatch_quietly([it])

@@ -194,6 +194,9 @@ class PostgresStore:
     async def finished_per_minute(self, minutes: int) -> list[Row]:
         return await self._run.rows("finished_per_minute", {"minutes": minutes})
 
+    async def cost_counts(self) -> list[Row]:
+        return await self._run.rows("cost_counts")
+
     async def count_dead(self) -> int:
         row = await self._run.one("count_dead")
         return int(row["n"]) if row else 0

@@ -73,7 +73,11 @@ class MemoryStore:
             for value in (new.payload, new.idempotency_key, new.queue, new.task):
                 if unstorable(value):
                     raise InvalidInputError("a value cannot be stored")
-        return [await self.insert_job(job_id, new) for job_id, new in items]
+        out = [await self.insert_job(job_id, new) for job_id, new in items]
+        made = [self.jobs[job_id] for (job_id, _), row in zip(items, out, strict=True) if row]
+        for job in made:  # one transaction: PostgreSQL's now() is the same for all
+            job["created_at"] = job["updated_at"] = made[0]["created_at"]
+        return out
 
     async def get_by_idempotency_keys(self, keys: Sequence[str]) -> dict[str, Row]:
         wanted = set(keys)
@@ -177,11 +181,26 @@ class MemoryStore:
     async def gauges(self) -> Row:
         due = self._due_queued()
         oldest = min((j["run_at"] for j in due), default=None)
+        minute = _now().replace(second=0, microsecond=0)
+        last = minute - timedelta(minutes=1)
         return {
             "dead": await self.count_dead(),
             "queued": len(due),
             "oldest_age": (_now() - oldest).total_seconds() if oldest else 0.0,
+            "submitted": sum(1 for j in self.jobs.values() if last <= j["created_at"] < minute),
         }
+
+    async def cost_counts(self) -> list[Row]:
+        rows = []
+        for label, span in (("hour", timedelta(hours=1)), ("day", timedelta(days=1))):
+            since = _now() - span
+            made = [j["created_at"] for j in self.jobs.values() if j["created_at"] >= since]
+            ended = [a for runs in self.attempts.values() for a in runs
+                     if a["finished_at"] is not None and a["finished_at"] >= since]  # fmt: skip
+            seconds = sum((a["finished_at"] - a["started_at"]).total_seconds() for a in ended)
+            rows.append({"label": label, "jobs": len(made), "requests": len(set(made)),
+                         "attempts": len(ended), "attempt_seconds": seconds})  # fmt: skip
+        return rows
 
     async def count_dead(self) -> int:
         return sum(1 for j in self.jobs.values() if j["status"] == JobStatus.DEAD)

@@ -274,7 +274,8 @@ class WorkerLoop:
         finally:
             self.running.pop(lease.job_id, None)
             self._freed.set()
-            duration_ms = (time.monotonic() - started) * 1000
+            # 0.1 ms, as the outcome line: a full float is ~13 more bytes a job in the EMF line
+            duration_ms = round((time.monotonic() - started) * 1000, 1)
             self.service.metrics.add_metric("JobDuration", "Milliseconds", duration_ms)
             status, error = running.outcome or ("lost", None)
             self.task_metrics.record(lease.task, status, duration_ms)

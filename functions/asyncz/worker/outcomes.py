@@ -1,5 +1,5 @@
 """One short log line per attempt's outcome: what an operator searches for (job id, task,
-queue, attempt, status, duration, error), and nothing else.
+attempt, status, duration in ms, error; the queue when not the default), and nothing else.
 
 The Powertools logger adds the Lambda context to every line (about 300 bytes: function ARN,
 memory, request id, cold start); the outcome line is the one line a job costs, so it goes
@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from asyncz.jobs import Lease
 
+DEFAULT_QUEUE = "default"
 # the statuses an attempt can leave its job in, and the level each is logged at
 LEVELS = {"completed": "INFO", "retrying": "INFO", "cancelled": "INFO", "dead": "WARNING"}
 
@@ -23,17 +24,18 @@ def outcome_line(
     lease: Lease, status: str, duration_ms: float, error: str | None, trace_id: str | None = None
 ) -> str:
     """No timestamp of its own: CloudWatch stamps every event (and ``asyncz dev`` prints the
-    line as the sandbox wrote it)."""
+    line as the sandbox wrote it). Short keys, no message that repeats the status, and the
+    queue only when it is not the default one: about 120 bytes a job."""
     record: dict[str, Any] = {
         "level": LEVELS.get(status, "INFO"),
-        "message": f"job {status}",
         "job_id": lease.job_id,
         "task": lease.task,
-        "queue": lease.queue,
         "attempt": lease.attempt,
         "status": status,
-        "duration_ms": round(duration_ms, 1),
+        "ms": round(duration_ms, 1),
     }
+    if lease.queue != DEFAULT_QUEUE:
+        record["queue"] = lease.queue
     if trace_id:
         record["trace_id"] = trace_id
     if error:

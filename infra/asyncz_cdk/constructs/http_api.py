@@ -17,17 +17,18 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-# the REST API's access log fields, in the HTTP API's variables
-_ACCESS_LOG = {
-    "requestId": "$context.requestId",
+# One line per request, ingested at $0.50 per GB: what an operator needs of a request (who,
+# what, the answer, how long), short keys, no time (CloudWatch stamps each event), no route
+# key (always $default) and no protocol. About 110 bytes, against 205 with the REST API's
+# standard fields (docs/cost.md).
+ACCESS_LOG = {
+    "id": "$context.requestId",
     "ip": "$context.identity.sourceIp",
-    "requestTime": "$context.requestTime",
-    "httpMethod": "$context.httpMethod",
-    "routeKey": "$context.routeKey",
+    "method": "$context.httpMethod",
+    "path": "$context.path",
     "status": "$context.status",
-    "protocol": "$context.protocol",
-    "responseLength": "$context.responseLength",
-    "integrationLatency": "$context.integrationLatency",
+    "bytes": "$context.responseLength",
+    "ms": "$context.integrationLatency",
 }
 
 
@@ -70,7 +71,8 @@ class HttpApiFront(Construct):
         cfn_stage = stage.node.default_child
         assert isinstance(cfn_stage, apigwv2.CfnStage)
         cfn_stage.access_log_settings = apigwv2.CfnStage.AccessLogSettingsProperty(
-            destination_arn=access_logs.log_group_arn, format=json.dumps(_ACCESS_LOG)
+            destination_arn=access_logs.log_group_arn,
+            format=json.dumps(ACCESS_LOG, separators=(",", ":")),
         )
         self.api_id: str = self.http_api.api_id
         self.url: str = f"{self.http_api.api_endpoint}/"

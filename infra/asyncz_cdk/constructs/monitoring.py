@@ -141,13 +141,17 @@ class Monitoring(Construct):
                 title="Jobs",
                 width=12,
                 left=[
-                    _job_metric(namespace, metric, "Sum", five_min)
-                    for metric in (
-                        "JobsSubmitted",
-                        "JobsCompleted",
-                        "JobsRetried",
-                        "JobsDeadLettered",
-                    )
+                    # recovery counts the submitted jobs once a minute (a gauge's shape)
+                    cloudwatch.Metric(
+                        namespace=namespace,
+                        metric_name="JobsSubmitted",
+                        statistic="Sum",
+                        period=five_min,
+                    ),
+                    *(
+                        _job_metric(namespace, metric, "Sum", five_min)
+                        for metric in ("JobsCompleted", "JobsRetried", "JobsDeadLettered")
+                    ),
                 ],
             ),
             cloudwatch.GraphWidget(

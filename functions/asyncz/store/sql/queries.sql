@@ -304,11 +304,15 @@ SELECT queue, status, sum(n)::bigint AS n FROM (
  GROUP BY queue, status;
 
 -- name: queue_gauges
--- What the alarms watch: dead jobs, due queued jobs and the oldest one's age.
+-- What the alarms watch: dead jobs, due queued jobs and the oldest one's age; and the jobs
+-- submitted in the last whole minute (jobs_created_idx), the dashboard's JobsSubmitted.
 SELECT (SELECT count(*) FROM jobs WHERE status = 'dead')::bigint AS dead,
        (SELECT count(*) FROM jobs WHERE status = 'queued' AND run_at <= now())::bigint AS queued,
        coalesce(extract(epoch FROM now() - (SELECT min(run_at) FROM jobs
-                  WHERE status = 'queued' AND run_at <= now())), 0)::float8 AS oldest_age;
+                  WHERE status = 'queued' AND run_at <= now())), 0)::float8 AS oldest_age,
+       (SELECT count(*) FROM jobs
+         WHERE created_at >= date_trunc('minute', now()) - interval '1 minute'
+           AND created_at < date_trunc('minute', now()))::bigint AS submitted;
 
 -- name: oldest_queued_by_queue
 SELECT queue, extract(epoch FROM now() - min(run_at))::float8 AS age
@@ -489,3 +493,18 @@ SELECT minute, sum(completed)::bigint AS completed, sum(failed)::bigint AS faile
          GROUP BY 1) per
  GROUP BY minute
  ORDER BY minute;
+
+-- name: cost_counts
+-- The cost estimate's counts for the last hour and day: jobs, submit requests (a batch's
+-- jobs share its transaction's created_at), finished attempts and their run time. Range
+-- scans of jobs_created_idx and job_attempts_finished_idx.
+SELECT w.label,
+       (SELECT count(*) FROM jobs WHERE created_at >= now() - w.span)::bigint AS jobs,
+       (SELECT count(DISTINCT created_at) FROM jobs
+         WHERE created_at >= now() - w.span)::bigint AS requests,
+       (SELECT count(*) FROM job_attempts WHERE finished_at >= now() - w.span)::bigint
+         AS attempts,
+       (SELECT coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
+          FROM job_attempts WHERE finished_at >= now() - w.span)::float8 AS attempt_seconds
+  FROM (VALUES ('hour', interval '1 hour'), ('day', interval '1 day')) AS w(label, span)
+ ORDER BY w.span;

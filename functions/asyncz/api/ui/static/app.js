@@ -220,11 +220,18 @@ function overviewPage() {
     if (fresh) [series, seriesAt] = [fresh, Date.now()];
     const sum = (k) => series.minutes.reduce((n, m) => n + m[k], 0);
     const total = (s) => Object.values(stats.queues).reduce((n, q) => n + q.counts[s], 0);
+    // GET /stats' cost estimate: Lambda, API Gateway and logs, no fixed monthly costs
+    const usd = (d) => `$${d.toFixed(d < 1 ? 4 : 2)}`;
+    const c = stats.cost;
+    const cost = c ? `${usd(c.last_hour.dollars)} / ${usd(c.last_day.dollars)}` : "—";
+    const note = c ? `estimate at the prices of ${c.prices_of} (${c.api}, ${c.architecture})` : null;
     cards.replaceChildren(
       ...[["live workers", stats.live_workers ?? "—"], ["queued", total("queued")],
           ["processing", total("processing")], ["dead", total("dead")],
-          ["completed (1 h)", sum("completed")], ["failed (1 h)", sum("failed")]]
-        .map(([label, value]) => el("div", { class: "card", "data-stat": label },
+          ["completed (1 h)", sum("completed")], ["failed (1 h)", sum("failed")],
+          ["est. cost (1 h / 1 d)", cost]]
+        .map(([label, value]) => el("div", { class: "card", "data-stat": label,
+          title: label.startsWith("est.") ? note : null },
           el("div", { class: "muted" }, label), el("div", { class: "big" }, value))));
     chart.replaceChildren(drawChart(series.minutes));
     queues.replaceChildren(...Object.entries(stats.queues).map(([name, q]) =>
