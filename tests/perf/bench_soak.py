@@ -40,7 +40,7 @@ import psycopg
 
 from tests.perf.common import API_KEY, command, launch_dev, load_line, machine, stop_dev
 from tests.perf.soak_report import Ledger, report
-from tests.perf.soak_stats import rss_by_role, table_stats, worker_sandboxes
+from tests.perf.soak_stats import index_sizes, rss_by_role, table_stats, worker_sandboxes
 from tests.support.devrun import free_port
 from tests.support.private_servers import DebianPostgres, RedisServer
 
@@ -262,7 +262,7 @@ def soak(cfg: SoakConfig, port: int, db: str, procs: dict[str, Any], say: Any) -
     sampler = Sampler(db, cfg, ledger, procs)
     start = sampler.start_t = time.monotonic()
     sampler.start()
-    snaps = [table_stats(conn)]
+    snaps, indexes = [table_stats(conn)], [index_sizes(conn)]
     stop_load = load(port, rate, cfg.clients, ledger, start)
     faults: list[tuple[float, str, str]] = []
 
@@ -281,6 +281,7 @@ def soak(cfg: SoakConfig, port: int, db: str, procs: dict[str, Any], say: Any) -
     for w in range(windows):
         time.sleep(max(0.0, start + (w + 1) * cfg.window_s - time.monotonic()))
         snaps.append(table_stats(conn))
+        indexes.append(index_sizes(conn))
         say(f"# window {w + 1}/{windows} done at {time.monotonic() - start:.0f} s")
     stop_load.set()
     recovery = float(cfg.env.get("ASYNCZ_RECOVERY_INTERVAL_SECONDS", 60))
@@ -297,6 +298,16 @@ def soak(cfg: SoakConfig, port: int, db: str, procs: dict[str, Any], say: Any) -
         ).fetchall()
     )
     conn.close()
+    say(
+        "\n| index MB at the end of each window | "
+        + " | ".join(f"w{w}" for w in range(1, len(indexes)))
+        + " |"
+    )
+    say("|---|" + "---|" * (len(indexes) - 1))
+    for name in sorted(indexes[-1]):
+        say(
+            f"| {name} | " + " | ".join(f"{i.get(name, 0) / 2**20:.1f}" for i in indexes[1:]) + " |"
+        )
     return report(cfg.window_s, rate, ledger, snaps, sampler.rss, faults, missing, states, say)
 
 

@@ -42,6 +42,16 @@ def table_stats(conn: psycopg.Connection[Any]) -> dict[str, dict[str, int]]:
     return {row[0]: dict(zip(keys, (int(v) for v in row[1:]), strict=True)) for row in rows}
 
 
+def index_sizes(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Each index of the two tables and its bytes."""
+    rows = conn.execute(
+        "SELECT indexrelname, pg_relation_size(indexrelid) FROM pg_stat_user_indexes"
+        " WHERE relname = ANY(%s)",
+        (list(TABLES),),
+    ).fetchall()
+    return {name: int(size) for name, size in rows}
+
+
 def _stat_ppid(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat.rsplit(")", 1)[1].split()[1])
