@@ -80,6 +80,19 @@ class Meter:
         return {"statements": calls, "db_ms": ms, "wal": float(lsn[0]),  # type: ignore[index]
                 "cpu_s": server_cpu_s(self.pg), "t": time.perf_counter()}  # fmt: skip
 
+    def by_statement(self) -> dict[str, tuple[int, float]]:
+        """Calls and database ms of each statement of this database so far."""
+        rows = self.admin.execute(
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70), calls, total_exec_time"
+            " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database"
+            " WHERE datname = %s)", (self.dbname,),
+        ).fetchall()  # fmt: skip
+        out: dict[str, tuple[int, float]] = {}
+        for text, calls, ms in rows:
+            c, m = out.get(text, (0, 0.0))
+            out[text] = (c + calls, m + ms)
+        return out
+
     def phase(self, run: Any) -> dict[str, float]:
         """The counters' change while ``run()`` runs; ``run`` may return the client's CPU s."""
         before = self.read()
@@ -145,10 +158,14 @@ def ours(pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: in
            "POWERTOOLS_TRACE_DISABLED": "true", "AWS_REGION": "us-east-1"}  # fmt: skip
     worker = [sys.executable, "-m", "asyncz.worker.standalone", "--seconds", "600",
               "--idle-exit", "1", "--concurrency", str(concurrency)]  # fmt: skip
-    phases = {
-        "submit": meter.phase(lambda: asyncio.run(submit())),
-        "drain": meter.phase(lambda: run_child(worker, env)),
-    }
+    submitted = meter.phase(lambda: asyncio.run(submit()))
+    before = meter.by_statement()
+    phases = {"submit": submitted, "drain": meter.phase(lambda: run_child(worker, env))}
+    after = meter.by_statement()
+    top = sorted(((after[q][1] - before.get(q, (0, 0.0))[1], after[q][0] - before.get(q, (0, 0))[0],
+                   q) for q in after), reverse=True)[:4]  # fmt: skip
+    print(f"# {name} drain, database µs/job by statement: " + "; ".join(
+        f"{1000 * ms / n:.0f} µs ({calls} calls) {q}" for ms, calls, q in top), flush=True)
     empty = time.perf_counter()
     run_child(worker, env)  # the same process on an empty queue: its start and its exit
     phases["drain"]["empty_s"] = time.perf_counter() - empty

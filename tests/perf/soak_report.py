@@ -97,8 +97,9 @@ def report(
         say(f"| {role} | " + " | ".join(f"{r['rss'].get(role, 0):.0f}" for r in rows) + " |")
     say("\nfaults: " + "; ".join(f"{t:.0f} s {kind}: {what}" for t, kind, what in faults))
     verdict = verdicts(rows, missing, states, ledger)
+    ended = len(ledger.accepted & ledger.ended.keys())
     say(
-        f"\naccepted {len(ledger.accepted)}, seen ended {len(ledger.ended)}, not seen ended "
+        f"\naccepted {len(ledger.accepted)}, of them seen ended {ended}, not seen ended "
         f"{len(missing)} {dict(list(states.items())[:5])}; verdicts: {json.dumps(verdict)}"
     )
     return {
