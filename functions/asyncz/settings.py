@@ -123,6 +123,8 @@ class Settings(BaseSettings):
     retain_finished_seconds: int = Field(default=7 * 86400, ge=0)  # completed, cancelled
     retain_dead_seconds: int = Field(default=30 * 86400, ge=0)
     retain_audit_seconds: int = Field(default=365 * 86400, ge=0)  # the operator audit trail
+    # Each run deletes in batches until nothing is left or this long has passed (per kind).
+    retention_seconds_per_run: float = Field(default=20.0, gt=0)
 
     # --- API.
     api_key_hashes: str = ""  # comma-separated SHA-256 hex digests of accepted API keys

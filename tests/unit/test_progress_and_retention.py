@@ -94,3 +94,31 @@ def test_progress_is_written_at_most_about_once_a_second(monkeypatch: pytest.Mon
     done = asyncio.run(go())
     assert (done.progress, done.progress_message) == (1.0, "step 100")  # the last one is kept
     assert 1 <= len(writes) <= 6, writes  # not a hundred
+
+
+def _finished_long_ago(svc: Any, n: int) -> None:
+    async def go() -> None:
+        for i in range(n):
+            job = await svc.submit(NewJob(task="echo", payload={"i": i}))
+            [lease] = await svc.claim_next("w", ["default"], 1, 0.1, 3600)
+            await svc.complete(lease, None)
+            svc.store.jobs[job.job_id]["finished_at"] -= timedelta(seconds=5)
+
+    asyncio.run(go())
+
+
+def test_one_run_of_retention_deletes_everything_due_not_a_fixed_number_of_batches() -> None:
+    # 5 full batches of 10, past recovery_max_batches=2: a cap on batches would cap the rate
+    svc = service(retain_finished_seconds=1, recovery_batch_size=10, recovery_max_batches=2)
+    _finished_long_ago(svc, 50)
+    assert asyncio.run(svc.prune()) == 50
+    assert not svc.store.jobs  # type: ignore[attr-defined]
+
+
+def test_a_run_of_retention_stops_after_its_time_even_with_more_left() -> None:
+    svc = service(
+        retain_finished_seconds=1, recovery_batch_size=10, retention_seconds_per_run=1e-9
+    )
+    _finished_long_ago(svc, 25)
+    assert asyncio.run(svc.prune()) == 10  # one batch, then the time is up
+    assert asyncio.run(svc.prune()) == 10  # the next run goes on where it stopped

@@ -4,6 +4,8 @@ settings give. A part of
 
 from __future__ import annotations
 
+import time
+
 from asyncz.ports import JobStore, MetricsSink
 from asyncz.settings import Settings
 
@@ -16,7 +18,9 @@ class Retention:
 
     async def prune(self) -> int:
         """Retention: delete finished jobs (and their attempts) older than the settings say,
-        in bounded batches; returns how many went."""
+        in batches, until none is left or ``retention_seconds_per_run`` has passed for each
+        kind; returns how many went. A cap on batches instead would cap the rate a deployment
+        can sustain (20 batches of 500 a minute: 167 jobs/s)."""
         s = self.settings
         pruned = 0
         for older_than, prune in (
@@ -25,10 +29,11 @@ class Retention:
         ):
             if older_than <= 0:  # 0 keeps forever
                 continue
-            for _ in range(s.recovery_max_batches):
+            ends = time.monotonic() + s.retention_seconds_per_run
+            while True:
                 n = await prune(older_than, s.recovery_batch_size)
                 pruned += n
-                if n < s.recovery_batch_size:
+                if n < s.recovery_batch_size or time.monotonic() >= ends:
                     break
         if s.retain_finished_seconds > 0:
             await self.store.maintenance.prune_periodic_runs(s.retain_finished_seconds)

@@ -1,0 +1,311 @@
+"""What a job costs PostgreSQL over its whole life, beside the Postgres queues people compare
+us with, on one private server in one run: a PostgreSQL 15 of Debian's binaries with
+``pg_stat_statements`` loaded, a fresh database per contender.
+
+Per job and phase (submit, drain, maintenance): statements executed (``pg_stat_statements``
+calls, BEGIN/COMMIT included: each is at least one round trip), database time (their
+``total_exec_time``), WAL bytes (the server's LSN moved, all processes), the server's CPU
+(every PostgreSQL process's utime+stime, exited backends through the postmaster's children
+times) and the drain's client CPU (the worker process's rusage). Ours: the job service
+in-process for the submit (what the api handler calls), one ``asyncz.worker.standalone``
+process for the drain at worker concurrency (claim batch) 1, 10 (the default) or 50,
+retention and the count fold (what recovery runs) for the maintenance. Peers: PgQueuer,
+Procrastinate (a separate virtualenv: ``--peers-python``) and graphile-worker (``--graphile``,
+a folder where ``npm install graphile-worker`` ran), each enqueuing the same no-op jobs one
+call per job and 100 per call, and draining them with ONE worker process and its documented
+defaults.
+
+    python3 -m venv /tmp/asyncz-peers && /tmp/asyncz-peers/bin/pip install pgqueuer==1.6.0 \\
+        procrastinate==3.10.0 'psycopg[binary]' asyncpg
+    mkdir /tmp/asyncz-graphile && (cd /tmp/asyncz-graphile && npm init -y && \\
+        npm install graphile-worker@0.18.0)
+    .venv/bin/python -m tests.perf.bench_pg_cost --jobs 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from asyncz.jobs import NewJob
+from asyncz.settings import Settings
+from asyncz.store.migrations import apply_migrations
+from tests.perf.common import command, load_line, machine
+from tests.support.private_servers import DebianPostgres, RedisServer
+from tests.support.settings import open_service, settings_env
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TICK = os.sysconf("SC_CLK_TCK")
+PSS = """SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)::float8
+           FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = %s)"""
+
+
+def server_cpu_s(pg: DebianPostgres) -> float:
+    """CPU seconds of every PostgreSQL process so far (the postmaster's children times hold
+    the backends that exited)."""
+    total = 0
+    root = pg.postmaster_pid()
+    for pid in pg.pids():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+        if pid == root:
+            total += int(fields[13]) + int(fields[14])
+    return total / TICK
+
+
+class Meter:
+    """The server's counters for one database, read from the ``postgres`` database."""
+
+    def __init__(self, pg: DebianPostgres, dbname: str) -> None:
+        self.pg, self.dbname = pg, dbname
+        self.admin = psycopg.connect(pg.server_url, autocommit=True)
+
+    def read(self) -> dict[str, float]:
+        calls, ms = self.admin.execute(PSS, (self.dbname,)).fetchone()  # type: ignore[misc]
+        lsn = self.admin.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+        return {"statements": calls, "db_ms": ms, "wal": float(lsn[0]),  # type: ignore[index]
+                "cpu_s": server_cpu_s(self.pg), "t": time.perf_counter()}  # fmt: skip
+
+    def by_statement(self) -> dict[str, tuple[int, float]]:
+        """Calls and database ms of each statement of this database so far."""
+        rows = self.admin.execute(
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70), calls, total_exec_time"
+            " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database"
+            " WHERE datname = %s)", (self.dbname,),
+        ).fetchall()  # fmt: skip
+        out: dict[str, tuple[int, float]] = {}
+        for text, calls, ms in rows:
+            c, m = out.get(text, (0, 0.0))
+            out[text] = (c + calls, m + ms)
+        return out
+
+    def phase(self, run: Any) -> dict[str, float]:
+        """The counters' change while ``run()`` runs; ``run`` may return the client's CPU s."""
+        before = self.read()
+        client_cpu = run()
+        after = self.read()
+        out = {k: after[k] - before[k] for k in before}
+        out["client_cpu_s"] = float(client_cpu or 0.0)
+        return out
+
+
+LAST_LINE: dict[str, str] = {}  # the last line each peer's act printed (its version, knobs)
+
+
+def run_child(argv: list[str], env: dict[str, str] | None = None, cwd: Path = REPO) -> float:
+    """Runs ``argv`` to its end; returns its CPU seconds (user + system); fails loudly."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+        if os.waitstatus_to_exitcode(status):
+            raise SystemExit(f"{argv[:4]} failed:\n{text[-3000:]}")
+    LAST_LINE[argv[1]] = (text.strip().splitlines() or [""])[-1]
+    return usage.ru_utime + usage.ru_stime
+
+
+def fresh_db(pg: DebianPostgres, name: str) -> str:
+    with psycopg.connect(pg.server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return pg.url(name)
+
+
+# --------------------------------------------------------------------------- ours
+
+
+def ours(pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: int) -> dict[str, Any]:  # noqa: E501
+    name = f"ours_{shape}_{concurrency}"
+    db = fresh_db(pg, name)
+    apply_migrations(db)
+    settings = Settings(
+        database_url=db, redis_url=redis_url, redis_prefix=name, api_key_hashes="0" * 64,
+        worker_function_name="asyncz-worker", publish_gauges=False,
+        retain_finished_seconds=1, worker_concurrency=concurrency,
+    )  # fmt: skip
+    meter = Meter(pg, name)
+
+    async def submit() -> None:
+        async with open_service(settings) as svc:
+            if shape == "single":
+                for _ in range(n):
+                    await svc.submit(NewJob(task="echo", payload={}))
+            else:
+                for i in range(0, n, 100):
+                    await svc.submit_many([NewJob(task="echo", payload={})] * min(100, n - i))
+
+    async def maintain() -> None:
+        async with open_service(settings) as svc:
+            await svc.prune()
+            await svc.fold_counts()
+
+    env = {**settings_env(settings), "POWERTOOLS_METRICS_DISABLED": "true",
+           "POWERTOOLS_TRACE_DISABLED": "true", "AWS_REGION": "us-east-1"}  # fmt: skip
+    worker = [sys.executable, "-m", "asyncz.worker.standalone", "--seconds", "600",
+              "--idle-exit", "1", "--concurrency", str(concurrency)]  # fmt: skip
+    submitted = meter.phase(lambda: asyncio.run(submit()))
+    before = meter.by_statement()
+    phases = {"submit": submitted, "drain": meter.phase(lambda: run_child(worker, env))}
+    after = meter.by_statement()
+    top = sorted(((after[q][1] - before.get(q, (0, 0.0))[1], after[q][0] - before.get(q, (0, 0))[0],
+                   q) for q in after), reverse=True)[:4]  # fmt: skip
+    print(f"# {name} drain, database µs/job by statement: " + "; ".join(
+        f"{1000 * ms / n:.0f} µs ({calls} calls) {q}" for ms, calls, q in top), flush=True)
+    empty = time.perf_counter()
+    run_child(worker, env)  # the same process on an empty queue: its start and its exit
+    phases["drain"]["empty_s"] = time.perf_counter() - empty
+    with psycopg.connect(db) as conn:
+        left = conn.execute("SELECT count(*) FROM jobs WHERE status <> 'completed'").fetchone()
+        assert left == (0,), f"{name}: {left} jobs not completed"
+        span = conn.execute("SELECT extract(epoch FROM max(finished_at) - min(started_at)) "
+                            "FROM jobs").fetchone()[0]  # type: ignore[index]  # fmt: skip
+    time.sleep(1.2)  # past retain_finished_seconds
+    phases["drain"]["span_s"] = float(span)
+    phases["maintenance"] = meter.phase(lambda: asyncio.run(maintain()))
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,), "retention left rows"
+    meter.admin.close()
+    return {"name": f"AsyncZ, {shape} submit, worker concurrency {concurrency}",
+            "phases": phases,
+            "knobs": "defaults (heartbeat 10 s: a no-op never beats), one standalone worker"}
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def peer(pg: DebianPostgres, who: str, n: int, shape: str, py: str, gw: Path) -> dict[str, Any]:
+    name = f"{who.replace('-', '_')}_{shape}"
+    dsn = fresh_db(pg, name)
+    meter = Meter(pg, name)
+    if who == "graphile-worker":
+        script = gw / "pg_cost_graphile.js"
+        script.write_text(PEER_JS)
+        base = ["node", str(script)]
+        cwd = gw
+    else:
+        base, cwd = [py, str(HERE / "pg_cost_peers.py"), who], REPO
+    run_child([*base, "install", dsn, str(n), shape], cwd=cwd)
+    phases = {
+        "submit": meter.phase(lambda: run_child([*base, "enqueue", dsn, str(n), shape], cwd=cwd)),
+        "drain": meter.phase(lambda: run_child([*base, "drain", dsn, str(n), shape], cwd=cwd)),
+    }
+    empty = time.perf_counter()
+    run_child([*base, "drain", dsn, str(n), shape], cwd=cwd)
+    phases["drain"]["empty_s"] = time.perf_counter() - empty
+    if who in SPAN:
+        with psycopg.connect(dsn) as conn:
+            phases["drain"]["span_s"] = float(conn.execute(SPAN[who]).fetchone()[0])  # type: ignore[index]
+    meter.admin.close()
+    meta = json.loads(LAST_LINE[base[1]])
+    return {"name": f"{who} {meta['version']}, {shape} enqueue", "phases": phases,
+            "knobs": meta["knobs"]}  # fmt: skip
+
+
+# first start → last finish, from the peer's own log of events (graphile-worker deletes a
+# finished job and keeps no event: its drain is timed by its process, less an empty run)
+SPAN = {
+    "pgqueuer": "SELECT extract(epoch FROM max(created) FILTER (WHERE status = 'successful')"
+    " - min(created) FILTER (WHERE status = 'picked')) FROM pgqueuer_log",
+    "procrastinate": "SELECT extract(epoch FROM max(at) FILTER (WHERE type = 'succeeded')"
+    " - min(at) FILTER (WHERE type = 'started')) FROM procrastinate_events",
+}
+PEER_JS = ""  # set in main from pg_cost_peers.GRAPHILE (kept beside the Python drivers)
+
+
+def whole_life(r: dict[str, Any]) -> dict[str, float]:
+    keys = ("statements", "db_ms", "wal", "cpu_s")
+    return {k: sum(p[k] for p in r["phases"].values()) for k in keys}
+
+
+def table(results: list[dict[str, Any]], n: int) -> None:
+    print(f"\nA job's whole life (submit + drain + maintenance), per job, {n:,} no-op jobs:")
+    print("| contender | statements | database µs | WAL bytes | server CPU µs | of which submit "
+          "(statements / db µs / WAL B) | maintenance (statements / db µs / WAL B) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        w, sub, m = whole_life(r), r["phases"]["submit"], r["phases"].get("maintenance")
+        maint = (f"{m['statements'] / n:.2f} / {1000 * m['db_ms'] / n:.0f} / {m['wal'] / n:,.0f}"
+                 if m else "none (the row is deleted at completion, or kept)")  # fmt: skip
+        print(f"| {r['name']} | {w['statements'] / n:.2f} | {1000 * w['db_ms'] / n:.0f} | "
+              f"{w['wal'] / n:,.0f} | {1e6 * w['cpu_s'] / n:.0f} | {sub['statements'] / n:.2f} / "
+              f"{1000 * sub['db_ms'] / n:.0f} / {sub['wal'] / n:,.0f} | {maint} |")  # fmt: skip
+    print("\nThe drain: one worker process; jobs/s = jobs ÷ (last finish − first start) from the "
+          "queue's own timestamps, or (*) ÷ (the process's wall time − its wall time on an empty "
+          "queue)")  # fmt: skip
+    print("| contender | jobs/s | statements/job | database µs/job | server CPU µs/job | "
+          "worker CPU µs/job | WAL B/job |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        d = r["phases"]["drain"]
+        span = d.get("span_s") or max(d["t"] - d["empty_s"], 1e-3)
+        mark = "" if "span_s" in d else " (*)"
+        print(f"| {r['name']} | {n / span:,.0f}{mark} | {d['statements'] / n:.2f} | "
+              f"{1000 * d['db_ms'] / n:.0f} | {1e6 * d['cpu_s'] / n:.0f} | "
+              f"{1e6 * d['client_cpu_s'] / n:.0f} | {d['wal'] / n:,.0f} |")  # fmt: skip
+    print()
+    for r in results:
+        print(f"- {r['name']}: {r['knobs']}")
+
+
+def main() -> None:
+    global PEER_JS
+    from tests.perf.pg_cost_peers import GRAPHILE
+
+    PEER_JS = GRAPHILE
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--peers-python", default="/tmp/asyncz-peers/bin/python")
+    ap.add_argument("--graphile", default="/tmp/asyncz-graphile")
+    ap.add_argument("--only", nargs="*", default=["ours", "pgqueuer", "procrastinate",
+                                                  "graphile-worker"])  # fmt: skip
+    args = ap.parse_args()
+    print(f"# PostgreSQL cost per job — {machine()}")
+    print(f"# {load_line()} (shared machine: other test suites may be running)")
+    print(f"# command: {command('tests.perf.bench_pg_cost', sys.argv[1:])}")
+    pg = DebianPostgres({"shared_preload_libraries": "pg_stat_statements",
+                         "pg_stat_statements.track_utility": "on"})  # fmt: skip
+    workdir = Path(tempfile.mkdtemp(prefix="asyncz-pg-cost-"))
+    redis_server = RedisServer(workdir)
+    pg.start()
+    redis_server.start()
+    results = []
+    try:
+        with psycopg.connect(pg.server_url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION pg_stat_statements")
+            print(f"# server: {conn.execute('SELECT version()').fetchone()[0]}, "  # type: ignore[index]
+                  "defaults + pg_stat_statements", flush=True)  # fmt: skip
+        if "ours" in args.only:
+            for shape, concurrency in (("single", 10), ("batch", 10), ("batch", 1), ("batch", 50)):
+                redis_server.client().flushall()
+                results.append(ours(pg, redis_server.url, args.jobs, shape, concurrency))
+                print(f"# done: {results[-1]['name']}", flush=True)
+        for who in ("pgqueuer", "procrastinate", "graphile-worker"):
+            if who in args.only:
+                for shape in ("single", "batch"):
+                    results.append(peer(pg, who, args.jobs, shape, args.peers_python,
+                                        Path(args.graphile)))  # fmt: skip
+                    print(f"# done: {results[-1]['name']}", flush=True)
+    finally:
+        redis_server.stop()
+        pg.stop()
+    table(results, args.jobs)
+    print(f"# {load_line()}")
+
+
+if __name__ == "__main__":
+    main()
