@@ -63,5 +63,6 @@ def test_a_submitted_and_completed_job_is_two_human_lines(tmp_path: Path) -> Non
 def test_json_format_gives_json_lines(tmp_path: Path) -> None:
     job_id, _, about = run_one_job(tmp_path, "--log-format", "json")
     records = [json.loads(line) for line in about]
-    assert [r.get("message") for r in records] == ["POST /jobs 202", "job completed"]
+    assert records[0]["message"] == "POST /jobs 202"
     assert records[1]["job_id"] == job_id and records[1]["attempt"] == 1
+    assert records[1]["status"] == "completed"  # the worker's outcome line, as written

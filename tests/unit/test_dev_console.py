@@ -8,7 +8,9 @@ from datetime import datetime
 
 import pytest
 
+from asyncz.jobs import Lease
 from asyncz.local.console import render
+from asyncz.worker.outcomes import outcome_line
 
 pytestmark = pytest.mark.unit
 
@@ -17,6 +19,15 @@ NOON = datetime(2026, 12, 5, 12, 0, 1)
 
 def line(**record: object) -> str:
     return json.dumps(record) + "\n"
+
+
+def outcome(task: str, attempt: int, status: str, ms: float, error: str | None = None) -> str:
+    """The line the worker writes for an attempt's outcome."""
+    lease = Lease(
+        job_id="1a2b3c4d-0000", token="t", task=task, payload={}, queue="default", priority=0,
+        attempt=attempt, attempt_base=0, max_retries=3, timeout_seconds=30,
+    )  # fmt: skip
+    return outcome_line(lease, status, ms, error, trace_id="ab")
 
 
 def test_each_kind_of_line_is_one_short_sentence() -> None:
@@ -30,29 +41,10 @@ def test_each_kind_of_line_is_one_short_sentence() -> None:
         ms=3.1,
     )
     assert render(access, False, NOON) == "12:00:01 api      POST /jobs 202 3.1 ms\n"
-    outcome = line(
-        level="INFO",
-        message="job completed",
-        job_id="1a2b3c4d-0000",
-        task="echo",
-        queue="default",
-        attempt=1,
-        status="completed",
-        duration_ms=4.0,
-    )
-    assert render(outcome, False, NOON) == (
+    assert render(outcome("echo", 1, "completed", 4.0), False, NOON) == (
         "12:00:01 worker   job 1a2b3c4d echo completed in 4 ms (attempt 1)\n"
     )
-    retry = line(
-        level="INFO",
-        message="job retrying",
-        job_id="1a2b3c4d-0000",
-        task="fail",
-        attempt=2,
-        status="retrying",
-        duration_ms=1.5,
-        error="TaskFailedError: no",
-    )
+    retry = outcome("fail", 2, "retrying", 1.5, "TaskFailedError: no")
     assert render(retry, False, NOON).endswith(
         "fail retrying in 1.5 ms (attempt 2): TaskFailedError: no\n"
     )
@@ -85,12 +77,5 @@ def test_an_error_stands_out_with_its_traceback_once_and_colour_only_when_asked(
     assert "\033[" not in plain
     coloured = render(error, True, NOON)
     assert "\033[31m" in coloured and coloured.count("Traceback") == 1
-    done = line(
-        message="job completed",
-        job_id="j",
-        task="echo",
-        attempt=1,
-        status="completed",
-        duration_ms=1,
-    )
-    assert "\033[32m" in render(done, True, NOON)  # completed in green
+    completed = render(outcome("echo", 1, "completed", 1), True, NOON)
+    assert "\033[32m" in completed  # completed in green

@@ -44,8 +44,14 @@ def _clip(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _is_outcome(record: dict[str, Any]) -> bool:
+    """The worker's line for an attempt's outcome (asyncz.worker.outcomes): no message, the
+    status and the duration in ms."""
+    return "job_id" in record and "status" in record and "ms" in record and "message" not in record
+
+
 def _component(record: dict[str, Any]) -> str:
-    if "duration_ms" in record and "job_id" in record:  # an attempt's outcome line
+    if _is_outcome(record):
         return "worker"
     if "component" in record:
         return "api" if record["component"] == "gateway" else str(record["component"])
@@ -61,9 +67,9 @@ def describe(record: dict[str, Any]) -> str | None:
     message = str(record.get("message", ""))
     if record.get("component") == "gateway" and "ms" in record:
         return f"{message} {record['ms']} ms"
-    if "status" in record and "duration_ms" in record and "job_id" in record:  # an outcome
+    if _is_outcome(record):
         text = (f"job {_short(record['job_id'])} {record.get('task')} {record['status']} "
-                f"in {record['duration_ms']:g} ms (attempt {record.get('attempt')})")  # fmt: skip
+                f"in {record['ms']:g} ms (attempt {record.get('attempt')})")  # fmt: skip
         return text + (f": {record['error']}" if record.get("error") else "")
     if "job_id" in record and "attempt" in record:  # a line logged during an attempt
         message = (f"[job {_short(record['job_id'])} {record.get('task', '')} "
