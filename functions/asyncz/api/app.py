@@ -37,14 +37,12 @@ from asyncz.api.schemas import (
     AttemptOut,
     BulkReplay,
     BulkReplayed,
-    Health,
     JobOut,
     JobPage,
     JobState,
-    ScheduleList,
-    Stats,
     StatusName,
 )
+from asyncz.api.state_schemas import Health, ScheduleList, Stats
 from asyncz.api.submit import submit_reply
 from asyncz.api.task_catalog import TaskList, task_list
 from asyncz.api.ui import mount_ui
