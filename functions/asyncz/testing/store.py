@@ -19,13 +19,14 @@ from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.flow import MemoryFlow
+from asyncz.testing.listings import MemoryListings
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
 from asyncz.testing.unique import MemoryUnique
 
 _now = now_utc
 
 
-class MemoryStore:
+class MemoryStore(MemoryListings):
     """The job store (:class:`asyncz.ports.JobStore`) on dicts."""
 
     def __init__(self) -> None:
@@ -101,109 +102,6 @@ class MemoryStore:
 
     async def list_attempts(self, job_id: str) -> list[Attempt]:
         return [Attempt(**a) for a in self.attempts.get(job_id, [])][-1000:]
-
-    async def list_jobs(
-        self,
-        *,
-        status: str | None,
-        queue: str | None,
-        task: str | None,
-        limit: int,
-        after: tuple[datetime, str] | None,
-        submitted_by: str | None = None,
-    ) -> list[Job]:
-        rows = [
-            j
-            for j in self.jobs.values()
-            if (status is None or j["status"] == status)
-            and (submitted_by is None or j["submitted_by"] == submitted_by)
-            and (queue is None or j["queue"] == queue)
-            and (task is None or j["task"] == task)
-            and (after is None or (j["created_at"], uuid.UUID(j["id"])) < _key(after))
-        ]
-        rows.sort(key=lambda j: (j["created_at"], uuid.UUID(j["id"])), reverse=True)
-        return [Job(**j) for j in rows[:limit]]
-
-    async def list_dead(
-        self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
-    ) -> list[Job]:
-        rows = [
-            j
-            for j in self.jobs.values()
-            if j["status"] == JobStatus.DEAD
-            and (queue is None or j["queue"] == queue)
-            and (task is None or j["task"] == task)
-            and (after is None or (j["finished_at"], uuid.UUID(j["id"])) < _key(after))
-        ]
-        rows.sort(key=lambda j: (j["finished_at"], uuid.UUID(j["id"])), reverse=True)
-        return [Job(**j) for j in rows[:limit]]
-
-    async def counts_by_status(self) -> list[Row]:
-        counts: dict[tuple[str, str], int] = {}
-        for j in self.jobs.values():
-            counts[j["queue"], str(j["status"])] = counts.get((j["queue"], str(j["status"])), 0) + 1
-        return [{"queue": q, "status": s, "n": n} for (q, s), n in counts.items()]
-
-    async def fold_finished_counts(self, lag_seconds: float) -> int:
-        return 0  # counts_by_status counts every job each time: nothing to fold
-
-    def _due_queued(self) -> list[dict[str, Any]]:
-        now = _now()
-        return [j for j in self.jobs.values() if j["status"] == "queued" and j["run_at"] <= now]
-
-    async def oldest_queued_by_queue(self) -> dict[str, float]:
-        oldest: dict[str, datetime] = {}
-        for j in self._due_queued():
-            oldest[j["queue"]] = min(oldest.get(j["queue"], j["run_at"]), j["run_at"])
-        return {q: (_now() - t).total_seconds() for q, t in oldest.items()}
-
-    async def finished_per_minute(self, minutes: int) -> list[Row]:
-        since = _now().replace(second=0, microsecond=0) - timedelta(minutes=minutes - 1)
-        per: dict[datetime, dict[str, Any]] = {}
-
-        def bump(at: datetime | None, kind: str) -> None:
-            if at is not None and at >= since:
-                minute = at.replace(second=0, microsecond=0)
-                row = per.setdefault(minute, {"minute": minute, "completed": 0, "failed": 0,
-                                              "dead": 0})  # fmt: skip
-                row[kind] += 1
-
-        for attempts in self.attempts.values():
-            for a in attempts:
-                failed = a["outcome"] in ("failed", "timed_out", "lost")
-                if a["outcome"] == "completed" or failed:
-                    bump(a["finished_at"], "failed" if failed else "completed")
-        for j in self.jobs.values():
-            if j["status"] == "dead":
-                bump(j["finished_at"], "dead")
-        return [per[m] for m in sorted(per)]
-
-    async def gauges(self) -> Row:
-        due = self._due_queued()
-        oldest = min((j["run_at"] for j in due), default=None)
-        minute = _now().replace(second=0, microsecond=0)
-        last = minute - timedelta(minutes=1)
-        return {
-            "dead": await self.count_dead(),
-            "queued": len(due),
-            "oldest_age": (_now() - oldest).total_seconds() if oldest else 0.0,
-            "submitted": sum(1 for j in self.jobs.values() if last <= j["created_at"] < minute),
-        }
-
-    async def cost_counts(self) -> list[Row]:
-        rows = []
-        for label, span in (("hour", timedelta(hours=1)), ("day", timedelta(days=1))):
-            since = _now() - span
-            made = [j["created_at"] for j in self.jobs.values() if j["created_at"] >= since]
-            ended = [a for runs in self.attempts.values() for a in runs
-                     if a["finished_at"] is not None and a["finished_at"] >= since]  # fmt: skip
-            seconds = sum((a["finished_at"] - a["started_at"]).total_seconds() for a in ended)
-            rows.append({"label": label, "jobs": len(made), "requests": len(set(made)),
-                         "attempts": len(ended), "attempt_seconds": seconds})  # fmt: skip
-        return rows
-
-    async def count_dead(self) -> int:
-        return sum(1 for j in self.jobs.values() if j["status"] == JobStatus.DEAD)
 
     async def ping(self) -> None:
         return None
@@ -363,10 +261,6 @@ class MemoryStore:
 
 def _found(j: dict[str, Any]) -> Row:
     return {**dispatch_row(j), "due": j["run_at"] <= _now()}
-
-
-def _key(after: tuple[datetime, str]) -> tuple[datetime, uuid.UUID]:
-    return after[0], uuid.UUID(after[1])
 
 
 _dispatch_row = dispatch_row
