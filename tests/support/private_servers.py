@@ -15,7 +15,13 @@ from pathlib import Path
 
 import redis
 
-from asyncz.local.procs import free_port, redis_answers, tcp_answers, wait_for
+from asyncz.local.procs import (
+    free_port,
+    pg_ctl_start_args,
+    redis_answers,
+    tcp_answers,
+    wait_for,
+)
 
 PG_BIN = Path(os.environ.get("ASYNCZ_PRIVATE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 PG_RUN_USER = "postgres"  # Debian's server user: PostgreSQL refuses to run as root
@@ -115,21 +121,8 @@ class DebianPostgres:
             shutil.chown(self.root, PG_RUN_USER, PG_RUN_USER)
         if not (self.pgdata / "PG_VERSION").exists():
             self._run("initdb", "-D", str(self.pgdata), "--auth=trust", "-U", "postgres")
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.root}"
-        options += "".join(f" -c {k}={v}" for k, v in self.settings.items())
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.pgdata),
-            "-w",
-            "-t",
-            "60",
-            "-l",
-            str(self.root / "server.log"),
-            "-o",
-            options,
-            "start",
-        )
+        self._run("pg_ctl", *pg_ctl_start_args(self.pgdata, self.root / "server.log",
+                                               self.port, self.root, self.settings))  # fmt: skip
         if not wait_for(lambda: tcp_answers(self.port), 30):
             raise RuntimeError(f"private PostgreSQL did not answer on port {self.port}")
 

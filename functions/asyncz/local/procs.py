@@ -92,6 +92,20 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.05) -> bool:
     return bool(predicate())
 
 
+def pg_ctl_start_args(
+    pgdata: Path,
+    log_path: Path,
+    port: int,
+    socket_dir: Path,
+    settings: dict[str, str] | None = None,
+) -> list[str]:
+    """``pg_ctl`` arguments that start a cluster on 127.0.0.1:``port`` and wait (60 s) until
+    it accepts connections; ``settings`` become ``-c`` options."""
+    options = f"-h {LOCALHOST} -p {port} -k {socket_dir}"
+    options += "".join(f" -c {k}={v}" for k, v in (settings or {}).items())
+    return ["-D", str(pgdata), "-w", "-t", "60", "-l", str(log_path), "-o", options, "start"]
+
+
 def ensure_database(conninfo: str) -> bool:
     """Create the database named in ``conninfo`` if it does not exist; True if created."""
     params = psycopg.conninfo.conninfo_to_dict(conninfo)

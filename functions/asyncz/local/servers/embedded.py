@@ -24,6 +24,7 @@ from typing import Any
 from asyncz.local.procs import (
     LOCALHOST,
     PG_USER,
+    pg_ctl_start_args,
     pid_alive,
     process_cmdline,
     tcp_answers,
@@ -159,22 +160,10 @@ class EmbeddedPostgres:
         if self.postmaster() is not None:  # alive but not on TCP (e.g. started by another tool)
             self.stop()
         log.info("starting embedded PostgreSQL on %s:%s", LOCALHOST, port)
-        options = f"-h {LOCALHOST} -p {port} -k {self.socket_dir}"
         try:
             self._run(
                 "pg_ctl",
-                [
-                    "-D",
-                    str(self.pgdata),
-                    "-w",
-                    "-t",
-                    "60",
-                    "-l",
-                    str(self.log_path),
-                    "-o",
-                    options,
-                    "start",
-                ],
+                pg_ctl_start_args(self.pgdata, self.log_path, port, self.socket_dir),
                 timeout=90,
             )
         except ServerError as exc:
