@@ -21,6 +21,7 @@ import time
 
 import psycopg
 
+from tests.perf.bench_processing import measured
 from tests.perf.common import (
     DB,
     bench_env,
@@ -33,16 +34,6 @@ from tests.perf.common import (
 )
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-
-
-def rate() -> float:
-    with psycopg.connect(DB, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*), extract(epoch FROM max(finished_at) - min(started_at))"
-            " FROM jobs WHERE status = 'completed'"
-        ).fetchone()
-    assert row is not None
-    return float(row[0]) / float(row[1])
 
 
 async def drain(jobs: int) -> None:
@@ -85,7 +76,7 @@ def one_round(jobs: int, traced: bool) -> tuple[float, float, int]:
     spans = len(exporter.get_finished_spans())
     provider.shutdown()
     tracing.reset()
-    return rate(), cpu / jobs * 1e6, spans
+    return measured(jobs)["rps"], cpu / jobs * 1e6, spans
 
 
 def main() -> None:
