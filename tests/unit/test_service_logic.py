@@ -4,11 +4,12 @@ no servers, milliseconds per test (the same adapters pass the contract suite).""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from asyncz.errors import DuplicateJobError, InvalidCursorError
+from asyncz.errors import DuplicateJobError, InvalidCursorError, StoreUnavailableError
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.service import JobService
 from asyncz.testing import MemoryStore
@@ -75,6 +76,32 @@ def test_recovery_requeues_a_stale_lease_and_dead_letters_an_exhausted_one() -> 
     report, again, done, backlog = asyncio.run(scenario())
     assert report.requeued == [again] and report.dead == [done]
     assert backlog == {"default": (1, 0)}  # the requeued one is ready again
+
+
+def test_claimed_leases_survive_an_outage_while_the_missed_ids_are_put_back() -> None:
+    """A claim committed: its leases run even when putting back the ids it could not claim
+    fails (PostgreSQL gone for that read); those stay queued and recovery restores them."""
+    svc = service()
+
+    async def unavailable(ids: Any) -> Any:
+        raise StoreUnavailableError("database unavailable: try again shortly")
+
+    async def scenario() -> Any:
+        due = await svc.submit(NewJob(task="echo", payload={}))
+        later = await svc.submit(NewJob(task="echo", payload={}))
+        rows = svc.store.jobs  # type: ignore[attr-defined]
+        rows[later.job_id]["run_at"] += timedelta(hours=1)  # its id is in ready, too early
+        real, svc.store.unclaimed = svc.store.unclaimed, unavailable  # type: ignore[method-assign]
+        leases = await svc.claim_next("w", ["default"], 2, 0.1, 3600)
+        svc.store.unclaimed = real  # type: ignore[method-assign]
+        lost = await svc.broker.backlog(["default"])
+        await svc.recover()
+        return due, leases, lost, await svc.broker.backlog(["default"])
+
+    due, leases, lost, restored = asyncio.run(scenario())
+    assert [lease.job_id for lease in leases] == [due.job_id]
+    assert lost == {"default": (0, 0)}  # popped, not put back
+    assert restored == {"default": (0, 1)}  # recovery: in the delayed set, as it should be
 
 
 def test_recovery_restores_every_queued_id_across_runs_within_its_cap() -> None:

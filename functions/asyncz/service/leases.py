@@ -5,11 +5,12 @@ their outcomes (retry with backoff, or dead-letter). A part of
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from asyncz.errors import StoreUnavailableError
+from asyncz.errors import BrokerUnavailableError, StoreUnavailableError
 from asyncz.faults import crash_point
 from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
 from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, MetricsSink
@@ -18,6 +19,8 @@ from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.limits import PAUSE_READ_SECONDS, FlowControl
 from asyncz.settings import Settings
+
+log = logging.getLogger("asyncz.service")
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -74,8 +77,14 @@ class Leases:
         if len(leases) < len(ids):
             claimed = {lease.job_id for lease in leases}
             missed = [i for i in ids if i not in claimed]
-            await self.flow.release(missed)
-            await self.enqueuer.enqueue_quietly(await self.store.unclaimed(missed))
+            try:
+                await self.flow.release(missed)
+                await self.enqueuer.enqueue_quietly(await self.store.unclaimed(missed))
+            except (StoreUnavailableError, BrokerUnavailableError) as exc:
+                # The leases are this worker's now and must run: an id it missed is still
+                # queued in PostgreSQL, where recovery's scan finds it (its slot, if any,
+                # frees at its lease deadline).
+                log.warning("could not put back %d unclaimed ids: %s", len(missed), exc)
         return leases
 
     async def promote(self, queues: Sequence[str]) -> int:
