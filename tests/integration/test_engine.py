@@ -70,6 +70,7 @@ def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
 ) -> None:
     ids = asyncio.run(submit_many(settings, 1000))
     workers = [start_worker(settings, idle_exit=3) for _ in range(4)]
+    outputs: list[str] = []
     try:
         wait_until(
             lambda: status_counts(settings.database_url or "").get("completed") == 1000,
@@ -77,8 +78,16 @@ def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
             interval=0.5,
             what="1,000 completed jobs",
         )
-    finally:
+    except AssertionError as exc:  # say where the rest are, and what the workers logged
         outputs = [stop_worker(w) for w in workers]
+        where = rows(settings.database_url, "SELECT status, worker_id, count(*) AS n, "
+                     "max(heartbeat_at) AS heartbeat FROM jobs WHERE status <> 'completed' "
+                     "GROUP BY 1, 2")  # fmt: skip
+        logged = [line for out in outputs for line in out.splitlines()
+                  if line and '"status":"completed"' not in line]  # fmt: skip
+        raise AssertionError(f"{exc}: {where}\n" + "\n".join(logged[-60:])) from None
+    finally:
+        outputs = outputs or [stop_worker(w) for w in workers]
     per_job = rows(
         settings.database_url,
         """
