@@ -24,10 +24,12 @@ def outcome_line(
     lease: Lease, status: str, duration_ms: float, error: str | None, trace_id: str | None = None
 ) -> str:
     """No timestamp of its own: CloudWatch stamps every event (and ``asyncz dev`` prints the
-    line as the sandbox wrote it). Short keys, no message that repeats the status, and the
-    queue only when it is not the default one: about 120 bytes a job."""
-    record: dict[str, Any] = {
-        "level": LEVELS.get(status, "INFO"),
+    line as the sandbox wrote it). Short keys, no message that repeats the status, the
+    queue only when it is not the default one, and the level only when it is not INFO
+    (Lambda's log-level filtering reads a line without one as INFO): about 105 bytes a job."""
+    level = LEVELS.get(status, "INFO")
+    record: dict[str, Any] = {} if level == "INFO" else {"level": level}
+    record |= {
         "job_id": lease.job_id,
         "task": lease.task,
         "attempt": lease.attempt,
