@@ -21,7 +21,7 @@ GATEWAY_PER_REQUEST = {"rest": 3.50 / 1e6, "http": 1.00 / 1e6}
 LOGS_PER_BYTE = 0.50 / 1e9  # CloudWatch Logs ingestion, $0.50 per GB
 
 FUNCTION_MEMORY_GB = 1.0  # the api's and the worker's 1,024 MB
-API_MS_PER_REQUEST = 22.0  # a submit's api invocation, billed ms
+API_MS_PER_REQUEST = 22.0  # a submit's api invocation, billed ms (the louder of two runs: 11–22)
 WORKER_OVERHEAD_MS_PER_ATTEMPT = 16.0  # claim, finish, polls and idle tail, per attempt
 LOG_BYTES_PER_REQUEST = 115  # the HTTP API's access line
-LOG_BYTES_PER_ATTEMPT = 130  # the outcome line and the attempt's metric values
+LOG_BYTES_PER_ATTEMPT = 115  # the outcome line and the attempt's metric values
