@@ -136,6 +136,9 @@ def test_json_output_is_the_api_payload(api: FakeApi, capsys: pytest.CaptureFixt
     assert table[0].split() == ["QUEUE", "DEAD", "QUEUED", "READY", "DELAYED", "OLDEST", "QUEUED"]
     assert table[1].split() == ["default", "1", "2", "2", "0", "1.5s"]
     assert table[2] == "live workers: 3"
+    assert table[3] == (
+        "est. cost: $0.0012 last hour (prices of 2026-12-04, without fixed monthly costs)"
+    )
 
 
 def test_replay_cancel_and_purge_hit_their_endpoints(api: FakeApi) -> None:

@@ -236,7 +236,19 @@ def cmd_stats(args: argparse.Namespace) -> int:
     emit(args, as_data(stats), human)
     if not args.json and stats.live_workers is not None:
         console().print(f"live workers: {stats.live_workers}")
+    if not args.json and stats.cost:
+        console().print(cost_line(stats.cost))
     return 0
+
+
+def cost_line(cost: dict[str, Any]) -> str:
+    """``est. cost: $0.0012 last hour, $0.0300 last day (prices of 2026-12-04, without fixed
+    monthly costs)``: the estimate of ``GET /stats`` in one line."""
+    spans = [f"${cost[key]['dollars']:.4f} {label}"
+             for key, label in (("last_hour", "last hour"), ("last_day", "last day"))
+             if isinstance(cost.get(key), dict) and "dollars" in cost[key]]  # fmt: skip
+    return (f"est. cost: {', '.join(spans) or 'unknown'} (prices of "
+            f"{cost.get('prices_of', '?')}, without fixed monthly costs)")  # fmt: skip
 
 
 def cmd_health(args: argparse.Namespace) -> int:
