@@ -93,6 +93,10 @@ class QueryTimeoutError(AsyncZError):
     code = "query_timeout"
 
 
+class RecoveryStepError(AsyncZError):
+    """Some steps of a recovery run failed (each logged with its cause); the others ran."""
+
+
 class OutcomeUnknownError(AsyncZError):
     """A change was sent to the database and no answer came back: it may have been made.
     ``job_id`` names the job it concerns (for a submit: the id it would have)."""

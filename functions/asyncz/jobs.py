@@ -148,6 +148,7 @@ class Job:
     open_parents: int = 0  # while waiting: parents not finished yet
     depth: int = 0  # 0 without parents
     has_dependents: bool = False  # some job names it in depends_on
+    cascade_pending: bool = False  # its children not all settled (or healed) yet
     concurrency_key: str | None = None
     submitted_by: str | None = None  # the name of the API key that submitted it
     unique_key: str | None = None
@@ -201,6 +202,7 @@ class RecoveryReport:
     reenqueued: int = 0
     restored_delayed: int = 0
     released: int = 0  # waiting jobs (and parents) the dependency sweep acted on
+    failed: list[str] = field(default_factory=list)  # the steps that failed (the rest ran)
 
 
 def unstorable(value: Any) -> str | None:

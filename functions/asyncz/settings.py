@@ -117,6 +117,14 @@ class Settings(BaseSettings):
     # --- Recovery.
     recovery_batch_size: int = Field(default=500, ge=1)
     recovery_max_batches: int = Field(default=20, ge=1)
+    # Cascades (settling a parent's children, cancel's cascade, replay's heal) run in pages
+    # of this many children, each its own statement. A call (the api's cancel or replay, a
+    # worker's completion) works on one for at most cascade_seconds, then leaves the rest to
+    # the recovery sweep (the api answers 202 with cascade_pending); the sweep itself works on
+    # cascades for at most recovery_cascade_seconds a run.
+    cascade_page_size: int = Field(default=1000, ge=1, le=100_000)
+    cascade_seconds: float = Field(default=2.0, ge=0)
+    recovery_cascade_seconds: float = Field(default=20.0, gt=0)
 
     # --- Retention (by the recovery sweep; 0 keeps forever). An idempotency key lives as
     # long as its job.

@@ -98,22 +98,47 @@ class DependencyStore(Protocol):
         stores nothing."""
         ...
 
-    async def settle(self, parent_ids: Sequence[str]) -> list[Row]:
-        """Apply these finished parents to their waiting children (once per edge); the
-        children changed."""
+    async def settle(self, parent_ids: Sequence[str], limit: int) -> tuple[list[Row], bool]:
+        """Apply these finished parents to their waiting children, one page of at most
+        ``limit`` unsettled edges (once per edge); the children changed, and whether the
+        page was full (more may be left)."""
         ...
 
-    async def heal(self, replayed: Sequence[str]) -> list[Row]:
-        """After a replay: the descendants that ended because of these jobs wait again, and
-        each of them (and each replayed job with parents) is re-evaluated; the jobs changed."""
+    async def reevaluate(self, job_ids: Sequence[str]) -> list[Row]:
+        """After a replay: these jobs' edges say again whether each parent has finished, and
+        each waiting or queued one of them is re-evaluated; the jobs changed."""
         ...
 
-    async def stuck_parents(self, limit: int) -> list[str]:
-        """Finished parents whose end a waiting child has not seen (recovery settles them)."""
+    async def heal(self, replayed: Sequence[str], limit: int) -> tuple[list[Row], bool]:
+        """After a replay, one page: at most ``limit`` dead jobs that ended because of one
+        of these (not dead or cancelled again) wait again, flagged ``cascade_pending`` when
+        they have children, and are re-evaluated; the jobs changed, and whether the page
+        was full."""
         ...
 
-    async def release_orphaned(self, limit: int) -> list[Row]:
-        """Waiting jobs none of whose parents is live: queued, or ended by their rules."""
+    async def mark_cascades(self, job_ids: Sequence[str]) -> None:
+        """Flag these jobs ``cascade_pending`` (the sweep resumes them)."""
+        ...
+
+    async def finish_cascades(self, job_ids: Sequence[str]) -> list[str]:
+        """Clear the flag of those of these jobs with nothing left to settle or heal."""
+        ...
+
+    async def pending_cascades(self, limit: int) -> list[Row]:
+        """Flagged jobs (``id``, ``status``), at most ``limit``."""
+        ...
+
+    async def scan_waiting(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
+        """Waiting jobs (``id``, ``created_at``), newest first, after ``after``."""
+        ...
+
+    async def stuck_parents(self, child_ids: Sequence[str]) -> list[str]:
+        """Finished parents whose end one of these waiting children has not seen."""
+        ...
+
+    async def release_orphaned(self, child_ids: Sequence[str]) -> list[Row]:
+        """Those of these waiting jobs none of whose parents is live: queued, or ended by
+        their rules."""
         ...
 
     async def parents(self, child_ids: Sequence[str], *, results: bool) -> list[Row]:

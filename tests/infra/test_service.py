@@ -145,11 +145,12 @@ def test_gauge_alarms_breach_on_missing_data_and_functions_have_error_alarms(
     by_metric: dict[str, list[dict[str, Any]]] = {}
     for a in alarms:
         by_metric.setdefault(a["Properties"]["MetricName"], []).append(a["Properties"])
-    for gauge in ("DLQDepth", "OldestQueuedAgeSeconds", "Degraded"):
+    for gauge in ("DLQDepth", "OldestQueuedAgeSeconds", "Degraded", "RecoveryStepsFailed"):
         [alarm] = by_metric[gauge]
         # silence from recovery (down, or a dependency down) must not read as "all fine"
         assert alarm["TreatMissingData"] == "breaching", gauge
     assert by_metric["Degraded"][0]["Threshold"] == 1
+    assert by_metric["RecoveryStepsFailed"][0]["Threshold"] == 1
     functions = {"Api", "Worker", "Fleet", "Recovery", "Migrate"}
     for kind in ("Errors", "Throttles"):
         named = {

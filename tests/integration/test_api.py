@@ -304,6 +304,7 @@ def test_cancel_queued_now_running_at_next_heartbeat_terminal_409(
                 "job_id": job_id,
                 "status": "processing",
                 "cancel_requested": True,
+                "cascade_pending": False,
             }
             cancel_when_running.sent = True  # type: ignore[attr-defined]
         return status == "cancelled"

@@ -128,7 +128,8 @@ def test_recovery_handler_publishes_the_gauges(aws_env: Settings) -> None:
     cw = boto3.client("cloudwatch")
     names = {m["MetricName"] for m in cw.list_metrics(Namespace="AsyncZ")["Metrics"]}
     assert names == {
-        "DLQDepth", "QueueDepth", "OldestQueuedAgeSeconds", "JobsSubmitted", "Degraded"
+        "DLQDepth", "QueueDepth", "OldestQueuedAgeSeconds", "JobsSubmitted", "Degraded",
+        "RecoveryStepsFailed",
     }  # fmt: skip
     assert out["gauges"]["Degraded"] == 0.0
 

@@ -47,6 +47,7 @@ EXPECTED_JOBS = {
     "open_parents": "integer",
     "depth": "smallint",
     "has_dependents": "boolean",
+    "cascade_pending": "boolean",
     "concurrency_key": "text",
     "submitted_by": "text",
     "unique_key": "text",
@@ -61,6 +62,7 @@ EXPECTED_DEPENDENCIES = {
     "on_parent_failure": "text",
     "parent_ref": "text",
     "settled": "boolean",
+    "parent_ended": "text",
 }
 EXPECTED_PERIODIC_RUNS = {
     "task": "text",
@@ -138,6 +140,13 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "'completed'::text, 'cancelled'::text" in indexes["jobs_finished_idx"]
     assert any("idempotency_key" in d and "UNIQUE" in d for d in indexes.values())
     assert "(queue, created_at DESC, id DESC)" in indexes["jobs_queue_ended_idx"]
+    # cascades read bounded pages along these (settle, heal, the sweep's flagged jobs)
+    assert "WHERE cascade_pending" in indexes["jobs_cascade_pending_idx"]
+    assert "'parent_failed: %'" in indexes["jobs_parent_failed_idx"]
+    edge_indexes = rows(
+        fresh_db, "SELECT indexdef FROM pg_indexes WHERE indexname = 'job_dependencies_parent_idx'"
+    )
+    assert "(parent_id, settled)" in edge_indexes[0]["indexdef"]
     assert "(task, created_at DESC, id DESC)" in indexes["jobs_task_ended_idx"]
     assert "'dead'::text" in indexes["jobs_task_ended_idx"]
     assert "WHERE (status = 'waiting'::text)" in indexes["jobs_waiting_idx"]

@@ -86,6 +86,7 @@ def test_an_idle_run_skips_postgres_until_something_is_enqueued(
         "OldestQueuedAgeSeconds",
         "JobsSubmitted",
         "Degraded",
+        "RecoveryStepsFailed",
     }
     assert lines[-1]["DLQDepth"] == 0.0 and lines[-1]["JobsSubmitted"] == 0.0
 

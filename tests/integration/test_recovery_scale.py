@@ -155,7 +155,7 @@ def _plan(conn: psycopg.Connection[Any], name: str, params: dict[str, Any], mode
             names.append(m.group(1))
         return f"${names.index(m.group(1)) + 1}"
 
-    sql = _PARAM.sub(number, QUERIES[name])
+    sql = _PARAM.sub(number, QUERIES[name]).replace("%%", "%")  # as psycopg sends it
     stmt = f"scale_{name}"
     conn.execute(f"SET plan_cache_mode = {mode}")
     conn.execute(f"PREPARE {stmt} AS {sql}")
@@ -240,10 +240,21 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ("heartbeat_jobs", {"ids": some, "tokens": tokens}, {"jobs_pkey"}),
         ("complete_job", {"id": some[0], "token": tokens[0], "result": Jsonb({})}, {"jobs_pkey"}),
         # job dependencies: along the waiting jobs' index and the edges' keys
-        ("stuck_parents", {"limit": 500}, {"jobs_waiting_idx"}),
-        ("release_orphaned_waiting", {"limit": 500}, {"jobs_waiting_idx"}),
+        # (the sweep walks waiting jobs a page at a time, and looks only at that page)
+        ("scan_waiting", {"after_at": None, "after_id": None, "limit": 500}, {"jobs_waiting_idx"}),
+        (
+            "scan_waiting",
+            {"after_at": datetime.now(UTC), "after_id": uuid.uuid4(), "limit": 500},
+            {"jobs_waiting_idx"},
+        ),
+        ("stuck_parents", {"ids": queued}, {"jobs_pkey"}),
+        ("release_orphaned_waiting", {"ids": queued}, {"jobs_pkey"}),
         ("any_waiting", {}, {"jobs_waiting_idx"}),
-        ("settle_parents", {"ids": queued}, {"jobs_pkey"}),
+        # cascades: a page reads only what is left to do, along partial indexes
+        ("settle_parents", {"ids": queued, "limit": 1000}, {"job_dependencies_parent_idx"}),
+        ("lock_heal_page", {"ids": queued, "limit": 1000}, {"jobs_parent_failed_idx"}),
+        ("pending_cascades", {"limit": 500}, {"jobs_cascade_pending_idx"}),
+        ("finish_cascades", {"ids": queued}, {"jobs_parent_failed_idx"}),
         ("list_parents", {"ids": queued[:1], "results": True}, {"job_dependencies_pkey"}),
         ("list_dependents", {"id": queued[0], "limit": 1000}, {"job_dependencies_parent_idx"}),
     ]

@@ -140,3 +140,38 @@ def test_refused_dependencies_are_422_and_store_nothing(api: Any, wf_settings: S
     reply = api("POST", "/jobs", body={"task": "wf_part", "ref": "solo"})
     assert reply.status == 422, reply.body
     assert rows(wf_settings.database_url, "SELECT count(*) AS n FROM jobs")[0]["n"] == 1
+
+
+def test_a_cancel_whose_cascade_outlives_the_call_answers_202_and_the_sweep_finishes_it(
+    wf_settings: Settings, clean: None
+) -> None:
+    import asyncio
+
+    from tests.support.settings import open_service
+
+    slow = wf_settings.model_copy(update={"cascade_seconds": 0.0})
+    family = {"jobs": [{"task": "wf_part", "payload": {"n": 0}, "ref": "p"}] + [
+        {"task": "wf_part", "payload": {"n": i}, "depends_on": ["p"]} for i in range(1, 4)
+    ]}  # fmt: skip
+    with handler_api(slow, KEY, "rest") as api:
+        ids = [it["job_id"] for it in api("POST", "/jobs/batch", body=family).body["jobs"]]
+        reply = api("POST", f"/jobs/{ids[0]}/cancel")
+        assert reply.status == 202, reply.body
+        assert reply.body == {
+            "job_id": ids[0], "status": "cancelled", "cancel_requested": True,
+            "cascade_pending": True}  # fmt: skip
+        assert job(api, ids[0])["cascade_pending"] is True
+        assert {job(api, i)["status"] for i in ids[1:]} == {"waiting"}
+
+        async def sweep() -> None:
+            async with open_service(slow) as svc:
+                await svc.recover()
+
+        asyncio.run(sweep())
+        assert job(api, ids[0])["cascade_pending"] is False
+        assert {job(api, i)["status"] for i in ids[1:]} == {"cancelled"}
+    with handler_api(wf_settings, KEY, "rest") as api:  # in time: done, and said so
+        ids = [it["job_id"] for it in api("POST", "/jobs/batch", body=family).body["jobs"]]
+        reply = api("POST", f"/jobs/{ids[0]}/cancel")
+        assert reply.status == 200 and reply.body["cascade_pending"] is False
+        assert {job(api, i)["status"] for i in ids[1:]} == {"cancelled"}

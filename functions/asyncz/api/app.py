@@ -204,12 +204,21 @@ def create_app(
         attempts = await svc.attempts(_about(job_id))
         return AttemptList(job_id=str(job_id), items=[AttemptOut.of(a) for a in attempts])
 
-    @app.post("/jobs/{job_id}/cancel", response_model=JobState, summary="Cancel a job")
+    @app.post(
+        "/jobs/{job_id}/cancel",
+        response_model=JobState,
+        summary="Cancel a job",
+        responses={202: {"model": JobState, "description": CASCADING}},
+    )
     async def cancel_job(job_id: UUID, request: Request) -> Any:
         svc = await state.service()
         async with svc.access.audited(principal_of(request).name, "cancel", str(job_id), {}):
             status = await svc.cancel(_about(job_id))
-        return JobState(job_id=str(job_id), status=status.value, cancel_requested=True)
+        pending = (await svc.get(str(job_id))).cascade_pending
+        state_ = JobState(
+            job_id=str(job_id), status=status.value, cancel_requested=True, cascade_pending=pending
+        )
+        return _cascading(state_)
 
     @app.get("/dlq", response_model=JobPage, summary="Dead jobs")
     async def list_dlq(
@@ -233,12 +242,19 @@ def create_app(
             done["count"] = len(ids)
         return BulkReplayed(replayed=len(ids), job_ids=ids)
 
-    @app.post("/dlq/{job_id}/replay", response_model=JobState, summary="Replay one dead job")
+    @app.post(
+        "/dlq/{job_id}/replay",
+        response_model=JobState,
+        summary="Replay one dead job",
+        responses={202: {"model": JobState, "description": CASCADING}},
+    )
     async def replay_job(job_id: UUID, request: Request) -> Any:
         svc = await state.service()
         async with svc.access.audited(principal_of(request).name, "replay", str(job_id), {}):
             job = await svc.replay(_about(job_id))
-        return JobState(job_id=job.id, status=job.status.value)
+        return _cascading(
+            JobState(job_id=job.id, status=job.status.value, cascade_pending=job.cascade_pending)
+        )
 
     @app.delete(
         "/dlq/{job_id}", status_code=204, summary="Purge a dead job", response_class=Response
@@ -312,3 +328,14 @@ def _about(job_id: UUID) -> str:
     text = str(job_id)
     logger.append_keys(job_id=text)
     return text
+
+
+CASCADING = "done; the cascade to its children goes on (cascade_pending, see GET /jobs/{id})"
+
+
+def _cascading(state: JobState) -> Any:
+    """``200`` when the action and its cascade are done; ``202`` while the cascade goes on
+    (the recovery sweep finishes it; ``GET /jobs/{id}`` shows ``cascade_pending``)."""
+    if not state.cascade_pending:
+        return state
+    return JSONResponse(state.model_dump(mode="json"), status_code=202)

@@ -225,6 +225,11 @@ class JobOut(BaseModel):
         description="GET /jobs/{id}: the jobs that depend on this one (the first 1,000)",
     )
     dependents_total: int | None = None
+    cascade_pending: bool = Field(
+        default=False,
+        description="its children are not all settled yet (a cancel's cascade, a replay's "
+        "heal, or a finished parent's release): the recovery sweep finishes it",
+    )
     submitted_by: str | None = Field(
         default=None, description="the name of the API key that submitted it"
     )
@@ -258,6 +263,7 @@ class JobOut(BaseModel):
             progress=job.progress,
             progress_message=job.progress_message,
             open_parents=job.open_parents if job.status == "waiting" else 0,
+            cascade_pending=job.cascade_pending,
             concurrency_key=job.concurrency_key,
             submitted_by=job.submitted_by,
             trace_id=trace_id_of(job.traceparent),
@@ -301,6 +307,11 @@ class JobState(BaseModel):
     job_id: str
     status: StatusName
     cancel_requested: bool = False
+    cascade_pending: bool = Field(
+        default=False,
+        description="the cascade to the job's children (cancel's, replay's heal) is still "
+        "going on: answered with 202, and finished by the recovery sweep",
+    )
 
 
 class BulkReplay(BaseModel):

@@ -243,14 +243,19 @@ class RedisBroker:
         with _guard():
             return bool(await self._r.set(key, "1", **options))
 
-    async def scan_position(self) -> str | None:
-        """Where recovery's re-enqueue scan stopped last time (``None``: at the start)."""
+    def _position_key(self, scan: str) -> str:
+        name = "scan-position" if scan == "queued" else f"{scan}-position"
+        return f"{self.keys.prefix}:recovery:{name}"
+
+    async def scan_position(self, scan: str = "queued") -> str | None:
+        """Where recovery's walk over ``queued`` (re-enqueue) or ``waiting`` jobs stopped
+        last time (``None``: at the start)."""
         with _guard():
-            value = await self._r.get(f"{self.keys.prefix}:recovery:scan-position")
+            value = await self._r.get(self._position_key(scan))
         return str(value) if value is not None else None
 
-    async def save_scan_position(self, position: str | None) -> None:
-        key = f"{self.keys.prefix}:recovery:scan-position"
+    async def save_scan_position(self, position: str | None, scan: str = "queued") -> None:
+        key = self._position_key(scan)
         with _guard():
             if position is None:
                 await self._r.delete(key)

@@ -303,7 +303,7 @@ class AsyncClient:
             if _core.already_done(exc, ("cancelled",)):
                 return Job(id=job_id, status="cancelled", cancel_requested=True)
             raise
-        return Job(id=reply["job_id"], status=reply["status"], cancel_requested=True)
+        return Job.from_api(reply)
 
     async def replay(self, job_id: str) -> Job:
         """Replay a dead job (a second try that finds it replayed by the first is a
@@ -314,7 +314,7 @@ class AsyncClient:
             if _core.already_done(exc, _core.REPLAYED):
                 return Job(id=job_id, status=str(exc.job_status))
             raise
-        return Job(id=reply["job_id"], status=reply["status"])
+        return Job.from_api(reply)
 
     async def purge(self, job_id: str) -> None:
         """Delete a dead job for good (a second try that finds it gone is a success)."""

@@ -53,6 +53,9 @@ class Job:
     concurrency_key: str | None = None  # what the task's per-key limits count by
     waiting_for: str | None = None  # get(): why a queued job is held back (a limit, a pause)
     submitted_by: str | None = None  # the name of the API key that submitted it
+    # cancel(), replay(), get(): the cascade to its children goes on (the API answered 202;
+    # the recovery sweep finishes it)
+    cascade_pending: bool = False
 
     @property
     def finished(self) -> bool:
@@ -95,6 +98,7 @@ class Job:
             depends_on=data.get("depends_on"),
             dependents=data.get("dependents"),
             submitted_by=data.get("submitted_by"),
+            cascade_pending=bool(data.get("cascade_pending")),
         )
 
 

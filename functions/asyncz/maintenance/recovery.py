@@ -6,6 +6,11 @@ A part of :class:`asyncz.service.JobService`."""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from asyncz.errors import InvalidCursorError
 from asyncz.jobs import RecoveryReport
 from asyncz.pagination import decode_cursor, encode_cursor
@@ -13,6 +18,24 @@ from asyncz.ports import JobBroker, JobStore, MetricsSink
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import dispatch_of
 from asyncz.settings import Settings
+
+log = logging.getLogger("asyncz.recovery")
+T = TypeVar("T")
+
+
+async def run_step(
+    report: RecoveryReport, name: str, step: Awaitable[T], metrics: MetricsSink
+) -> T | None:
+    """One step of the sweep, alone: a failure is logged, named in ``report.failed`` and
+    counted (RecoveryStepFailed), and the caller goes on with the next step."""
+    try:
+        return await step
+    except Exception as exc:  # noqa: BLE001 - any failure of one step must not stop the rest
+        log.error("recovery step %s failed: %s: %s", name, type(exc).__name__, exc)
+        report.failed.append(name)
+        metrics.add_metric("RecoveryStepFailed", "Count", 1)
+        return None
+
 
 # A fold counts jobs that finished at least this long ago: longer than any statement that
 # sets finished_at can take to commit (the server's statement timeout is 5 s by default).
@@ -34,32 +57,63 @@ class Recovery:
         self.metrics = metrics
         self.dependencies = dependencies
 
-    async def recover(self) -> RecoveryReport:
-        """Stale leases → queued/dead; waiting jobs whose parents ended → released (or
-        ended); every queued row → (re-)enqueued, idempotently."""
+    async def recover(self, report: RecoveryReport | None = None) -> RecoveryReport:
+        """Stale leases → queued/dead; flagged cascades resumed; waiting jobs whose parents
+        ended → released (or ended); every queued row → (re-)enqueued, idempotently. Each
+        step fails alone (see :func:`run_step`): the others still run."""
+        report = report or RecoveryReport()
+        await run_step(report, "leases", self._stale_leases(report), self.metrics)
+        await run_step(report, "cascades", self._cascades(), self.metrics)
+        await run_step(report, "waiting", self._waiting(report), self.metrics)
+        await run_step(report, "reenqueue", self._reenqueue(report), self.metrics)
+        queues = sorted(set(self.settings.queue_list))
+        await run_step(report, "promote", self._promote(queues), self.metrics)
+        return report
+
+    async def _stale_leases(self, report: RecoveryReport) -> None:
         s = self.settings
-        report = RecoveryReport()
         for _ in range(s.recovery_max_batches):
             rows = await self.store.maintenance.recover_stale_leases(
                 s.lease_timeout_seconds, s.recovery_batch_size
             )
-            for r in rows:
-                if r["status"] == "dead":
-                    report.dead.append(str(r["id"]))
-                elif r["status"] == "queued":  # 'cancelled' ones were asked to stop: done
-                    report.requeued.append(str(r["id"]))
+            dead = [str(r["id"]) for r in rows if r["status"] == "dead"]
+            report.dead.extend(dead)
+            # 'cancelled' ones were asked to stop: done
+            report.requeued.extend(str(r["id"]) for r in rows if r["status"] == "queued")
+            if dead:
+                self.metrics.add_metric("JobsDeadLettered", "Count", len(dead))
             await self.dependencies.settle([r for r in rows if r["status"] != "queued"])
             if len(rows) < s.recovery_batch_size:
                 break
-        if report.dead:
-            self.metrics.add_metric("JobsDeadLettered", "Count", len(report.dead))
-        for _ in range(s.recovery_max_batches):
-            changed = await self.dependencies.sweep(s.recovery_batch_size)
-            report.released += changed
-            if changed < s.recovery_batch_size:
+
+    async def _cascades(self) -> None:
+        """Cascades left flagged (a crash between pages, a call out of time), for at most
+        recovery_cascade_seconds."""
+        s = self.settings
+        deadline = time.monotonic() + s.recovery_cascade_seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if await self.dependencies.resume(s.recovery_batch_size, left) < s.recovery_batch_size:
                 break
+
+    async def _waiting(self, report: RecoveryReport) -> None:
+        """A bounded walk over waiting jobs that resumes where the last run stopped."""
+        s = self.settings
+        try:
+            after = decode_cursor(await self.broker.scan_position("waiting"))
+        except InvalidCursorError:
+            after = None
+        for _ in range(s.recovery_max_batches):
+            page = await self.dependencies.sweep(after, s.recovery_batch_size)
+            report.released += page.changed
+            after = page.after
+            if after is None:
+                break
+        await self.broker.save_scan_position(encode_cursor(*after) if after else None, "waiting")
+
+    async def _reenqueue(self, report: RecoveryReport) -> None:
         # The scan resumes where the last run stopped, so a backlog larger than one run's
         # cap is still covered in full (a lost position just restarts it from the start).
+        s = self.settings
         try:
             after = decode_cursor(await self.broker.scan_position())
         except InvalidCursorError:
@@ -75,10 +129,9 @@ class Recovery:
                 break
             after = (rows[-1]["run_at"], str(rows[-1]["id"]))
         await self.broker.save_scan_position(encode_cursor(*after) if after else None)
-        await self.broker.promote_due(
-            sorted(set(await self.broker.known_queues()) | set(s.queue_list))
-        )
-        return report
+
+    async def _promote(self, queues: list[str]) -> None:
+        await self.broker.promote_due(sorted(set(await self.broker.known_queues()) | set(queues)))
 
     async def fold_counts(self) -> int:
         """Fold the jobs finished since the last run into GET /stats' per-queue counts (so

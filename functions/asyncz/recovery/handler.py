@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asyncz import composition, eventloop
-from asyncz.errors import BrokerUnavailableError
+from asyncz.errors import BrokerUnavailableError, RecoveryStepError
 from asyncz.fleet.invoke import lambda_scale_out
+from asyncz.jobs import RecoveryReport
+from asyncz.maintenance.recovery import run_step
 from asyncz.observability import PowertoolsMetricsSink, lambda_entry, logger
 from asyncz.service import JobService
 from asyncz.settings import Settings, get_settings
@@ -78,7 +80,8 @@ async def _recover() -> dict[str, Any]:
     now = clock()
     idle = await _skip_if_idle(service, now)
     if idle is not None:
-        noted = {**idle, "JobsSubmitted": 0.0, "Degraded": 0.0}  # nothing enqueued since
+        # nothing enqueued since, nothing failed
+        noted = {**idle, "JobsSubmitted": 0.0, "Degraded": 0.0, "RecoveryStepsFailed": 0.0}
         if settings.publish_gauges:
             publish_gauges(settings, noted)
         return {"skipped": "postgres idle, nothing enqueued since", "gauges": noted}
@@ -88,29 +91,32 @@ async def _recover() -> dict[str, Any]:
             activity = await service.broker.activity()  # before any look at Postgres
         except BrokerUnavailableError:
             activity = None
-    summary: dict[str, Any] = {}
+    # Each step runs alone: one that fails (a statement timeout, a dependency down) is
+    # logged and counted, and the others still run.
+    report = RecoveryReport()
     failure: Exception | None = None
-    try:
-        report = await service.recover()
-        periodic = await service.run_periodic(now)
-        pruned = await service.prune()
-        folded = await service.fold_counts()
-        summary = {
-            "requeued": len(report.requeued),
-            "dead": len(report.dead),
-            "reenqueued": report.reenqueued,
-            "restored_delayed": report.restored_delayed,
-            "released": report.released,
-            "periodic": len(periodic),
-            "pruned": pruned,
-            "folded": folded,
-        }
-        if periodic or report.requeued or report.reenqueued or report.released:
-            # what this run enqueued runs now, not at the fleet's next tick
+    await service.recover(report)
+    periodic = await run_step(report, "periodic", service.run_periodic(now), service.metrics)
+    pruned = await run_step(report, "retention", service.prune(), service.metrics)
+    folded = await run_step(report, "fold", service.fold_counts(), service.metrics)
+    summary: dict[str, Any] = {
+        "requeued": len(report.requeued),
+        "dead": len(report.dead),
+        "reenqueued": report.reenqueued,
+        "restored_delayed": report.restored_delayed,
+        "released": report.released,
+        "periodic": len(periodic or []),
+        "pruned": pruned or 0,
+        "folded": folded or 0,
+        "failed_steps": report.failed,
+    }
+    if periodic or report.requeued or report.reenqueued or report.released:
+        # what this run enqueued runs now, not at the fleet's next tick
+        try:
             scale_out = lambda_scale_out(settings, settings.worker_function_name)
             summary["started_workers"] = await scale_out(service.broker) if scale_out else 0
-    except Exception as exc:  # noqa: BLE001 - reported below, after the gauges
-        failure = exc
+        except Exception as exc:  # noqa: BLE001 - reported below, after the gauges
+            failure = exc
     # The gauges go out even when a dependency is down: the alarms must get louder then,
     # not quieter. What cannot be read is left out (the alarms treat missing as breaching).
     gauges: dict[str, float] = {}
@@ -118,15 +124,19 @@ async def _recover() -> dict[str, Any]:
         gauges.update(await service.gauges())
     except Exception as exc:  # noqa: BLE001
         failure = failure or exc
-    gauges["Degraded"] = 1.0 if failure else 0.0
+    gauges["Degraded"] = 1.0 if failure or report.failed else 0.0
+    gauges["RecoveryStepsFailed"] = float(len(report.failed))
     if settings.publish_gauges:
         publish_gauges(settings, gauges)
     summary["gauges"] = gauges
     if failure is not None:
         logger.exception("recovery failed; gauges published as degraded", exc_info=failure)
         raise failure  # the function's Errors metric (and its alarm) count this run
+    if report.failed:
+        # the function's Errors metric (and its alarm) count this run too
+        raise RecoveryStepError(f"recovery steps failed (the others ran): {report.failed}")
     if activity is not None:
-        clean = {k: v for k, v in gauges.items() if k != "Degraded"}
+        clean = {k: v for k, v in gauges.items() if k not in ("Degraded", "RecoveryStepsFailed")}
         summary["noted_idle"] = await service.note_if_idle(activity, clean)
     return summary
 

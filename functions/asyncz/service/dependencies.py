@@ -16,14 +16,17 @@ runs, or ends at once by the rule each parent was given. A part of
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from asyncz.errors import (
     DependencyLimitError,
     InvalidInputError,
+    QueryTimeoutError,
     StoreUnavailableError,
     UnknownDependencyError,
 )
@@ -32,6 +35,7 @@ from asyncz.jobs import (
     MAX_DEPTH,
     MAX_PARENTS,
     PARENT_FAILED,
+    TERMINAL,
     Dependency,
     JobStatus,
     NewJob,
@@ -135,7 +139,13 @@ def plan_jobs(items: Sequence[tuple[str, NewJob]], found: dict[str, Row]) -> lis
         else:
             status = JobStatus.WAITING if open_parents else JobStatus.QUEUED
         edges = tuple(
-            Edge(dep.job_id, dep.on_parent_failure.value, dep.ref, settled=s not in LIVE)
+            Edge(
+                dep.job_id,
+                dep.on_parent_failure.value,
+                dep.ref,
+                settled=s not in LIVE,
+                parent_ended=None if s in LIVE else s,
+            )
             for dep, s, _ in parents
         )
         planned.append(
@@ -163,50 +173,129 @@ class Dependencies:
         self.settings = settings
         self.metrics = metrics
 
-    async def settle(self, ended: Sequence[Row]) -> None:
+    async def settle(self, ended: Sequence[Row]) -> bool:
         """Apply these ended jobs (rows with ``id``, ``has_dependents``) to their children,
-        level by level down the graph; released children are enqueued. Quietly: when the
-        database fails midway, the recovery sweep finishes the work."""
-        await self.settle_ids([str(r["id"]) for r in ended if r.get("has_dependents")])
+        level by level down the graph, page by page; released children are enqueued. True
+        when done; False when :attr:`Settings.cascade_seconds` ran out first or the database
+        failed midway: the recovery sweep finishes the work."""
+        return await self.settle_ids([str(r["id"]) for r in ended if r.get("has_dependents")])
 
-    async def settle_ids(self, parent_ids: Sequence[str]) -> None:
-        todo = list(parent_ids)
+    async def settle_ids(self, parent_ids: Sequence[str], *, flagged: bool = False) -> bool:
+        return await self.cascade(settle=parent_ids, flagged=flagged)
+
+    async def cascade(
+        self,
+        *,
+        settle: Sequence[str] = (),
+        heal: Sequence[str] = (),
+        flagged: bool = False,
+        seconds: float | None = None,
+    ) -> bool:
+        """Settle the children of the ``settle`` jobs (finished) and heal those of the
+        ``heal`` jobs (replayed), one page of :attr:`Settings.cascade_page_size` at a time,
+        until done or ``seconds`` (default :attr:`Settings.cascade_seconds`) have passed.
+        A cascade that outlives its first page is flagged ``cascade_pending`` so the sweep
+        resumes it after a crash; ``flagged``: these jobs may be flagged already (the flag
+        is cleared when nothing is left). True when done."""
+        page = self.settings.cascade_page_size
+        budget = self.settings.cascade_seconds if seconds is None else seconds
+        deadline = time.monotonic() + budget
+        todo_settle, todo_heal = _unique(settle), _unique(heal)
+        marked: set[str] = set(todo_settle + todo_heal) if flagged else set()
         try:
-            for _ in range(MAX_DEPTH + 1):
-                if not todo:
-                    return
-                todo = await self._changed(await self.store.dependencies.settle(todo))
-        except StoreUnavailableError as exc:
-            log.warning("children not settled yet (the recovery sweep will): %s", exc)
+            while todo_settle or todo_heal:
+                if time.monotonic() >= deadline:
+                    await self._mark([*todo_settle, *todo_heal], marked)
+                    return False
+                if todo_heal:
+                    rows, more = await self.store.dependencies.heal(todo_heal, page)
+                    ended, live = await self._changed(rows)
+                    marked.update(live)  # revived with children: flagged by the statement
+                    if more:
+                        await self._mark(todo_heal, marked)
+                    else:
+                        todo_heal = []
+                    todo_heal = _unique([*todo_heal, *live])
+                    todo_settle = _unique([*todo_settle, *ended])
+                    continue
+                rows, more = await self.store.dependencies.settle(todo_settle, page)
+                ended, _ = await self._changed(rows)
+                if more:
+                    await self._mark(todo_settle, marked)
+                    todo_settle = _unique([*todo_settle, *ended])
+                else:
+                    todo_settle = ended
+            if marked:
+                await self.store.dependencies.finish_cascades(sorted(marked))
+        except (StoreUnavailableError, QueryTimeoutError) as exc:
+            log.warning("cascade not done yet (the recovery sweep will finish it): %s", exc)
+            return False
+        return True
 
-    async def _changed(self, rows: Sequence[Row]) -> list[str]:
-        """Enqueue the released jobs; the ended ones with dependents (the next level)."""
+    async def _mark(self, job_ids: Sequence[str], marked: set[str]) -> None:
+        new = [i for i in job_ids if i not in marked]
+        if new:
+            await self.store.dependencies.mark_cascades(new)
+            marked.update(new)
+
+    async def _changed(self, rows: Sequence[Row]) -> tuple[list[str], list[str]]:
+        """Enqueue the released jobs; the ended ones with dependents (their children settle
+        next) and the live ones with dependents (healed: their children heal next)."""
         await self.enqueuer.enqueue_quietly([r for r in rows if r["status"] == "queued"])
         dead = sum(1 for r in rows if r["status"] == JobStatus.DEAD.value)
         if dead:
             self.metrics.add_metric("JobsDeadLettered", "Count", dead)
-        return [str(r["id"]) for r in rows if r["status"] in _ENDED and r["has_dependents"]]
+        with_children = [r for r in rows if r["has_dependents"]]
+        ended = [str(r["id"]) for r in with_children if r["status"] in _ENDED]
+        live = [str(r["id"]) for r in with_children if r["status"] in LIVE]
+        return ended, live
 
-    async def after_replay(self, replayed: Sequence[Row]) -> None:
-        """Enqueue replayed jobs; first, for those in a graph, bring back the descendants
-        that ended because of them, and let a replayed child wait for its live parents."""
-        in_graph = [str(r["id"]) for r in replayed if r.get("has_dependents") or r.get("depth")]
-        changed = await self.store.dependencies.heal(in_graph) if in_graph else []
-        seen = {r["id"] for r in changed}
+    async def after_replay(self, replayed: Sequence[Row], *, seconds: float | None = None) -> bool:
+        """Enqueue replayed jobs; first, for those in a graph, let a replayed child wait for
+        its live parents, then bring back (page by page) the descendants that ended because
+        of them. True when the heal is done, False when it is left to the sweep."""
+        with_parents = [str(r["id"]) for r in replayed if r.get("depth")]
+        try:
+            changed = await self.store.dependencies.reevaluate(with_parents) if with_parents else []
+        except (StoreUnavailableError, QueryTimeoutError) as exc:
+            log.warning("replayed jobs not re-evaluated yet (the sweep will): %s", exc)
+            changed = []
+        seen = {str(r["id"]) for r in changed}
         await self.enqueuer.enqueue_quietly([r for r in replayed if str(r["id"]) not in seen])
-        await self.settle_ids(await self._changed(changed))
+        ended, _ = await self._changed(changed)
+        parents = [str(r["id"]) for r in replayed if r.get("has_dependents")]
+        return await self.cascade(settle=ended, heal=parents, flagged=True, seconds=seconds)
 
-    async def sweep(self, batch: int) -> int:
-        """Recovery: settle the parents whose end a waiting child has not seen (a worker
-        died in between), then release waiting jobs none of whose parents is live; returns
-        how many waiting jobs changed."""
-        stuck = await self.store.dependencies.stuck_parents(batch)
-        await self.settle_ids(stuck)
-        orphaned = await self.store.dependencies.release_orphaned(batch)
+    async def resume(self, limit: int, seconds: float) -> int:
+        """Recovery: go on with flagged cascades (a crash between pages, or a cascade that
+        outlived its call) for at most ``seconds``; returns how many were looked at."""
+        pending = await self.store.dependencies.pending_cascades(limit)
+        if pending:
+            await self.cascade(
+                settle=[r["id"] for r in pending if r["status"] in TERMINAL],
+                heal=[r["id"] for r in pending if r["status"] not in _ENDED],
+                flagged=True,
+                seconds=seconds,
+            )
+        return len(pending)
+
+    async def sweep(self, after: tuple[datetime, str] | None, limit: int) -> SweepPage:
+        """Recovery, over one page of waiting jobs after ``after``: settle the parents whose
+        end one of them has not seen (a worker died in between), then release those none of
+        whose parents is live. The page's last position (``None``: the walk reached the
+        end) and how many waiting jobs changed."""
+        waiting = await self.store.dependencies.scan_waiting(after, limit)
+        ids = [r["id"] for r in waiting]
+        stuck = await self.store.dependencies.stuck_parents(ids) if ids else []
+        if stuck:
+            await self.settle_ids(stuck)
+        orphaned = await self.store.dependencies.release_orphaned(ids) if ids else []
         if orphaned:
             log.warning("released %d waiting jobs whose parents had all ended", len(orphaned))
-            await self.settle_ids(await self._changed(orphaned))
-        return len(stuck) + len(orphaned)
+            ended, _ = await self._changed(orphaned)
+            await self.settle_ids(ended)
+        last = (waiting[-1]["created_at"], waiting[-1]["id"]) if len(waiting) == limit else None
+        return SweepPage(last, len(stuck) + len(orphaned))
 
     async def describe(self, job_id: str, *, depth: int, has_dependents: bool) -> dict[str, Any]:
         """``depends_on`` (each parent with its status and rule) and ``dependents`` (the
@@ -228,6 +317,16 @@ class Dependencies:
     async def parents_of(self, job_id: str) -> list[Row]:
         """A running job's parents with their statuses, results and errors."""
         return await self.store.dependencies.parents([job_id], results=True)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPage:
+    after: tuple[datetime, str] | None
+    changed: int
+
+
+def _unique(ids: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
 
 
 def _about(exc: Exception, index: int, size: int) -> Exception:

@@ -28,7 +28,7 @@ from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, 
 from asyncz.maintenance.activity import Activity
 from asyncz.maintenance.gauges import Gauges
 from asyncz.maintenance.periodic import Periodic
-from asyncz.maintenance.recovery import Recovery
+from asyncz.maintenance.recovery import Recovery, run_step
 from asyncz.maintenance.retention import Retention
 from asyncz.maintenance.stats import SERIES_MINUTES, Stats
 from asyncz.pagination import decode_cursor, encode_cursor, fit_page
@@ -133,9 +133,10 @@ class JobService:
 
     # --- maintenance (asyncz.maintenance) -------------------------------------------------
 
-    async def recover(self) -> RecoveryReport:
-        report = await self.recovery.recover()
-        await self.flow.mirror_pauses()
+    async def recover(self, report: RecoveryReport | None = None) -> RecoveryReport:
+        """The recovery sweep, each step alone (``report.failed`` names those that failed)."""
+        report = await self.recovery.recover(report)
+        await run_step(report, "pauses", self.flow.mirror_pauses(), self.metrics)
         return report
 
     async def fold_counts(self) -> int:
@@ -252,8 +253,10 @@ class JobService:
     # --- operator actions ----------------------------------------------------------------
 
     async def cancel(self, job_id: str) -> JobStatus:
-        """Cancel a queued or waiting job now (and its waiting descendants under ``fail``), or
-        flag a running one (it stops at its next heartbeat)."""
+        """Cancel a queued or waiting job now (and its waiting descendants under ``fail``, page
+        by page for at most ``cascade_seconds``: the sweep finishes what is left, and the
+        job shows ``cascade_pending`` until then), or flag a running one (it stops at its
+        next heartbeat)."""
         with _outcome_of("cancel", job_id):
             row = await self.store.cancel(job_id)
         if row is None:
@@ -261,8 +264,9 @@ class JobService:
             raise InvalidTransitionError(
                 f"job {job_id} is {job.status.value} and cannot be cancelled", status=job.status
             )
-        if row["status"] == JobStatus.CANCELLED.value:
-            await self.dependencies.settle([row])
+        if row["status"] == JobStatus.CANCELLED.value and row["has_dependents"]:
+            # within the call's bound; what is left is the sweep's (cascade_pending)
+            await self.dependencies.settle_ids([str(row["id"])], flagged=True)
         return JobStatus(row["status"])
 
     async def replay(self, job_id: str) -> Job:

@@ -4,6 +4,7 @@ store's ``dependencies`` part (:class:`asyncz.ports.DependencyStore`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -33,6 +34,7 @@ def _edges_params(planned: Sequence[PlannedJob]) -> dict[str, Any]:
         "rules": [e.on_parent_failure for _, e in edges],
         "refs": [e.parent_ref for _, e in edges],
         "settled": [e.settled for _, e in edges],
+        "ended": [e.parent_ended for _, e in edges],
     }
 
 
@@ -56,24 +58,46 @@ class DependencyQueries:
         by_id = {r["id"]: r for r in rows}
         return [by_id[p.job_id] for p in planned]
 
-    async def settle(self, parent_ids: Sequence[str]) -> list[Row]:
-        return await self._run.rows("settle_parents", {"ids": list(parent_ids)})
+    async def settle(self, parent_ids: Sequence[str], limit: int) -> tuple[list[Row], bool]:
+        rows = await self._run.rows("settle_parents", {"ids": list(parent_ids), "limit": limit})
+        page = next(r["page"] for r in rows if r["id"] is None)
+        return [r for r in rows if r["id"] is not None], page >= limit
 
-    async def heal(self, replayed: Sequence[str]) -> list[Row]:
+    async def reevaluate(self, job_ids: Sequence[str]) -> list[Row]:
+        async with self._run.transaction("reevaluate") as run:
+            await run("reopen_edges", {"ids": list(job_ids)})
+            return await run("reevaluate_waiting", {"ids": list(job_ids)})
+
+    async def heal(self, replayed: Sequence[str], limit: int) -> tuple[list[Row], bool]:
         async with self._run.transaction("heal") as run:
-            locked = await run("lock_heal", {"ids": list(replayed)})
-            healed = [r["id"] for r in locked if r["status"] == "dead"]
-            if healed:
-                await run("revive_healed", {"ids": healed})
-            everyone = [r["id"] for r in locked]
-            await run("reopen_edges", {"ids": everyone})
-            return await run("reevaluate_waiting", {"ids": everyone})
+            picked = await run("lock_heal_page", {"ids": list(replayed), "limit": limit})
+            healed = [r["id"] for r in picked]
+            if not healed:
+                return [], False
+            await run("revive_healed", {"ids": healed})
+            await run("reopen_edges", {"ids": healed})
+            return await run("reevaluate_waiting", {"ids": healed}), len(healed) >= limit
 
-    async def stuck_parents(self, limit: int) -> list[str]:
-        return [r["id"] for r in await self._run.rows("stuck_parents", {"limit": limit})]
+    async def mark_cascades(self, job_ids: Sequence[str]) -> None:
+        await self._run.rows("mark_cascades", {"ids": list(job_ids)})
 
-    async def release_orphaned(self, limit: int) -> list[Row]:
-        return await self._run.rows("release_orphaned_waiting", {"limit": limit})
+    async def finish_cascades(self, job_ids: Sequence[str]) -> list[str]:
+        return [r["id"] for r in await self._run.rows("finish_cascades", {"ids": list(job_ids)})]
+
+    async def pending_cascades(self, limit: int) -> list[Row]:
+        return await self._run.rows("pending_cascades", {"limit": limit})
+
+    async def scan_waiting(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
+        at, job_id = after if after else (None, None)
+        return await self._run.rows(
+            "scan_waiting", {"after_at": at, "after_id": job_id, "limit": limit}
+        )
+
+    async def stuck_parents(self, child_ids: Sequence[str]) -> list[str]:
+        return [r["id"] for r in await self._run.rows("stuck_parents", {"ids": list(child_ids)})]
+
+    async def release_orphaned(self, child_ids: Sequence[str]) -> list[Row]:
+        return await self._run.rows("release_orphaned_waiting", {"ids": list(child_ids)})
 
     async def parents(self, child_ids: Sequence[str], *, results: bool) -> list[Row]:
         return await self._run.rows("list_parents", {"ids": list(child_ids), "results": results})

@@ -44,6 +44,7 @@ def job_of(row: Mapping[str, Any]) -> Job:
         open_parents=row["open_parents"],
         depth=row["depth"],
         has_dependents=row["has_dependents"],
+        cascade_pending=row.get("cascade_pending", False),
         concurrency_key=row.get("concurrency_key"),
         submitted_by=row["submitted_by"],
         unique_key=row.get("unique_key"),

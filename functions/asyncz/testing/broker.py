@@ -24,7 +24,7 @@ class MemoryBroker:
         self.since: dict[str, int] = {}  # worker id -> first registered ms
         self.locks: dict[str, float] = {}  # name -> expiry (monotonic)
         self.starting: list[int] = []  # expiry ms of each worker invoked, not yet registered
-        self.position: str | None = None
+        self.positions: dict[str, str | None] = {}
         self.enqueues = 0  # the Redis adapter's activity counter (always tracked here)
         self.idle: tuple[str, float] | None = None  # (value, expiry monotonic)
         self.limits = MemoryLimits(self.ready)
@@ -133,11 +133,11 @@ class MemoryBroker:
         self.locks[name] = now + ttl_seconds
         return True
 
-    async def scan_position(self) -> str | None:
-        return self.position
+    async def scan_position(self, scan: str = "queued") -> str | None:
+        return self.positions.get(scan)
 
-    async def save_scan_position(self, position: str | None) -> None:
-        self.position = position
+    async def save_scan_position(self, position: str | None, scan: str = "queued") -> None:
+        self.positions[scan] = position
 
     async def activity(self) -> int:
         return self.enqueues

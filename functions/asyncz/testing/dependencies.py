@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from asyncz.errors import DuplicateKeyError
@@ -74,26 +75,34 @@ class MemoryDependencies:
             rows.append({"id": p.job_id, "status": p.status.value, **row})
             self.edges[p.job_id] = {
                 e.parent_id: {"rule": e.on_parent_failure, "ref": e.parent_ref,
-                              "settled": e.settled}
+                              "settled": e.settled, "ended": e.parent_ended}
                 for e in p.edges
             }  # fmt: skip
         return rows
 
-    async def settle(self, parent_ids: Sequence[str]) -> list[Row]:
+    def _ended_as(self, parent_id: str, edge: dict[str, Any]) -> str:
+        """A parent's status; one that is gone, as its edge kept it (else dead)."""
+        j = self.store.jobs.get(parent_id)
+        return str(j["status"]) if j else str(edge.get("ended") or "dead")
+
+    async def settle(self, parent_ids: Sequence[str], limit: int) -> tuple[list[Row], bool]:
         ended = {i: self._status(i) for i in parent_ids if self._status(i) in FINISHED}
+        page = [
+            (child, p) for child, parents in self.edges.items()
+            for p, e in parents.items() if p in ended and not e["settled"]
+        ][:limit]  # fmt: skip
+        flipped_of: dict[str, list[str]] = {}
+        for child, p in page:
+            self.edges[child][p].update(settled=True, ended=ended[p])
+            flipped_of.setdefault(child, []).append(p)
         changed = []
-        for child, parents in self.edges.items():
-            flipped = sorted(p for p in parents if p in ended and not parents[p]["settled"])
-            if not flipped:
-                continue
-            for p in flipped:
-                parents[p]["settled"] = True
-            j = self.store.jobs.get(child)
+        for child, flipped in flipped_of.items():
+            j, parents = self.store.jobs.get(child), self.edges[child]
             if j is None or j["status"] != "waiting":
                 continue
-            failed = [
+            failed = sorted(
                 p for p in flipped if parents[p]["rule"] == "fail" and ended[p] != "completed"
-            ]
+            )
             if failed:
                 self._end(j, failed[0], ended[failed[0]])
             else:
@@ -102,76 +111,111 @@ class MemoryDependencies:
                     j["status"] = JobStatus.QUEUED
                 j["updated_at"] = now_utc()
             changed.append(self._changed(j))
-        return changed
+        return changed, len(page) >= limit
 
-    async def heal(self, replayed: Sequence[str]) -> list[Row]:
-        healed: list[str] = []
-        frontier = list(replayed)
-        while frontier:
-            parent = frontier.pop()
-            for child, parents in self.edges.items():
-                j = self.store.jobs.get(child)
-                if (parent in parents and j and j["status"] == "dead" and child not in healed
-                        and j["last_error"] == f"{PARENT_FAILED}{parent}"):  # fmt: skip
-                    healed.append(child)
-                    frontier.append(child)
+    def _blamed(self, parent_ids: Sequence[str]) -> list[str]:
+        """The dead jobs that ended because of one of these (not dead or cancelled again)."""
+        blames = {f"{PARENT_FAILED}{p}": p for p in parent_ids if self._status(p) not in FAILED}
+        return [
+            i for i, j in self.store.jobs.items()
+            if j["status"] == "dead" and (p := blames.get(str(j["last_error"]))) is not None
+            and p in self.edges.get(i, {})
+        ]  # fmt: skip
+
+    async def heal(self, replayed: Sequence[str], limit: int) -> tuple[list[Row], bool]:
+        healed = self._blamed(replayed)[:limit]
         now = now_utc()
         for child in healed:
             j = self.store.jobs[child]
             j.update(status=JobStatus.WAITING, attempt_base=j["attempts"], run_at=now,
                      finished_at=None, started_at=None, worker_id=None, last_error=None,
-                     cancel_requested=False, updated_at=now)  # fmt: skip
-        everyone = [*replayed, *healed]
-        for i in everyone:
+                     cancel_requested=False, cascade_pending=j["has_dependents"],
+                     updated_at=now)  # fmt: skip
+        return await self.reevaluate(healed), len(healed) >= limit
+
+    async def reevaluate(self, job_ids: Sequence[str]) -> list[Row]:
+        for i in job_ids:
             for p, edge in self.edges.get(i, {}).items():
                 edge["settled"] = self._status(p) in FINISHED
-        statuses = {i: str(self.store.jobs[i]["status"]) for i in everyone if i in self.store.jobs}
         changed = []
-        for i in sorted(everyone):
+        for i in sorted(job_ids):
             j = self.store.jobs.get(i)
             parents = self.edges.get(i, {})
-            if j is None or not parents or statuses[i] not in ("waiting", "queued"):
+            if j is None or not parents or j["status"] not in ("waiting", "queued"):
                 continue
-            now_of = {p: statuses.get(p, self._status(p)) for p in parents}
+            now_of = {p: self._ended_as(p, e) for p, e in parents.items()}
             open_parents = sum(1 for s in now_of.values() if s in LIVE)
             failed = sorted(p for p, s in now_of.items()
                             if parents[p]["rule"] == "fail" and s in FAILED)  # fmt: skip
             j["open_parents"] = open_parents
-            if statuses[i] == "waiting" and failed:
+            if j["status"] == "waiting" and failed:
                 self._end(j, failed[0], now_of[failed[0]])
             else:
                 j["status"] = JobStatus.WAITING if open_parents else JobStatus.QUEUED
             changed.append(self._changed(j))
         return changed
 
-    async def stuck_parents(self, limit: int) -> list[str]:
+    async def mark_cascades(self, job_ids: Sequence[str]) -> None:
+        for i in job_ids:
+            if i in self.store.jobs:
+                self.store.jobs[i]["cascade_pending"] = True
+
+    async def finish_cascades(self, job_ids: Sequence[str]) -> list[str]:
+        done = []
+        for i in job_ids:
+            j = self.store.jobs.get(i)
+            if not j or not j["cascade_pending"]:
+                continue
+            unsettled = j["status"] in FINISHED and any(
+                i in parents and not parents[i]["settled"] for parents in self.edges.values()
+            )
+            if not unsettled and not (j["status"] not in FAILED and self._blamed([i])):
+                j["cascade_pending"] = False
+                done.append(i)
+        return done
+
+    async def pending_cascades(self, limit: int) -> list[Row]:
+        flagged = sorted(i for i, j in self.store.jobs.items() if j["cascade_pending"])
+        return [{"id": i, "status": str(self.store.jobs[i]["status"])} for i in flagged[:limit]]
+
+    async def scan_waiting(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
+        rows = sorted(
+            ((j["created_at"], uuid.UUID(i)) for i, j in self.store.jobs.items()
+             if j["status"] == "waiting"),
+            reverse=True,
+        )  # fmt: skip
+        if after is not None:
+            mark = (after[0], uuid.UUID(after[1]))
+            rows = [r for r in rows if r < mark]
+        return [{"id": str(i), "created_at": at} for at, i in rows[:limit]]
+
+    async def stuck_parents(self, child_ids: Sequence[str]) -> list[str]:
         stuck: set[str] = set()
-        for child, parents in self.edges.items():
+        for child in child_ids:
             j = self.store.jobs.get(child)
             if j and j["status"] == "waiting":
-                stuck |= {p for p, e in parents.items()
+                stuck |= {p for p, e in self.edges.get(child, {}).items()
                           if not e["settled"] and self._status(p) in FINISHED}  # fmt: skip
-        return sorted(stuck)[:limit]
+        return sorted(stuck)
 
-    async def release_orphaned(self, limit: int) -> list[Row]:
+    async def release_orphaned(self, child_ids: Sequence[str]) -> list[Row]:
         changed = []
-        for child, parents in self.edges.items():
-            j = self.store.jobs.get(child)
+        for child in child_ids:
+            j, parents = self.store.jobs.get(child), self.edges.get(child, {})
             if not j or j["status"] != "waiting":
                 continue
-            if any(self._status(p) in LIVE for p in parents):
+            if any(self._status(p) in LIVE for p in parents if p in self.store.jobs):
                 continue
+            ended = {p: self._ended_as(p, e) for p, e in parents.items()}
             failed = sorted(p for p, e in parents.items()
-                            if e["rule"] == "fail" and self._status(p) in FAILED)  # fmt: skip
+                            if e["rule"] == "fail" and ended[p] in FAILED)  # fmt: skip
             for e in parents.values():
                 e["settled"] = True
             if failed:
-                self._end(j, failed[0], self._status(failed[0]))
+                self._end(j, failed[0], ended[failed[0]])
             else:
                 j.update(status=JobStatus.QUEUED, open_parents=0, updated_at=now_utc())
             changed.append(self._changed(j))
-            if len(changed) >= limit:
-                break
         return changed
 
     async def parents(self, child_ids: Sequence[str], *, results: bool) -> list[Row]:

@@ -60,7 +60,7 @@ class MemoryStore(MemoryListings):
             "worker_id": None, "heartbeat_at": None, "cancel_requested": False, "result": None,
             "last_error": None, "created_at": now, "started_at": None, "finished_at": None,
             "updated_at": now, "progress": None, "progress_message": None,
-            "open_parents": 0, "depth": 0, "has_dependents": False,
+            "open_parents": 0, "depth": 0, "has_dependents": False, "cascade_pending": False,
             "concurrency_key": new.concurrency_key,
             "submitted_by": new.submitted_by,
             "traceparent": new.traceparent, "tracestate": new.tracestate,
@@ -220,15 +220,17 @@ class MemoryStore(MemoryListings):
         if not j or j["status"] not in ("waiting", "queued", "processing"):
             return None
         if j["status"] in ("waiting", "queued"):
-            j.update(status=JobStatus.CANCELLED, finished_at=_now())
+            j.update(status=JobStatus.CANCELLED, finished_at=_now(),
+                     cascade_pending=j["has_dependents"])  # fmt: skip
         j.update(cancel_requested=True, updated_at=_now())
         return {"id": job_id, "status": str(j["status"]), "queue": j["queue"],
-                "has_dependents": j["has_dependents"]}  # fmt: skip
+                "has_dependents": j["has_dependents"],
+                "cascade_pending": j["cascade_pending"]}  # fmt: skip
 
     def _replay(self, j: dict[str, Any]) -> Row:
         j.update(status=JobStatus.QUEUED, attempt_base=j["attempts"], run_at=_now(),
                  finished_at=None, started_at=None, worker_id=None, cancel_requested=False,
-                 updated_at=_now())  # fmt: skip
+                 cascade_pending=j["has_dependents"], updated_at=_now())  # fmt: skip
         return _dispatch_row(j)
 
     async def replay(self, job_id: str) -> Row | None:

@@ -101,6 +101,21 @@ class Monitoring(Construct):
             datapoints_to_alarm=2,
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
+        self.steps_failed_alarm = cloudwatch.Alarm(
+            self,
+            "RecoveryStepsFailed",
+            alarm_name=f"{name}-recovery-steps-failed",
+            alarm_description=(
+                "AsyncZ: a step of the recovery sweep failed (its log line names the step; "
+                "the other steps still ran)"
+            ),
+            metric=_gauge(namespace, "RecoveryStepsFailed", alarm_period),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            datapoints_to_alarm=1,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+        )
         self.function_alarms: list[cloudwatch.Alarm] = []
         for label, fn in functions.items():
             for kind, metric in (
@@ -127,6 +142,7 @@ class Monitoring(Construct):
             self.dlq_alarm,
             self.oldest_queued_alarm,
             self.degraded_alarm,
+            self.steps_failed_alarm,
             *self.function_alarms,
         ):
             alarm.add_alarm_action(action)

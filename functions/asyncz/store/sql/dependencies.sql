@@ -42,25 +42,33 @@ RETURNING id::text AS id, status, floor(extract(epoch FROM run_at) * 1000)::bigi
           run_at <= now() AS due;
 
 -- name: insert_dependencies
-INSERT INTO job_dependencies (child_id, parent_id, on_parent_failure, parent_ref, settled)
+INSERT INTO job_dependencies (child_id, parent_id, on_parent_failure, parent_ref, settled,
+                              parent_ended)
 SELECT * FROM unnest(%(children)s::uuid[], %(parents)s::uuid[], %(rules)s::text[],
-                     %(refs)s::text[], %(settled)s::bool[]);
+                     %(refs)s::text[], %(settled)s::bool[], %(ended)s::text[]);
 
 -- name: settle_parents
--- These parents finished: each edge to a child is settled once (the flag is the guard, so
--- a second call, or the sweep, changes nothing), and each waiting child counts down under
--- its row lock (the last two parents finishing at once release it once). A child whose
--- parent failed (dead, cancelled, gone) under the `fail` rule ends at once: dead, or
--- cancelled when that parent was, with last_error 'parent_failed: <parent id>'. Returns the
--- waiting children it changed.
+-- These parents finished: one page of at most %(limit)s of their unsettled edges is settled
+-- (the flag is the guard, so a second call, or the sweep, changes nothing; the page seeks
+-- to them along job_dependencies_parent_idx (parent_id, settled), so each page costs the same), and each waiting child
+-- counts down under its row lock (the last two parents finishing at once release it once).
+-- The parent's end is kept on the edge (parent_ended), for when retention has deleted it.
+-- A child whose parent failed (dead, cancelled, gone) under the `fail` rule ends at once:
+-- dead, or cancelled when that parent was, with last_error 'parent_failed: <parent id>'.
+-- Returns the waiting children it changed, then one row with no id whose `page` says how
+-- many edges the page held (fewer than the limit: nothing was left).
 WITH ended AS (
     SELECT x.id, coalesce(j.status, 'dead') AS status
       FROM unnest(%(ids)s::uuid[]) AS x(id) LEFT JOIN jobs j ON j.id = x.id
      WHERE j.id IS NULL OR j.status IN ('completed', 'dead', 'cancelled')
+), page AS (
+    SELECT d.child_id, d.parent_id FROM job_dependencies d
+     WHERE d.parent_id = ANY(ARRAY(SELECT id FROM ended)) AND NOT d.settled
+     LIMIT %(limit)s
 ), flipped AS (
-    UPDATE job_dependencies d SET settled = true
-      FROM ended e
-     WHERE d.parent_id = e.id AND NOT d.settled
+    UPDATE job_dependencies d SET settled = true, parent_ended = e.status
+      FROM page p JOIN ended e ON e.id = p.parent_id
+     WHERE d.child_id = p.child_id AND d.parent_id = p.parent_id AND NOT d.settled
     RETURNING d.child_id, d.parent_id, d.on_parent_failure, e.status AS parent_status
 ), per_child AS (
     SELECT child_id, count(*)::int AS n,
@@ -71,51 +79,67 @@ WITH ended AS (
               FILTER (WHERE on_parent_failure = 'fail' AND parent_status <> 'completed'))[1]
                AS failed_status
       FROM flipped GROUP BY child_id
+), changed AS (
+    UPDATE jobs c
+       SET open_parents = greatest(c.open_parents - pc.n, 0),
+           status = CASE WHEN pc.failed_by IS NOT NULL
+                         THEN CASE WHEN pc.failed_status = 'cancelled' THEN 'cancelled' ELSE 'dead' END
+                         WHEN c.open_parents - pc.n <= 0 THEN 'queued' ELSE 'waiting' END,
+           last_error = CASE WHEN pc.failed_by IS NOT NULL THEN 'parent_failed: ' || pc.failed_by
+                             ELSE c.last_error END,
+           finished_at = CASE WHEN pc.failed_by IS NOT NULL THEN now() END,
+           updated_at = now()
+      FROM per_child pc
+     WHERE c.id = pc.child_id AND c.status = 'waiting'
+    RETURNING c.id::text AS id, c.status, c.queue, c.priority, c.run_at, c.run_at <= now() AS due,
+              c.has_dependents
 )
-UPDATE jobs c
-   SET open_parents = greatest(c.open_parents - pc.n, 0),
-       status = CASE WHEN pc.failed_by IS NOT NULL
-                     THEN CASE WHEN pc.failed_status = 'cancelled' THEN 'cancelled' ELSE 'dead' END
-                     WHEN c.open_parents - pc.n <= 0 THEN 'queued' ELSE 'waiting' END,
-       last_error = CASE WHEN pc.failed_by IS NOT NULL THEN 'parent_failed: ' || pc.failed_by
-                         ELSE c.last_error END,
-       finished_at = CASE WHEN pc.failed_by IS NOT NULL THEN now() END,
-       updated_at = now()
-  FROM per_child pc
- WHERE c.id = pc.child_id AND c.status = 'waiting'
-RETURNING c.id::text AS id, c.status, c.queue, c.priority, c.run_at, c.run_at <= now() AS due,
-          c.has_dependents;
+SELECT id, status, queue, priority, run_at, due, has_dependents, NULL::int AS page FROM changed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, count(*)::int FROM page;
+
+-- name: scan_waiting
+-- The recovery sweep's walk over waiting jobs, a page at a time from where the last page
+-- stopped (newest first, along jobs_waiting_idx): each run reads a bounded page, and every
+-- waiting job is looked at in turn however many there are.
+SELECT id::text AS id, created_at FROM jobs
+ WHERE status = 'waiting'
+   AND (%(after_at)s::timestamptz IS NULL
+        OR (created_at, id) < (%(after_at)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY created_at DESC, id DESC
+ LIMIT %(limit)s;
 
 -- name: stuck_parents
--- Recovery: finished parents with an edge not settled to a waiting child (a worker died
--- between a parent's end and settling its children). Along jobs_waiting_idx.
+-- Recovery: finished parents with an edge not settled to one of these waiting children (a
+-- worker died between a parent's end and settling its children).
 SELECT DISTINCT d.parent_id::text AS id
   FROM jobs c
   JOIN job_dependencies d ON d.child_id = c.id AND NOT d.settled
   LEFT JOIN jobs p ON p.id = d.parent_id
- WHERE c.status = 'waiting' AND (p.id IS NULL OR p.status IN ('completed', 'dead', 'cancelled'))
- LIMIT %(limit)s;
+ WHERE c.id = ANY(%(ids)s::uuid[]) AND c.status = 'waiting'
+   AND (p.id IS NULL OR p.status IN ('completed', 'dead', 'cancelled'));
 
 -- name: release_orphaned_waiting
--- Recovery's last net: a waiting job none of whose parents is live ends its wait now, by
--- its rules (queued, or ended by a failed parent under `fail`). Its count was too high
--- (an operator's replay raced a parent's end); it never runs before a live parent ends.
+-- Recovery's last net, over these waiting jobs: one none of whose parents is live ends its
+-- wait now, by its rules (queued, or ended by a failed parent under `fail`; a parent gone
+-- ended as its edge says, or counts as dead). Its count was too high (an operator's replay
+-- raced a parent's end); it never runs before a live parent ends.
 WITH orphaned AS (
     SELECT c.id FROM jobs c
-     WHERE c.status = 'waiting'
+     WHERE c.id = ANY(%(ids)s::uuid[]) AND c.status = 'waiting'
        AND NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
                         WHERE d.child_id = c.id
                           AND p.status IN ('waiting', 'queued', 'processing'))
-     ORDER BY c.created_at DESC, c.id DESC
-     LIMIT %(limit)s
-     FOR UPDATE OF c SKIP LOCKED
+       FOR UPDATE OF c SKIP LOCKED
 ), failed AS (
     SELECT o.id, (array_agg(d.parent_id::text ORDER BY d.parent_id))[1] AS parent_id,
-           (array_agg(coalesce(p.status, 'dead') ORDER BY d.parent_id))[1] AS status
+           (array_agg(coalesce(p.status, d.parent_ended, 'dead') ORDER BY d.parent_id))[1]
+               AS status
       FROM orphaned o
       JOIN job_dependencies d ON d.child_id = o.id
       LEFT JOIN jobs p ON p.id = d.parent_id
-     WHERE d.on_parent_failure = 'fail' AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))
+     WHERE d.on_parent_failure = 'fail'
+       AND coalesce(p.status, d.parent_ended, 'dead') IN ('dead', 'cancelled')
      GROUP BY o.id
 ), settled AS (
     UPDATE job_dependencies d SET settled = true
@@ -133,31 +157,28 @@ UPDATE jobs c
 RETURNING c.id::text AS id, c.status, c.queue, c.priority, c.run_at, c.run_at <= now() AS due,
           c.has_dependents;
 
--- name: lock_heal
--- The first statement of a heal (one transaction), after these dead jobs were replayed:
--- their descendants that ended because of them (last_error 'parent_failed: <parent>', and
--- so on down), locked with the replayed jobs, so a parent's settling waits for the heal.
-WITH RECURSIVE healed(id) AS (
-    SELECT d.child_id FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
-     WHERE d.parent_id = ANY(%(ids)s::uuid[]) AND c.status = 'dead'
-       AND c.last_error = 'parent_failed: ' || d.parent_id::text
-    UNION
-    SELECT d.child_id FROM healed h
-      JOIN job_dependencies d ON d.parent_id = h.id
-      JOIN jobs c ON c.id = d.child_id
-     WHERE c.status = 'dead' AND c.last_error = 'parent_failed: ' || d.parent_id::text
-)
-SELECT id::text AS id, status FROM jobs
- WHERE id IN (SELECT id FROM healed) OR id = ANY(%(ids)s::uuid[])
- ORDER BY id
-   FOR UPDATE;
+-- name: lock_heal_page
+-- The first statement of a heal page (one transaction), after these jobs were replayed: at
+-- most %(limit)s of the dead jobs that ended because of one of them (last_error
+-- 'parent_failed: <it>'), read along jobs_parent_failed_idx and locked, skipping those a
+-- concurrent heal holds. A parent that is dead or cancelled again heals nothing.
+SELECT c.id::text AS id FROM jobs c
+ WHERE c.status = 'dead' AND c.last_error LIKE 'parent_failed: %%'
+   AND c.last_error = ANY(ARRAY(
+       SELECT 'parent_failed: ' || j.id::text FROM jobs j
+        WHERE j.id = ANY(%(ids)s::uuid[]) AND j.status NOT IN ('dead', 'cancelled')))
+   AND EXISTS (SELECT 1 FROM job_dependencies d
+                WHERE d.child_id = c.id AND c.last_error = 'parent_failed: ' || d.parent_id::text)
+ LIMIT %(limit)s
+   FOR UPDATE OF c SKIP LOCKED;
 
 -- name: revive_healed
--- They wait again (their retry budget starts afresh, as a replay's does).
+-- They wait again (their retry budget starts afresh, as a replay's does); one with children
+-- of its own carries the heal on down (cascade_pending, so a crash resumes it).
 UPDATE jobs
    SET status = 'waiting', attempt_base = attempts, run_at = now(), finished_at = NULL,
        started_at = NULL, worker_id = NULL, last_error = NULL, cancel_requested = false,
-       updated_at = now()
+       cascade_pending = has_dependents, updated_at = now()
  WHERE id = ANY(%(ids)s::uuid[]) AND status = 'dead';
 
 -- name: reopen_edges
@@ -172,17 +193,20 @@ UPDATE job_dependencies d
 
 -- name: reevaluate_waiting
 -- These jobs' statuses from their parents: waiting on the live ones, queued when none is
--- left, or (a healed job) ended again by another parent that is still dead or cancelled.
+-- left, or (a healed job) ended again by another parent that is still dead or cancelled (a
+-- parent retention deleted counts as it ended: its edge kept that).
 -- A job replayed by hand keeps running past a failed parent (the operator asked for it).
 WITH counted AS (
     SELECT c.id, c.status,
            count(*) FILTER (WHERE p.status IN ('waiting', 'queued', 'processing'))::int AS open,
            (array_agg(d.parent_id::text ORDER BY d.parent_id)
               FILTER (WHERE d.on_parent_failure = 'fail'
-                        AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))))[1] AS failed_by,
-           (array_agg(coalesce(p.status, 'dead') ORDER BY d.parent_id)
+                        AND coalesce(p.status, d.parent_ended, 'dead') IN ('dead', 'cancelled')))[1]
+               AS failed_by,
+           (array_agg(coalesce(p.status, d.parent_ended, 'dead') ORDER BY d.parent_id)
               FILTER (WHERE d.on_parent_failure = 'fail'
-                        AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))))[1] AS failed_status
+                        AND coalesce(p.status, d.parent_ended, 'dead') IN ('dead', 'cancelled')))[1]
+               AS failed_status
       FROM jobs c
       JOIN job_dependencies d ON d.child_id = c.id
       LEFT JOIN jobs p ON p.id = d.parent_id
@@ -221,6 +245,27 @@ SELECT d.child_id::text AS job_id, c.status, d.on_parent_failure,
  WHERE d.parent_id = %(id)s
  ORDER BY c.created_at, c.id
  LIMIT %(limit)s;
+
+-- name: mark_cascades
+-- These jobs' cascades take more than one page: the sweep resumes them after a crash.
+UPDATE jobs SET cascade_pending = true WHERE id = ANY(%(ids)s::uuid[]) AND NOT cascade_pending;
+
+-- name: finish_cascades
+-- The flag goes once nothing is left: a finished job has no unsettled edge, and a job that
+-- is not dead or cancelled again has no dead child blaming it (both along partial indexes).
+UPDATE jobs j SET cascade_pending = false
+ WHERE j.id = ANY(%(ids)s::uuid[]) AND j.cascade_pending
+   AND NOT (j.status IN ('completed', 'dead', 'cancelled')
+            AND EXISTS (SELECT 1 FROM job_dependencies d WHERE d.parent_id = j.id AND NOT d.settled))
+   AND NOT (j.status NOT IN ('dead', 'cancelled')
+            AND EXISTS (SELECT 1 FROM jobs c
+                         WHERE c.status = 'dead' AND c.last_error LIKE 'parent_failed: %%'
+                           AND c.last_error = 'parent_failed: ' || j.id::text))
+RETURNING j.id::text AS id;
+
+-- name: pending_cascades
+-- The recovery sweep's cascades to resume (along jobs_cascade_pending_idx).
+SELECT id::text AS id, status FROM jobs WHERE cascade_pending ORDER BY id LIMIT %(limit)s;
 
 -- name: any_waiting
 SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'waiting') AS any;

@@ -178,14 +178,17 @@ SELECT id, status, queue, priority, run_at, has_dependents FROM done;
 UPDATE jobs
    SET status = CASE WHEN status IN ('queued', 'waiting') THEN 'cancelled' ELSE status END,
        finished_at = CASE WHEN status IN ('queued', 'waiting') THEN now() ELSE finished_at END,
+       cascade_pending = CASE WHEN status IN ('queued', 'waiting') THEN has_dependents
+                              ELSE cascade_pending END,
        cancel_requested = true, updated_at = now()
  WHERE id = %(id)s AND status IN ('waiting', 'queued', 'processing')
-RETURNING id, status, queue, has_dependents;
+RETURNING id, status, queue, has_dependents, cascade_pending;
 
 -- name: replay_job
 UPDATE jobs
    SET status = 'queued', attempt_base = attempts, run_at = now(), finished_at = NULL, started_at = NULL,
-       worker_id = NULL, cancel_requested = false, updated_at = now()
+       worker_id = NULL, cancel_requested = false, cascade_pending = has_dependents,
+       updated_at = now()
  WHERE id = %(id)s AND status = 'dead'
 RETURNING id, status, queue, priority, run_at, has_dependents, depth;
 
@@ -202,7 +205,8 @@ WITH picked AS (
 )
 UPDATE jobs j
    SET status = 'queued', attempt_base = attempts, run_at = now(), finished_at = NULL, started_at = NULL,
-       worker_id = NULL, cancel_requested = false, updated_at = now()
+       worker_id = NULL, cancel_requested = false, cascade_pending = has_dependents,
+       updated_at = now()
   FROM picked WHERE j.id = picked.id
 RETURNING j.id, j.status, j.queue, j.priority, j.run_at, j.has_dependents, j.depth;
 
