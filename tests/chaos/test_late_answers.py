@@ -122,3 +122,28 @@ def test_an_operator_action_whose_answer_is_late_says_its_outcome_is_unknown(
     # it was done: a second try is refused with the status that says so
     again = plain.request("POST", f"/jobs/{job_id}/cancel")
     assert again and again["status"] == 409 and again["body"]["status"] == "cancelled", again
+
+
+def test_a_claim_whose_answer_is_late_runs_the_leases_it_took_without_recovery(
+    chaos_db: str,
+    own_redis: RedisServer,
+    tmp_path: Path,
+    api_factory: Callable[..., ApiSandbox],
+    fleet_factory: Callable[..., Fleet],
+) -> None:
+    settings = settings_for(chaos_db, own_redis.url, tmp_path).model_copy(
+        update={"lease_timeout_seconds": 600.0}  # recovery's lease expiry could not help here
+    )
+    api = api_factory(settings)
+    ids = []
+    for n in range(3):
+        reply = api.request("POST", "/jobs", {"task": "echo", "payload": {"n": n}})
+        assert reply and reply["status"] == 202, reply
+        ids.append(reply["body"]["job_id"])
+    fleet = fleet_factory(settings)
+    worker = fleet.start(concurrency=4, env={"ASYNCZ_DELAY_AT": late("claim_jobs")})
+    wait_terminal(chaos_db, len(ids), 30, "the claimed jobs to run (no recovery runs)")
+    assert check_ledger(chaos_db, ids)["status"] == {"completed": len(ids)}
+    attempts = rows(chaos_db, "SELECT outcome, count(*) AS n FROM job_attempts GROUP BY 1")
+    assert attempts == [{"outcome": "completed", "n": len(ids)}], "an attempt was lost"
+    assert "claim answer lost" in fleet.output(worker)[1], "the claim's answer was not late"

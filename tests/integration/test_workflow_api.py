@@ -175,3 +175,15 @@ def test_a_cancel_whose_cascade_outlives_the_call_answers_202_and_the_sweep_fini
         reply = api("POST", f"/jobs/{ids[0]}/cancel")
         assert reply.status == 200 and reply.body["cascade_pending"] is False
         assert {job(api, i)["status"] for i in ids[1:]} == {"cancelled"}
+
+
+def test_a_graph_batch_naming_one_idempotency_key_twice_is_a_422_naming_both_items(
+    api: Any,
+) -> None:
+    body = diamond()
+    body["jobs"][1]["idempotency_key"] = body["jobs"][3]["idempotency_key"] = "same-key"
+    reply = api("POST", "/jobs/batch", body=body)
+    assert reply.status == 422, reply.body
+    assert reply.body["error"] == "invalid_input" and reply.body["index"] == 3
+    assert "jobs[1] and jobs[3]" in reply.body["message"]
+    assert api("GET", "/jobs").body["items"] == [], "nothing of the graph is stored"

@@ -54,11 +54,22 @@ _ENDED = (JobStatus.DEAD.value, JobStatus.CANCELLED.value)
 def resolve_refs(items: Sequence[tuple[str, NewJob]]) -> list[tuple[str, NewJob]]:
     """Each item's ``depends_on`` as job ids: a ref names an earlier item of the batch (its
     new id), anything else must be a job id. Duplicates of one parent are merged; more
-    parents than :data:`MAX_PARENTS` are refused."""
+    parents than :data:`MAX_PARENTS`, and an idempotency key given twice, are refused."""
     earlier: dict[str, str] = {}
     later = {new.ref for _, new in items if new.ref is not None}
+    keys: dict[str, int] = {}
     out = []
     for index, (job_id, new) in enumerate(items):
+        if (key := new.idempotency_key) is not None:
+            if key in keys:  # a graph is stored whole: one key cannot name two of its jobs
+                raise _about(
+                    InvalidInputError(
+                        f"idempotency_key {key!r} is given twice in the batch: jobs[{keys[key]}] "
+                        f"and jobs[{index}]"
+                    ),
+                    index, len(items),
+                )  # fmt: skip
+            keys[key] = index
         deps: dict[str, Dependency] = {}
         for dep in new.depends_on:
             ref = dep.job_id if dep.job_id in earlier else None

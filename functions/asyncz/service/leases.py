@@ -7,10 +7,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from asyncz.errors import BrokerUnavailableError, StoreUnavailableError
+from asyncz.errors import (
+    BrokerUnavailableError,
+    StoreOutcomeUnknownError,
+    StoreUnavailableError,
+)
 from asyncz.faults import crash_point
 from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
 from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, MetricsSink
@@ -67,11 +72,18 @@ class Leases:
         if not ids:
             return []
         ids = await self.flow.admit([i for i in ids if _is_uuid(i)])
+        nonce = uuid.uuid4().hex
         try:
-            leases = await self.store.claim(ids, worker_id, max_timeout) if ids else []
+            try:
+                leases = await self.store.claim(ids, worker_id, max_timeout, nonce) if ids else []
+            except StoreOutcomeUnknownError as exc:
+                # The claim may have committed: its tokens say which leases it took, and
+                # those run now rather than wait for recovery's lease expiry.
+                log.warning("claim answer lost (%s): reading back the leases it took", exc)
+                leases = await self.store.adopt(ids, nonce)
         except StoreUnavailableError:
-            # The claim may have committed: keep the slots taken until their lease deadline
-            # (recovery brings the ids back), but stop renewing them.
+            # Still unknown: keep the slots taken until their lease deadline (recovery
+            # brings the ids back), but stop renewing them.
             self.flow.forget(ids)
             raise
         if len(leases) < len(ids):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -206,10 +207,15 @@ class PostgresStore:
 
     # --- worker: claim, heartbeat, finish (fenced by the lease token) ----------------------
 
-    async def claim(self, ids: Sequence[str], worker_id: str, max_timeout: int) -> list[Lease]:
-        rows = await self._run.rows(
-            "claim_jobs", {"ids": list(ids), "worker_id": worker_id, "max_timeout": max_timeout}
-        )
+    async def claim(
+        self, ids: Sequence[str], worker_id: str, max_timeout: int, nonce: str | None = None
+    ) -> list[Lease]:
+        params = {"ids": list(ids), "worker_id": worker_id, "max_timeout": max_timeout,
+                  "nonce": nonce or uuid.uuid4().hex}  # fmt: skip
+        return [lease_of(r) for r in await self._run.rows("claim_jobs", params)]
+
+    async def adopt(self, ids: Sequence[str], nonce: str) -> list[Lease]:
+        rows = await self._run.rows("adopt_claim", {"ids": list(ids), "nonce": nonce})
         return [lease_of(r) for r in rows]
 
     async def unclaimed(self, ids: Sequence[str]) -> list[Row]:

@@ -7,6 +7,7 @@ token and the status, as the SQL does. Not thread-safe; one event loop.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -108,8 +109,10 @@ class MemoryStore(MemoryListings):
 
     # --- worker: claim, heartbeat, finish (fenced by the lease token) ----------------------
 
-    async def claim(self, ids: Sequence[str], worker_id: str, max_timeout: int) -> list[Lease]:
-        now, leases = _now(), []
+    async def claim(
+        self, ids: Sequence[str], worker_id: str, max_timeout: int, nonce: str | None = None
+    ) -> list[Lease]:
+        now, leases, nonce = _now(), [], nonce or uuid.uuid4().hex
         for job_id in ids:
             j = self.jobs.get(job_id)
             if not j or j["status"] != "queued" or j["run_at"] > now or j["cancel_requested"]:
@@ -117,7 +120,7 @@ class MemoryStore(MemoryListings):
             if j["timeout_seconds"] > max_timeout or j["queue"] in self.flow.paused:
                 continue
             j.update(
-                status=JobStatus.PROCESSING, lease_token=str(uuid.uuid4()), worker_id=worker_id,
+                status=JobStatus.PROCESSING, lease_token=_token(nonce, job_id), worker_id=worker_id,
                 attempts=j["attempts"] + 1, heartbeat_at=now, started_at=now, updated_at=now,
                 progress=None, progress_message=None,
             )  # fmt: skip
@@ -126,15 +129,14 @@ class MemoryStore(MemoryListings):
                  "started_at": now, "finished_at": None, "outcome": None, "error": None,
                  "duration_ms": None}
             )  # fmt: skip
-            leases.append(
-                Lease(job_id=job_id, token=j["lease_token"], task=j["task"], payload=j["payload"],
-                      queue=j["queue"], priority=j["priority"], attempt=j["attempts"],
-                      attempt_base=j["attempt_base"], max_retries=j["max_retries"],
-                      timeout_seconds=j["timeout_seconds"], has_parents=j["depth"] > 0,
-                      concurrency_key=j["concurrency_key"], traceparent=j["traceparent"],
-                      tracestate=j["tracestate"])
-            )  # fmt: skip
+            leases.append(_lease(j))
         return leases
+
+    async def adopt(self, ids: Sequence[str], nonce: str) -> list[Lease]:
+        return [
+            _lease(j) for i in ids if (j := self.jobs.get(i)) and j["status"] == "processing"
+            and j["lease_token"] == _token(nonce, i)
+        ]  # fmt: skip
 
     async def unclaimed(self, ids: Sequence[str]) -> list[Row]:
         now = _now()
@@ -266,3 +268,17 @@ def _found(j: dict[str, Any]) -> Row:
 
 
 _dispatch_row = dispatch_row
+
+
+def _token(nonce: str, job_id: str) -> str:
+    """The lease token PostgreSQL derives: md5(nonce || id)::uuid."""
+    return str(uuid.UUID(hashlib.md5((nonce + job_id).encode()).hexdigest()))  # noqa: S324
+
+
+def _lease(j: dict[str, Any]) -> Lease:
+    return Lease(job_id=j["id"], token=j["lease_token"], task=j["task"], payload=j["payload"],
+                 queue=j["queue"], priority=j["priority"], attempt=j["attempts"],
+                 attempt_base=j["attempt_base"], max_retries=j["max_retries"],
+                 timeout_seconds=j["timeout_seconds"], has_parents=j["depth"] > 0,
+                 concurrency_key=j["concurrency_key"], traceparent=j["traceparent"],
+                 tracestate=j["tracestate"])  # fmt: skip

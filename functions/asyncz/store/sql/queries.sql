@@ -77,10 +77,13 @@ SELECT * FROM (SELECT * FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt
 -- One statement claims every id that is still queued and due (and not in a paused queue:
 -- a worker's view of the pauses may be a second old, this one is not), each with a fresh
 -- lease token, and opens its attempt row (progress starts again: it is the attempt's). Ids that
--- fail the guard are simply not returned.
+-- fail the guard are simply not returned. The token is derived from the claim's random nonce
+-- and the id (a 128-bit secret of this claim): a worker whose answer was lost reads back the
+-- leases it took (adopt_claim) instead of leaving them to recovery's lease expiry.
 WITH claimed AS (
     UPDATE jobs
-       SET status = 'processing', lease_token = gen_random_uuid(), worker_id = %(worker_id)s,
+       SET status = 'processing', lease_token = md5(%(nonce)s || id::text)::uuid,
+           worker_id = %(worker_id)s,
            attempts = attempts + 1, heartbeat_at = now(), started_at = now(), updated_at = now(),
            progress = NULL, progress_message = NULL
      WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND run_at <= now()
@@ -97,6 +100,15 @@ SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, p
        attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,
        concurrency_key, traceparent, tracestate
   FROM claimed;
+
+-- name: adopt_claim
+-- After a claim whose answer was lost: the leases it took, if it committed (by its tokens).
+SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
+       attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,
+       concurrency_key, traceparent, tracestate
+  FROM jobs
+ WHERE id = ANY(%(ids)s::uuid[]) AND status = 'processing'
+   AND lease_token = md5(%(nonce)s || id::text)::uuid;
 
 -- name: get_unclaimed
 -- After a claim, the ids that were not claimed but are still queued: the caller puts
