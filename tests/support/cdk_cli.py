@@ -11,9 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
 
 
-def offline_env(tmp: Path) -> dict[str, str]:
-    """The environment minus anything that could supply AWS credentials."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+def offline_env(tmp: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) minus anything that could supply AWS
+    credentials."""
+    given = os.environ if base is None else base
+    env = {k: v for k, v in given.items() if not k.startswith(("AWS_", "CDK_"))}
     env.update(
         AWS_CONFIG_FILE=str(tmp / "no-aws-config"),
         AWS_SHARED_CREDENTIALS_FILE=str(tmp / "no-aws-credentials"),
