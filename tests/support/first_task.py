@@ -37,14 +37,9 @@ def run_script(script: str, cwd: Path, env: dict[str, str], timeout: float) -> t
     """(exit status, stdout and stderr) of ``script`` run by ``bash`` with ``set -euo
     pipefail`` in a session of its own, whose processes are all killed at the end."""
     proc = subprocess.Popen(
-        ["bash", "-c", "set -euo pipefail\n" + script],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+        ["bash", "-c", "set -euo pipefail\n" + script], cwd=cwd, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
