@@ -59,10 +59,26 @@ def is_current(out_dir: Path, key: str) -> bool:
     return (out_dir / "python").is_dir() and stamp.is_file() and stamp.read_text().strip() == key
 
 
-def _python312() -> str | None:
-    if sys.version_info[:2] == (3, 12):
-        return sys.executable
-    return shutil.which("python3.12")
+_IS_CPYTHON_312 = "import sys; print(sys.implementation.name, sys.version_info[:2] == (3, 12))"
+
+
+def _python312(candidates: Sequence[str] = ()) -> str | None:
+    """The first of ``candidates`` (default: this Python, then ``python3.12`` on the PATH)
+    that runs and is CPython 3.12. A name that exists but does not run (a pyenv shim for a
+    version not installed) is passed over, never trusted."""
+    for candidate in candidates or (sys.executable, "python3.12"):
+        path = shutil.which(candidate)
+        if path is None:
+            continue
+        try:
+            probe = subprocess.run(
+                [path, "-c", _IS_CPYTHON_312], capture_output=True, text=True, timeout=60
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if probe.returncode == 0 and probe.stdout.split() == ["cpython", "True"]:
+            return path
+    return None
 
 
 def _explain(stderr: str, requirements: Sequence[Path], architecture: str) -> str:
@@ -144,18 +160,34 @@ def _install(requirements: Sequence[Path], plat: str, target: Path, architecture
     shutil.rmtree(target / "bin", ignore_errors=True)
     for cache in list(target.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
-    # Ship bytecode compiled by the runtime's Python, hash-checked: CDK copies the asset (new
-    # mtimes) and /opt is read-only, so without it every cold start compiles everything.
-    python = _python312()
+    _compile_bytecode(target)
+
+
+def _compile_bytecode(target: Path, candidates: Sequence[str] = ()) -> bool:
+    """Ship bytecode compiled by the runtime's Python, hash-checked: CDK copies the asset (new
+    mtimes) and /opt is read-only, so without it every cold start compiles everything. With
+    no CPython 3.12 that runs here, the layer ships without it (correct, slower cold starts)."""
+    python = _python312(candidates)
     if python is None:
         print("layer: no Python 3.12 here; shipping without bytecode", file=sys.stderr)
-        return
+        return False
     compile_all = [python, "-m", "compileall", "-q", "-j0", "--invalidation-mode"]
-    subprocess.run(
+    done = subprocess.run(
         [*compile_all, "unchecked-hash", str(target)],
-        check=True,
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    if done.returncode != 0:
+        for cache in list(target.rglob("__pycache__")):
+            shutil.rmtree(cache, ignore_errors=True)
+        print(
+            f"layer: {python} could not compile the layer ({done.stderr.strip()[-500:]}); "
+            "shipping without bytecode",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def cached_layer(requirements: Sequence[Path], architecture: str, cache_dir: Path) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -13,35 +12,9 @@ import pytest
 
 from infra.app import ROOT
 from tests.infra.conftest import TIMINGS
+from tests.support.cdk_cli import CDK, offline_env, stacks_in
 
 pytestmark = [pytest.mark.infra, pytest.mark.slow]
-
-CDK = ROOT / "node_modules" / ".bin" / "cdk"
-
-
-def offline_env(tmp: Path) -> dict[str, str]:
-    """The environment minus anything that could supply AWS credentials."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update(
-        AWS_CONFIG_FILE=str(tmp / "no-aws-config"),
-        AWS_SHARED_CREDENTIALS_FILE=str(tmp / "no-aws-credentials"),
-        AWS_EC2_METADATA_DISABLED="true",
-        CDK_HOME=str(tmp / "cdk-home"),
-        CDK_DISABLE_VERSION_CHECK="1",
-        CDK_DISABLE_CLI_TELEMETRY="1",
-        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
-    )
-    return env
-
-
-def stacks_in(outdir: Path) -> set[str]:
-    manifest = json.loads((outdir / "manifest.json").read_text())
-    assert not manifest.get("missing"), "synth needed context lookups"
-    return {
-        artifact["properties"].get("stackName", name)
-        for name, artifact in manifest["artifacts"].items()
-        if artifact["type"] == "aws:cloudformation:stack"
-    }
 
 
 def test_cdk_cli_and_python_entry_synth_offline(tmp_path: Path) -> None:

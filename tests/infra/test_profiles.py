@@ -17,7 +17,7 @@ from asyncz_cdk.budget import RESERVED_CONNECTIONS, check_connection_budget, max
 from asyncz_cdk.config import aws_stage
 from asyncz_cdk.context import settings_from_context
 from tests.infra.conftest import Synth
-from tests.infra.test_cli import CDK, offline_env, stacks_in
+from tests.support.cdk_cli import CDK, offline_env, stacks_in
 from tests.support.templates import (
     actions,
     asyncz_functions,
@@ -212,3 +212,9 @@ def test_npx_cdk_synth_of_the_profile_works_offline(tmp_path: Path, profile: str
     assert stacks_in(out) == {"asyncz-Data", "asyncz-Service"}
     data = json.loads(next(out.glob("*Data*.template.json")).read_text())
     assert "AWS::RDS::DBProxy" not in types(data)
+    # What docs/deploy.md says the profile gives at the repo root: Graviton, layer included.
+    service = json.loads(next(out.glob("*Service*.template.json")).read_text())
+    for name, (_, fn) in asyncz_functions(service).items():
+        assert fn["Properties"]["Architectures"] == ["arm64"], name
+    ((_, layer),) = resources(service, "AWS::Lambda::LayerVersion").items()
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]

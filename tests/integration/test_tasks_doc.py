@@ -1,6 +1,6 @@
-"""docs/tasks.md, run as written against ``asyncz dev``: its task module is written to a
-folder of its own, the runner imports it (``--tasks``), and each example runs with the
-client pointed at the runner and the module importable (``PYTHONPATH``)."""
+"""docs/tasks.md, run as written: its task module in a fresh folder, ``asyncz dev`` started
+there as the page says, and each example run from that folder in a newcomer's environment
+(tests/support/doc_examples.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.devrun import DevRun, dev_importing
-from tests.support.doc_examples import module_and_examples, run_example
+from tests.support.devrun import DevRun
+from tests.support.doc_examples import dev_as_documented, module_and_examples, run_example
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -20,14 +20,12 @@ TASKS, EXAMPLES = module_and_examples(DOC, "shop_tasks.py")
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tasks-doc")
-    (folder / "shop_tasks.py").write_text(TASKS)
-    return folder
+    return tmp_path_factory.mktemp("tasks-doc")
 
 
 @pytest.fixture(scope="module")
 def dev(folder: Path) -> Iterator[DevRun]:
-    with dev_importing(folder, "shop_tasks", "tasks-doc-key") as run:
+    with dev_as_documented(DOC, "shop_tasks.py", folder) as run:
         yield run
 
 
@@ -36,5 +34,5 @@ def test_the_page_shows_submit_refusal_schemas_and_evolution() -> None:
 
 
 @pytest.mark.parametrize("n", range(len(EXAMPLES)))
-def test_each_example_runs_as_written(dev: DevRun, folder: Path, n: int, tmp_path: Path) -> None:
-    run_example(EXAMPLES[n], dev, tmp_path, pythonpath=folder)
+def test_each_example_runs_as_written(dev: DevRun, folder: Path, n: int) -> None:
+    run_example(EXAMPLES[n], dev, folder)

@@ -1,6 +1,6 @@
-"""docs/workflows.md, run as written against ``asyncz dev``: its task module is written to a
-folder of its own, the runner imports it (``--tasks``), and each example runs with the
-client pointed at the runner (``ASYNCZ_API_URL``, ``ASYNCZ_API_KEY``)."""
+"""docs/workflows.md, run as written: its task module in a fresh folder, ``asyncz dev``
+started there as the page says, and each example run from that folder in a newcomer's
+environment (tests/support/doc_examples.py)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.devrun import DevRun, dev_importing
-from tests.support.doc_examples import module_and_examples, run_example
+from tests.support.devrun import DevRun
+from tests.support.doc_examples import dev_as_documented, module_and_examples, run_example
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "workflows.md"
-API_KEY = "workflow-doc-key"
 TASKS, EXAMPLES = module_and_examples(DOC, "workflow_tasks.py")
 
 
 @pytest.fixture(scope="module")
-def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
-    folder = tmp_path_factory.mktemp("workflows")
-    (folder / "workflow_tasks.py").write_text(TASKS)
-    with dev_importing(folder, "workflow_tasks", API_KEY, "--workers", "2") as run:
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("workflows")
+
+
+@pytest.fixture(scope="module")
+def dev(folder: Path) -> Iterator[DevRun]:
+    with dev_as_documented(DOC, "workflow_tasks.py", folder) as run:
         yield run
 
 
@@ -32,14 +34,14 @@ def test_the_page_has_the_three_shapes_and_the_failure_rules() -> None:
 
 
 @pytest.mark.parametrize("n", range(len(EXAMPLES)))
-def test_each_example_runs_as_written(dev: DevRun, n: int, tmp_path: Path) -> None:
-    run_example(EXAMPLES[n], dev, tmp_path)
+def test_each_example_runs_as_written(dev: DevRun, folder: Path, n: int) -> None:
+    run_example(EXAMPLES[n], dev, folder)
 
 
 def test_a_diamond_on_asyncz_dev_runs_d_after_b_and_c_with_both_results(dev: DevRun) -> None:
     from asyncz.client import Client
 
-    with Client(dev.url, API_KEY) as client:
+    with Client(dev.url, dev.api_key) as client:
         jobs = client.submit_graph([
             {"task": "transcribe", "payload": {"audio": "a.mp3"}, "ref": "a"},
             {"task": "ask_model", "payload": {"model": "b", "score": 1}, "ref": "b",

@@ -99,7 +99,8 @@ def wait_terminal(
 
 
 class DevRun:
-    """One ``python -m asyncz dev`` run; :meth:`stop` kills its whole process group."""
+    """One ``python -m asyncz dev`` run (or ``shell_command``, run by bash in ``cwd`` with
+    the port in ``ASYNCZ_DEV_PORT``); :meth:`stop` kills its whole process group."""
 
     def __init__(
         self,
@@ -110,16 +111,21 @@ class DevRun:
         port: int | None = None,
         args: Sequence[str] = (),
         quiet: bool = True,
+        shell_command: str | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
         self.log_path = data_dir.parent / f"dev-{time.monotonic_ns()}.log"
+        argv = [sys.executable, "-m", "asyncz", "dev", "--port", str(self.port),
+                "--data-dir", str(data_dir), *(["--quiet"] if quiet else []), *args]  # fmt: skip
+        if shell_command is not None:
+            argv, env = ["bash", "-c", shell_command], {**env, "ASYNCZ_DEV_PORT": str(self.port)}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "asyncz", "dev", "--port", str(self.port),
-                 "--data-dir", str(data_dir), *(["--quiet"] if quiet else []), *args],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
             )  # fmt: skip
         self.pgid = self.proc.pid
 

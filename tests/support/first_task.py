@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,3 +31,21 @@ def block_with(part: str, needle: str) -> str:
         body for name, body in _BLOCK.findall(DOC.read_text()) if name == part and needle in body
     ]
     return str(found)
+
+
+def run_script(script: str, cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """(exit status, stdout and stderr) of ``script`` run by ``bash`` with ``set -euo
+    pipefail`` in a session of its own, whose processes are all killed at the end."""
+    proc = subprocess.Popen(
+        ["bash", "-c", "set -euo pipefail\n" + script], cwd=cwd, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what the script left running (asyncz dev)
+    return proc.returncode, out

@@ -280,3 +280,15 @@ def test_a_server_command_on_a_client_only_install_names_the_extra(
     assert out.returncode == 1, out.stderr
     assert f"pip install 'asyncz-serverless[{extra}]'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_audit_with_a_filter_that_matches_nothing_says_so_not_that_nothing_happened(
+    api: FakeApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.routes[("GET", "/audit")] = (200, {"items": [], "next_cursor": None})
+    assert cli.main(["audit", "--key", "nobody", "--action", "purge"]) == 0
+    assert (
+        capsys.readouterr().out.strip() == "no operator action matches --key nobody --action purge"
+    )
+    assert cli.main(["audit"]) == 0
+    assert capsys.readouterr().out.strip() == "no operator actions yet"

@@ -16,9 +16,9 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from asyncz.client.endpoint import default_data_dir
 from asyncz.local.config import (
     DevOptions,
-    default_data_dir,
     resolve_api_key,
     sandbox_env,
 )

@@ -57,8 +57,13 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     with make_client(args) as client:
         entries = client.ops.audit(key_name=args.key, action=args.action, limit=args.limit)
-    emit(args, entries, table(entries, AUDIT_COLUMNS) if entries else "no operator actions yet")
+    emit(args, entries, table(entries, AUDIT_COLUMNS) if entries else _no_audit_entries(args))
     return 0
+
+
+def _no_audit_entries(args: argparse.Namespace) -> str:
+    given = [f"--{name} {value}" for name in ("key", "action") if (value := getattr(args, name))]
+    return f"no operator action matches {' '.join(given)}" if given else "no operator actions yet"
 
 
 def _fields(obj: Any) -> dict[str, Any]:

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
-from urllib.parse import urlsplit
 
 from asyncz.client import Client
-from asyncz.client._core import DEFAULT_API_URL
+from asyncz.client.endpoint import DEFAULT_API_URL, local_api_key
 
 __all__ = ["DEFAULT_API_URL", "CliError", "api_key_for", "make_client"]
-
-LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})  # noqa: S104 - a name
 
 
 class CliError(Exception):
@@ -29,19 +25,7 @@ def api_key_for(api_url: str, given: str | None) -> str | None:
     uses (``ASYNCZ_DEV_API_KEY``, else ``<data dir>/api-key``)."""
     if given:
         return given
-    if os.environ.get("ASYNCZ_API_KEY"):
-        return os.environ["ASYNCZ_API_KEY"]
-    if (urlsplit(api_url).hostname or "") not in LOCAL_HOSTS:
-        return None
-    if os.environ.get("ASYNCZ_DEV_API_KEY", "").strip():
-        return os.environ["ASYNCZ_DEV_API_KEY"].strip()
-    from asyncz.local.config import default_data_dir
-
-    data_dir = Path(os.environ.get("ASYNCZ_DEV_DATA_DIR") or default_data_dir())
-    try:
-        return (data_dir / "api-key").read_text().strip() or None
-    except OSError:
-        return None
+    return os.environ.get("ASYNCZ_API_KEY") or local_api_key(api_url)
 
 
 def make_client(args: argparse.Namespace) -> Client:

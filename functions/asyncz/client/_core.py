@@ -4,7 +4,6 @@ turning replies into models or exceptions. No I/O here."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -26,7 +25,6 @@ from asyncz.client.errors import (
 )
 from asyncz.client.models import Job
 
-DEFAULT_API_URL = "http://127.0.0.1:8000"
 MAX_BATCH_JOBS = 500  # the API's limit per POST /jobs/batch
 MAX_GRAPH_JOBS = 1002  # ... when its items depend on each other's refs
 # Under the API's default body limit (256 KiB) with room for the envelope; a smaller limit
@@ -67,11 +65,6 @@ class Call:
         if not self.params:
             return None
         return {k: v for k, v in self.params.items() if v is not None}
-
-
-def resolve(base_url: str | None, api_key: str | None) -> tuple[str, str | None]:
-    url = base_url or os.environ.get("ASYNCZ_API_URL") or DEFAULT_API_URL
-    return url.rstrip("/"), api_key if api_key is not None else os.environ.get("ASYNCZ_API_KEY")
 
 
 def headers(api_key: str | None) -> dict[str, str]:

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import httpx
 
-from asyncz.client import _core, typed
+from asyncz.client import _core, endpoint, typed
 from asyncz.client._core import Call, RetryPolicy
 from asyncz.client.access import AsyncOpsClient
 from asyncz.client.errors import (
@@ -46,7 +46,7 @@ class AsyncClient:
         retries: int = 3,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.base_url, self.api_key = _core.resolve(base_url, api_key)
+        self.base_url, self.api_key = endpoint.resolve(base_url, api_key)
         self.retry = RetryPolicy(retries=retries)
         self._batch_bytes = _core.MAX_BATCH_BYTES  # lowered by a 413 that names the limit
         self._http = httpx.AsyncClient(

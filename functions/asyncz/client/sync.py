@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import httpx
 
-from asyncz.client import _core, typed
+from asyncz.client import _core, endpoint, typed
 from asyncz.client._core import Call, RetryPolicy
 from asyncz.client.access import OpsClient
 from asyncz.client.errors import (
@@ -34,7 +34,8 @@ T = TypeVar("T")
 
 class Client:
     """The AsyncZ API from Python. ``base_url`` and ``api_key`` default to
-    ``ASYNCZ_API_URL`` and ``ASYNCZ_API_KEY``; use it as a context manager (or ``close``)."""
+    ``ASYNCZ_API_URL`` and ``ASYNCZ_API_KEY``, else to ``asyncz dev``'s URL and the key it
+    wrote (as the CLI finds it); use it as a context manager (or ``close``)."""
 
     def __init__(
         self,
@@ -45,7 +46,7 @@ class Client:
         retries: int = 3,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.base_url, self.api_key = _core.resolve(base_url, api_key)
+        self.base_url, self.api_key = endpoint.resolve(base_url, api_key)
         self.retry = RetryPolicy(retries=retries)
         self._batch_bytes = _core.MAX_BATCH_BYTES  # lowered by a 413 that names the limit
         self._http = httpx.Client(

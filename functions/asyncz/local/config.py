@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from asyncz.client.endpoint import default_data_dir
 from asyncz.local.servers.embedded import ServerUrls
 
 # Overridable for tests that run the runner around stand-in handlers.
@@ -99,16 +100,6 @@ class DevOptions:
             if value is not None:
                 setattr(opts, key, value)
         return opts
-
-
-def default_data_dir(start: Path | None = None) -> Path:
-    """``.asyncz`` in the project root (the nearest folder up with a pyproject.toml or .git),
-    else in the current folder."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
-            return folder / ".asyncz"
-    return here / ".asyncz"
 
 
 def resolve_api_key(data_dir: Path) -> tuple[str, str]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from asyncz.local.apigateway.gateway import Gateway
+from asyncz.local.banner import banner
 from asyncz.local.config import (
     API_HANDLER,
     FLEET_HANDLER,
@@ -245,38 +246,9 @@ class DevRunner:
         return pool
 
     def _banner(self, url: str, urls: ServerUrls, api_key: str, key_source: str) -> None:
-        opts = self.opts
-        pg = "embedded" if urls.embedded_postgres else "given by ASYNCZ_DATABASE_URL"
-        rd = "embedded" if urls.embedded_redis else "given by ASYNCZ_REDIS_URL"
-        workers = (
-            f"{opts.workers} fixed"
-            if opts.workers
-            else (
-                f"fleet of up to {opts.max_worker_sandboxes} (ASYNCZ_FLEET_MAX_WORKERS), "
-                f"controller every {opts.fleet_interval_s:g}s"
-            )
-        )
-        lines = [
-            "",
-            "AsyncZ local stack is up (Ctrl-C stops everything)",
-            f"  API            {url}   (API Gateway REST proxy -> api Lambda handler)",
-            f"  API key        {api_key}   [{key_source}]",
-            f"  Postgres       {urls.database_url}   [{pg}]",
-            f"  Redis          {urls.redis_url}   [{rd}]",
-            f"  Data folder    {opts.data_dir.resolve()}",
-            f"  Workers        {workers}; recovery every {opts.recovery_interval_s:g}s",
-            "",
-            "  Try:",
-            f"    curl -s -X POST {url}/jobs -H 'x-api-key: {api_key}' "
-            "-H 'content-type: application/json' "
-            '-d \'{"task": "email_send", "payload": {"user_id": 42}}\'',
-            f"    export ASYNCZ_API_URL={url} ASYNCZ_API_KEY={api_key}",
-            '    asyncz submit echo \'{"hello": "world"}\' --wait',
-            "",
-        ]
-        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.write(banner(self.opts, url, urls, api_key, key_source))
         sys.stdout.flush()
-        log_line("supervisor", "ready", api_url=url, data_dir=str(opts.data_dir.resolve()))
+        log_line("supervisor", "ready", api_url=url, data_dir=str(self.opts.data_dir.resolve()))
 
     def _stop(self) -> None:
         self.stopping.set()
