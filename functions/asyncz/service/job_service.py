@@ -136,6 +136,7 @@ class JobService:
     async def recover(self) -> RecoveryReport:
         report = await self.recovery.recover()
         await self.flow.mirror_pauses()
+        await self.flow.rebuild_if_lost()
         return report
 
     async def fold_counts(self) -> int:
