@@ -79,8 +79,12 @@ class RedisLimits:
         flat: list[Any] = []
         for s in slots:
             keyed = s.key is not None and s.limits.key_concurrency
-            flat += [_scope("slots", s.task, None) if s.limits.concurrency else "",
-                     _scope("slots", s.task, s.key) if keyed else "", s.token, f"r:{s.job_id}"]
+            flat += [
+                _scope("slots", s.task, None) if s.limits.concurrency else "",
+                _scope("slots", s.task, s.key) if keyed else "",
+                s.token,
+                f"r:{s.job_id}",
+            ]
         if flat:
             await self._run("refresh", int(lease_seconds * 1000), *flat)
 
