@@ -47,6 +47,13 @@ class DuplicateJobError(AsyncZError):
         self.status = status
 
 
+class UniqueKeyHeldError(AsyncZError):
+    """A job another API key submitted holds this unique key: nothing was stored, and the
+    holder is not named (its id and status are that key's business)."""
+
+    code = "unique_key_held"
+
+
 class UnknownDependencyError(AsyncZError):
     """``depends_on`` names a job that does not exist (never did, or was purged) or a ref no
     earlier item of the batch has."""

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
-from asyncz.tasks.limits import TaskLimits
+from asyncz.tasks.limits import Counted, TaskLimits
 
 if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
     from asyncz.store_ports import (
@@ -98,14 +98,27 @@ class LimitBroker(Protocol):
 
     async def acquire(self, slots: Sequence[Slot], lease_seconds: float) -> list[str]:
         """Per slot, ``ok`` (taken), or why it was held back: ``concurrency``,
-        ``key_concurrency``, ``rate``, ``key_rate`` (the id is kept until it may go)."""
+        ``key_concurrency``, ``rate``, ``key_rate`` (the id is kept until it may go); or
+        ``lost`` for all when the state was lost and not rebuilt yet (nothing is kept)."""
         ...
 
-    async def release(self, slots: Sequence[Slot]) -> int:
-        """Give slots back; the oldest ids held for them go back to ready (how many)."""
+    async def release(self, slots: Sequence[Slot], *, ran: bool = True) -> int:
+        """Give slots back (``ran``: their attempts ran, so a rebuilt slot of the same job
+        goes too); the oldest ids held for them go back to ready (how many)."""
         ...
 
-    async def refresh(self, slots: Sequence[Slot], lease_seconds: float) -> None: ...
+    async def refresh(self, slots: Sequence[Slot], lease_seconds: float) -> None:
+        """Renew (or put back) the slots of attempts whose leases Postgres just renewed."""
+        ...
+
+    async def restore(self, counted: Sequence[Counted]) -> None:
+        """Put back what the limits counted, read from Postgres; the state is rebuilt."""
+        ...
+
+    async def needs_rebuild(self) -> bool:
+        """The state was lost (a flush, a failover) and not rebuilt since."""
+        ...
+
     async def wake_due(self, limit: int = 1000) -> int:
         """Ids held by a rate whose window has opened go back to ready (how many)."""
         ...

@@ -28,7 +28,8 @@ class ActivityStore(Protocol):
 
 
 class FlowStore(Protocol):
-    """Paused queues in Postgres (see :mod:`asyncz.store.flow`)."""
+    """Paused queues in Postgres, and what a limit counted that Redis may lose (see
+    :mod:`asyncz.store.flow`)."""
 
     async def pause_queue(self, queue: str, by: str | None) -> bool:
         """False when it was paused already."""
@@ -40,6 +41,18 @@ class FlowStore(Protocol):
 
     async def paused_queues(self) -> dict[str, Row]:
         """``{queue: {"queue", "paused_at", "paused_by"}}``."""
+        ...
+
+    async def running_limited(
+        self, tasks: Sequence[str], lease_seconds: float, limit: int
+    ) -> list[Row]:
+        """The running attempts of ``tasks`` whose lease holds: ``id``, ``task``,
+        ``concurrency_key``, ``left_ms`` (of the lease)."""
+        ...
+
+    async def recent_starts(self, windows: Mapping[str, float], limit: int) -> list[Row]:
+        """Per task, its newest ``limit`` attempts started in the last ``windows[task]``
+        seconds: ``task``, ``concurrency_key``, ``job_id``, ``attempt``, ``age_ms``."""
         ...
 
 

@@ -80,6 +80,7 @@ EXPECTED_ATTEMPTS = {
     "outcome": "text",
     "error": "text",
     "duration_ms": "integer",
+    "task": "text",  # 0014: rate windows are rebuilt from one index range per task
 }
 
 

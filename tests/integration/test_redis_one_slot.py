@@ -14,7 +14,7 @@ from redis.crc import key_slot
 
 from asyncz.broker.redis import RedisBroker
 from asyncz.ports import Dispatch, Slot, epoch_ms
-from asyncz.tasks.limits import Rate, TaskLimits
+from asyncz.tasks.limits import Counted, Rate, TaskLimits
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +47,10 @@ def test_a_hash_tag_prefix_puts_every_broker_key_in_one_slot(redis_server_url: s
             lim = TaskLimits(concurrency=1, key_concurrency=1, rate=Rate(5, 60))
             slots = [Slot(str(uuid.uuid4()), uuid.uuid4().hex, "t", "k1", "default", 0, lim)
                      for _ in range(2)]  # fmt: skip
+            await broker.limits.restore(  # a rebuild (of another task's limits)
+                [Counted(kind, "u", key, "r:x", 1000, 60_200)
+                 for kind in ("slots", "starts") for key in (None, "k1")]
+            )  # fmt: skip
             assert await broker.limits.acquire(slots, 30) == ["ok", "concurrency"]
             await broker.limits.refresh(slots[:1], 30)
             await broker.limits.release(slots[:1])

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from asyncz.api import handler as api_handler
-from asyncz.client import Client
+from asyncz.client import Client, UniqueKeyHeld
 from asyncz.jobs import NewJob, UniqueScope
 from asyncz.ports import epoch_ms
 from asyncz.settings import Settings
@@ -226,16 +226,57 @@ def test_bad_unique_input_is_422_and_stores_nothing(
     assert count(api_settings) == 0
 
 
-def handler_client(flavour: str) -> Client:
+def handler_client(flavour: str, key: str = KEY) -> Client:
     """The real client, its requests turned into API Gateway events for the api handler."""
 
     def handle(request: httpx.Request) -> httpx.Response:
         reply = call(api_handler.handler, request.method, request.url.raw_path.decode(),
-                     api_key=KEY, flavour=flavour, raw_body=request.content,
+                     api_key=key, flavour=flavour, raw_body=request.content,
                      headers={"Content-Type": "application/json"})  # fmt: skip
         return httpx.Response(reply.status, content=reply.body, headers=reply.headers)
 
-    return Client("http://api.test", KEY, transport=httpx.MockTransport(handle))
+    return Client("http://api.test", key, transport=httpx.MockTransport(handle))
+
+
+def submit_key(api: Any, name: str) -> str:
+    reply = api("POST", "/keys", body={"name": name, "scopes": ["submit"]})
+    assert reply.status == 201, reply.body
+    return str(reply.json()["key"])
+
+
+def test_a_debounce_from_another_key_or_task_changes_nothing_and_names_no_holder(
+    api: Any, flavour: str
+) -> None:
+    billing, search = submit_key(api, "billing-svc"), submit_key(api, "search-svc")
+    body = {"task": "echo", "unique_key": "order:9", "delay_seconds": 60, "payload": {"v": 1}}
+    first = api("POST", "/jobs", key=billing, body=body)
+    assert first.status == 202, first.json()
+    job_id = first.json()["job_id"]
+    before = api("GET", f"/jobs/{job_id}").json()
+    evil = {"unique_key": "order:9", "debounce": True, "delay_seconds": 3600,
+            "payload": {"evil": True}}  # fmt: skip
+    for task in ("echo", "sleep"):  # another key: refused, and told nothing of the holder
+        held = api("POST", "/jobs", key=search, body={**evil, "task": task})
+        assert held.status == 409, held.json()
+        assert held.json()["error"] == "unique_key_held"
+        assert job_id not in held.body.decode() and "queued" not in held.json()["message"]
+    # the same key, another task: the holder is named, and not changed
+    other_task = api("POST", "/jobs", key=billing, body={**evil, "task": "sleep"})
+    assert other_task.status == 200, other_task.json()
+    assert other_task.json() == {"job_id": job_id, "status": "queued", "duplicate": True,
+                                 "debounced": False}  # fmt: skip
+    after = api("GET", f"/jobs/{job_id}").json()
+    assert (after["payload"], after["run_at"]) == (before["payload"], before["run_at"])
+    batch = api("POST", "/jobs/batch", key=search,
+                body={"jobs": [{"task": "echo", "unique_key": "order:9"}]})  # fmt: skip
+    assert batch.json()["jobs"] == [{"job_id": None, "status": "unique_key_held",
+                                     "duplicate": True, "unique": True}]  # fmt: skip
+    with handler_client(flavour, search) as client, pytest.raises(UniqueKeyHeld):
+        client.submit("echo", {"v": 2}, unique_key="order:9", debounce=True)
+    with handler_client(flavour, billing) as client:
+        mine = client.submit("echo", {"v": 3}, unique_key="order:9", debounce=True)
+    assert (mine.id, mine.debounced) == (job_id, True)
+    assert api("GET", f"/jobs/{job_id}").json()["payload"] == {"v": 3}
 
 
 @FLAVOURS

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from asyncz.ports import Dispatch, Slot, epoch_ms
-from asyncz.tasks.limits import Rate, TaskLimits
+from asyncz.tasks.limits import Counted, Rate, TaskLimits
 from tests.support.contract import Ports, insert, scenario
 
 
@@ -21,6 +21,7 @@ def test_a_task_limit_grants_its_slots_then_holds_back_until_one_is_released(
     ports: Ports,
 ) -> None:
     async def body(store: Any, broker: Any) -> None:
+        await broker.limits.restore([])  # a new state: nothing to rebuild
         lim = TaskLimits(concurrency=2)
         a, b, c = slot(lim), slot(lim), slot(lim)
         assert await broker.limits.acquire([a, b, c], 60) == ["ok", "ok", "concurrency"]
@@ -41,6 +42,7 @@ def test_a_key_limit_counts_per_key_and_a_job_without_a_key_is_not_counted(
     ports: Ports,
 ) -> None:
     async def body(store: Any, broker: Any) -> None:
+        await broker.limits.restore([])  # a new state: nothing to rebuild
         lim = TaskLimits(key_concurrency=1)
         got = await broker.limits.acquire(
             [slot(lim, "A"), slot(lim, "B"), slot(lim, "A"), slot(lim), slot(lim)], 60
@@ -57,6 +59,7 @@ def test_a_key_limit_counts_per_key_and_a_job_without_a_key_is_not_counted(
 
 def test_a_rate_holds_starts_in_its_window_and_wakes_them_when_it_opens(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
+        await broker.limits.restore([])  # a new state: nothing to rebuild
         lim = TaskLimits(rate=Rate(2, 1))
         first = [slot(lim) for _ in range(3)]
         assert await broker.limits.acquire(first, 60) == ["ok", "ok", "rate"]
@@ -72,6 +75,7 @@ def test_a_rate_holds_starts_in_its_window_and_wakes_them_when_it_opens(ports: P
 
 def test_an_expired_slot_is_free_and_its_held_jobs_wake_without_a_release(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
+        await broker.limits.restore([])  # a new state: nothing to rebuild
         lim = TaskLimits(concurrency=1)
         a, b = slot(lim), slot(lim)
         assert await broker.limits.acquire([a, b], 0.3) == ["ok", "concurrency"]
@@ -80,6 +84,69 @@ def test_an_expired_slot_is_free_and_its_held_jobs_wake_without_a_release(ports:
         assert await broker.limits.wake_due() >= 1
         assert await broker.pop(["default"], 10, 0.5) == [b.job_id]
         assert await broker.limits.acquire([b], 60) == ["ok"]
+
+    scenario(ports, body)
+
+
+def test_a_lost_limit_state_grants_nothing_until_it_is_rebuilt(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        lim = TaskLimits(concurrency=1, rate=Rate(3, 60))
+        running, a = slot(lim), slot(lim)
+        assert await broker.limits.needs_rebuild()
+        assert await broker.limits.acquire([a], 60) == ["lost"]
+        assert await broker.pop(["default"], 10, 0.05) == []  # not kept: recovery re-enqueues
+        await broker.limits.restore(
+            [Counted("slots", "llm", None, f"r:{running.job_id}", 60_000)]
+            + [Counted("starts", "llm", None, f"r:{running.job_id}:{n}", 1000, 60_200)
+               for n in (1, 2)]
+        )  # fmt: skip
+        assert not await broker.limits.needs_rebuild()
+        assert await broker.limits.acquire([a], 60) == ["concurrency"]
+        # the running attempt's own worker takes its slot over at its next heartbeat ...
+        await broker.limits.refresh([running], 60)
+        [usage] = await broker.limits.usage({"llm": lim}, 10)
+        assert usage["running"] == 1
+        # ... and gives it back when it ends: the third start of the window may go, not a fourth
+        await broker.limits.release([running])
+        b = slot(lim)
+        assert await broker.limits.acquire([a, b], 60) == ["ok", "concurrency"]
+        await broker.limits.release([a])
+        assert await broker.limits.acquire([b], 60) == ["rate"]
+
+    scenario(ports, body)
+
+
+def test_the_store_tells_the_running_attempts_and_recent_starts_a_limit_counted(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        ids = [await insert(store, task="llm", concurrency_key=k) for k in ("A", None)]
+        other = await insert(store, task="echo")
+        leases = await store.claim([*ids, other], "w", 600)
+        assert len(leases) == 3
+        running = await store.flow.running_limited(["llm"], 60, 100)
+        assert {(r["id"], r["concurrency_key"]) for r in running} == {(ids[0], "A"), (ids[1], None)}
+        assert all(0 < r["left_ms"] <= 60_000 for r in running)
+        starts = await store.flow.recent_starts({"llm": 60, "nothing": 60}, 100)
+        assert {(r["job_id"], r["attempt"], r["task"]) for r in starts} == {
+            (ids[0], 1, "llm"), (ids[1], 1, "llm")}  # fmt: skip
+        assert all(0 <= r["age_ms"] < 60_000 for r in starts)
+        assert len(await store.flow.recent_starts({"llm": 60}, 1)) == 1
+
+    scenario(ports, body)
+
+
+def test_a_heartbeat_puts_back_a_slot_the_broker_lost(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        await broker.limits.restore([])
+        lim = TaskLimits(concurrency=1)
+        a, b, c = slot(lim), slot(lim), slot(lim)
+        assert await broker.limits.acquire([a], 0.2) == ["ok"]
+        await asyncio.sleep(0.3)  # a's slot expired (as if lost) ...
+        assert await broker.limits.acquire([b], 60) == ["ok"]
+        await broker.limits.release([b])  # ... and is gone from the broker
+        await broker.limits.refresh([a], 60)  # a's lease was just renewed in the database
+        assert await broker.limits.acquire([c], 60) == ["concurrency"]
 
     scenario(ports, body)
 

@@ -52,6 +52,27 @@ def test_a_period_key_is_held_after_its_job_ended(ports: Ports) -> None:
     scenario(ports, body)
 
 
+def test_debounce_changes_nothing_of_another_tasks_or_another_submitters_holder(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        scope = UniqueScope.QUEUED_OR_RUNNING
+        first = str(uuid.uuid4())
+        await store.unique.insert(
+            first, unique("h", scope, submitted_by="billing", delay_seconds=60)
+        )
+        before = await store.get_job(first)
+        for other in ({"task": "sleep", "submitted_by": "billing"},
+                      {"task": "echo", "submitted_by": "search"}):  # fmt: skip
+            again = unique("h", scope, debounce=True, payload={"evil": True}, **other)
+            assert await store.unique.insert(str(uuid.uuid4()), again) is None
+        after = await store.get_job(first)
+        assert (after.payload, after.run_at) == (before.payload, before.run_at)
+        assert (await store.unique.holders(["h"]))["h"]["submitted_by"] == "billing"
+
+    scenario(ports, body)
+
+
 def test_debounce_moves_a_waiting_holder_but_not_a_started_one(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
         scope = UniqueScope.QUEUED_OR_RUNNING

@@ -78,8 +78,9 @@ def submit_operations(
         "Location": {"schema": {"type": "string"}, "description": "the job's URL"}
     }
     one["responses"]["200"] = {
-        "description": "the `unique_key` is held: nothing stored; `job_id` is the holder "
-        "(`duplicate: true`, and `debounced: true` when it took this payload and start)",
+        "description": "the `unique_key` is held by a job of this API key: nothing stored; "
+        "`job_id` is the holder (`duplicate: true`, and `debounced: true` when it took this "
+        "payload and start). Held by another key's job: 409 `unique_key_held`",
         "content": _json(Submitted),
     }
     batch = _operation(

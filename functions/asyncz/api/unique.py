@@ -18,7 +18,8 @@ class UniqueFields(BaseModel):
         min_length=1,
         max_length=MAX_UNIQUE_KEY,
         description="at most one job holds this key within its `unique_scope`: a submit "
-        "meanwhile stores nothing and answers 200 with the holder's id and `duplicate: true`. "
+        "meanwhile stores nothing and answers 200 with the holder's id and `duplicate: true` "
+        "(409 `unique_key_held`, without the holder, when another API key submitted it). "
         "Not the idempotency key (docs/flow-control.md, Unique jobs)",
     )
     unique_scope: ScopeName | None = Field(
@@ -32,7 +33,8 @@ class UniqueFields(BaseModel):
     )
     debounce: bool = Field(
         default=False,
-        description="POST /jobs only: when the key's holder has not started yet, it takes "
+        description="POST /jobs only: when the key's holder has not started yet and is of "
+        "the same task and API key, it takes "
         "this submit's payload and start (`delay_seconds`/`run_at`) instead; one job remains",
     )
 

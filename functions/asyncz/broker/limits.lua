@@ -6,6 +6,11 @@
 --   <p>:limits:held:T / :kheld:T:K      zset "<queue>|<priority>|<id>" -> when held (FIFO)
 --   <p>:limits:later                    zset "<queue>|<priority>|<id>" -> when the rate allows
 --   <p>:limits:keys:T                   set of keys seen (for GET /stats)
+--   <p>:limits:rebuilt                  present once the above were rebuilt from Postgres;
+--                                       missing after a flush, so nothing is granted until
+--                                       'restore' puts back the running slots and starts
+-- A slot or start put back by 'restore' is kept as "r:<job id>" ("r:<job id>:<attempt>");
+-- the attempt's own worker replaces it with its token at its next heartbeat.
 -- Ready sets: <p>:{<queue>}:ready, score (PMAX - priority) * SCALE + ms, as the broker's.
 local cmd, p = ARGV[1], ARGV[2]
 local t = redis.call('TIME')
@@ -45,6 +50,10 @@ if cmd == 'acquire' then
   -- key_concurrency, rate count, rate ms, key rate count, key rate ms, held member (0 = none)
   local lease, n = tonumber(ARGV[3]), tonumber(ARGV[4])
   local out = {}
+  if redis.call('EXISTS', L .. 'rebuilt') == 0 then
+    for i = 1, n do out[i] = 'lost' end
+    return out
+  end
   for i = 0, n - 1 do
     local b = 5 + i * 10
     local token, task, key = ARGV[b], ARGV[b + 1], ARGV[b + 2]
@@ -83,16 +92,17 @@ if cmd == 'acquire' then
   end
   return out
 elseif cmd == 'release' then
-  -- ARGV[3] PRIORITY_MAX, ARGV[4] SCALE, ARGV[5] wake per slot; then triples task, key, token.
-  -- Each freed slot moves the oldest held ids of its task and of its key back to ready.
+  -- ARGV[3] PRIORITY_MAX, ARGV[4] SCALE, ARGV[5] wake per slot; then quads task, key, token,
+  -- restored ('r:<job id>' of an attempt that ran, or ''). Each freed slot moves the oldest
+  -- held ids of its task and of its key back to ready.
   local pmax, scale, wake = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
   local woken = 0
-  for b = 6, #ARGV, 3 do
-    local task, key, token = ARGV[b], ARGV[b + 1], ARGV[b + 2]
-    redis.call('ZREM', L .. 'slots:' .. task, token)
+  for b = 6, #ARGV, 4 do
+    local task, key, token, restored = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+    redis.call('ZREM', L .. 'slots:' .. task, token, restored)
     local sets = {L .. 'held:' .. task}
     if key ~= '' then
-      redis.call('ZREM', L .. 'kslots:' .. task .. ':' .. key, token)
+      redis.call('ZREM', L .. 'kslots:' .. task .. ':' .. key, token, restored)
       sets[2] = L .. 'kheld:' .. task .. ':' .. key
     end
     for _, set in ipairs(sets) do
@@ -105,15 +115,37 @@ elseif cmd == 'release' then
   end
   return woken
 elseif cmd == 'refresh' then
-  -- ARGV[3] lease ms; then triples task, key, token: a live attempt keeps its slots.
+  -- ARGV[3] lease ms; then quads: the task's slots key and the key's ('' = not limited),
+  -- token, restored. A live attempt (its lease just renewed in Postgres) keeps its slots,
+  -- and gets them back if Redis lost them.
   local deadline = now + tonumber(ARGV[3])
-  for b = 4, #ARGV, 3 do
-    local task, key, token = ARGV[b], ARGV[b + 1], ARGV[b + 2]
-    redis.call('ZADD', L .. 'slots:' .. task, 'XX', deadline, token)
-    if key ~= '' then
-      redis.call('ZADD', L .. 'kslots:' .. task .. ':' .. key, 'XX', deadline, token)
+  for b = 4, #ARGV, 4 do
+    local token, restored = ARGV[b + 2], ARGV[b + 3]
+    for _, set in ipairs({ARGV[b], ARGV[b + 1]}) do
+      if set ~= '' then
+        redis.call('ZADD', L .. set, deadline, token)
+        redis.call('ZREM', L .. set, restored)
+      end
     end
   end
+  return 0
+elseif cmd == 'restore' then
+  -- ARGV[3] how many slots; then per slot: scope key (after <p>:limits:), member, ms left;
+  -- then per start: scope key, member, ms ago, window ms. Added only where missing; then the
+  -- state counts as rebuilt.
+  local ns = tonumber(ARGV[3])
+  local b = 4
+  for _ = 1, ns do
+    redis.call('ZADD', L .. ARGV[b], 'NX', now + tonumber(ARGV[b + 2]), ARGV[b + 1])
+    b = b + 3
+  end
+  while b <= #ARGV do
+    local key = L .. ARGV[b]
+    redis.call('ZADD', key, 'NX', now - tonumber(ARGV[b + 2]), ARGV[b + 1])
+    redis.call('PEXPIRE', key, tonumber(ARGV[b + 3]))
+    b = b + 4
+  end
+  redis.call('SET', L .. 'rebuilt', now)
   return 0
 elseif cmd == 'wake' then
   -- ARGV[3] PRIORITY_MAX, ARGV[4] SCALE, ARGV[5] max, ARGV[6] wake per slot, ARGV[7] sets

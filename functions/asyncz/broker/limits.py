@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from asyncz.broker.keys import SCORE_SCALE
 from asyncz.jobs import PRIORITY_MAX
 from asyncz.ports import Row, Slot
-from asyncz.tasks.limits import Rate, TaskLimits
+from asyncz.tasks.limits import Counted, Rate, TaskLimits
 
 WAKE_PER_SLOT = 2  # held ids moved back to ready per freed slot (one may be stale)
 HELD_SETS = 200  # held sets (a task's, a key's) a wake looks at for expired slots, at random
@@ -40,6 +40,16 @@ def _acquire_args(slot: Slot) -> list[Any]:
     ]
 
 
+def _slot_args(slot: Slot, ran: bool) -> list[str]:
+    """A slot as release names it; ``ran``: with the slot a rebuild put back."""
+    return [slot.task, slot.key or "", slot.token, f"r:{slot.job_id}" if ran else ""]
+
+
+def _scope(kind: str, task: str, key: str | None) -> str:
+    """The key (after ``<prefix>:limits:``) of a task's slots or starts, or of one key's."""
+    return f"{kind}:{task}" if key is None else f"k{kind}:{task}:{key}"
+
+
 class RedisLimits:
     def __init__(self, client: aioredis.Redis, prefix: str, guard: Any) -> None:
         self._r = client
@@ -59,16 +69,38 @@ class RedisLimits:
         verdicts = await self._run("acquire", int(lease_seconds * 1000), len(slots), *flat)
         return [str(v) for v in verdicts]
 
-    async def release(self, slots: Sequence[Slot]) -> int:
+    async def release(self, slots: Sequence[Slot], *, ran: bool = True) -> int:
         if not slots:
             return 0
-        flat = [a for s in slots for a in (s.task, s.key or "", s.token)]
+        flat = [a for s in slots for a in _slot_args(s, ran)]
         return int(await self._run("release", PRIORITY_MAX, SCORE_SCALE, WAKE_PER_SLOT, *flat))
 
     async def refresh(self, slots: Sequence[Slot], lease_seconds: float) -> None:
-        if slots:
-            flat = [a for s in slots for a in (s.task, s.key or "", s.token)]
+        flat: list[Any] = []
+        for s in slots:
+            keyed = s.key is not None and s.limits.key_concurrency
+            flat += [
+                _scope("slots", s.task, None) if s.limits.concurrency else "",
+                _scope("slots", s.task, s.key) if keyed else "",
+                s.token,
+                f"r:{s.job_id}",
+            ]
+        if flat:
             await self._run("refresh", int(lease_seconds * 1000), *flat)
+
+    async def restore(self, counted: Sequence[Counted]) -> None:
+        slots = [c for c in counted if c.kind == "slots"]
+        starts = [c for c in counted if c.kind == "starts"]
+        flat: list[Any] = [len(slots)]
+        for c in slots:
+            flat += [_scope(c.kind, c.task, c.key), c.member, c.ms]
+        for c in starts:
+            flat += [_scope(c.kind, c.task, c.key), c.member, c.ms, c.window_ms]
+        await self._run("restore", *flat)
+
+    async def needs_rebuild(self) -> bool:
+        with self._guard():
+            return not await self._r.exists(f"{self._p}:limits:rebuilt")
 
     async def wake_due(self, limit: int = 1000) -> int:
         return int(

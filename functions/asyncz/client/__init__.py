@@ -27,6 +27,7 @@ from asyncz.client.errors import (
     ServerError,
     Unauthorized,
     Unavailable,
+    UniqueKeyHeld,
     WaitTimeout,
 )
 from asyncz.client.models import Attempt, Health, Job, QueueStats, Stats
@@ -58,5 +59,6 @@ __all__ = [
     "TaskInfo",
     "Unauthorized",
     "Unavailable",
+    "UniqueKeyHeld",
     "WaitTimeout",
 ]

@@ -65,6 +65,11 @@ class DuplicateJob(ApiError):
         return self.body.get("job_id")
 
 
+class UniqueKeyHeld(ApiError):
+    """409: a job another API key submitted holds this ``unique_key``; nothing was stored
+    (the holder is not named: it is not this key's job)."""
+
+
 class PayloadTooLarge(ApiError):
     """413: the request body is over the API's limit."""
 
@@ -128,6 +133,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "not_found": NotFound,
     "invalid_state": InvalidState,
     "duplicate_idempotency_key": DuplicateJob,
+    "unique_key_held": UniqueKeyHeld,
     "query_timeout": Unavailable,
     "payload_too_large": PayloadTooLarge,
 }

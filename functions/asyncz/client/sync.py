@@ -126,9 +126,11 @@ class Client:
         (the default) or ``run``. ``unique_key``: when a job holds it (``unique_scope``
         ``queued``, ``queued_or_running`` or ``period`` with ``unique_for`` seconds), that
         job is returned with ``duplicate=True`` (``debounce``: it takes this payload and
-        start while it has not started). ``concurrency_key``: what the task's per-key limits
-        count by. Both: docs/flow-control.md. ``task``: its name or its ``@task`` function;
-        ``payload``: a dict, a pydantic model or a dataclass."""
+        start while it has not started, when it is of the same task and API key); when
+        another API key's job holds it, :class:`UniqueKeyHeld` is raised.
+        ``concurrency_key``: what the task's per-key limits count by. Both:
+        docs/flow-control.md. ``task``: its name or its ``@task`` function; ``payload``: a
+        dict, a pydantic model or a dataclass."""
         body, generated = _core.with_key(
             with_concurrency_key(
                 _core.submit_body(typed.task_name(task), payload_json(payload), queue=queue,

@@ -137,6 +137,7 @@ class JobService:
         """The recovery sweep, each step alone (``report.failed`` names those that failed)."""
         report = await self.recovery.recover(report)
         await run_step(report, "pauses", self.flow.mirror_pauses(), self.metrics)
+        await run_step(report, "limits", self.flow.rebuild_if_lost(), self.metrics)
         return report
 
     async def fold_counts(self) -> int:

@@ -90,7 +90,7 @@ class Leases:
             claimed = {lease.job_id for lease in leases}
             missed = [i for i in ids if i not in claimed]
             try:
-                await self.flow.release(missed)
+                await self.flow.release(missed, ran=False)
                 await self.enqueuer.enqueue_quietly(await self.store.unclaimed(missed))
             except (StoreUnavailableError, BrokerUnavailableError) as exc:
                 # The leases are this worker's now and must run: an id it missed is still

@@ -15,12 +15,13 @@ from collections.abc import Iterable, Sequence
 from asyncz.errors import BrokerUnavailableError, UnknownQueueError
 from asyncz.ports import JobBroker, JobStore, Row, Slot
 from asyncz.settings import Settings
-from asyncz.tasks.limits import TaskLimits, parse_overrides
+from asyncz.tasks.limits import TaskLimits, counted, parse_overrides, rate_windows
 from asyncz.tasks.registry import TaskRegistry
 
 log = logging.getLogger("asyncz.service")
 
 PAUSE_READ_SECONDS = 1.0  # how stale a worker's view of paused queues may be
+REBUILD_ROWS = 10_000  # running attempts, and starts per task, read to rebuild the limits
 
 REASONS = {
     "concurrency": "waiting for a concurrency slot of task {task}",
@@ -79,12 +80,38 @@ class FlowControl:
                 free.append(str(r["id"]))  # the claim puts a not-due one back in place
             else:
                 wanted.append(self._slot(r, limits))
-        verdicts = await self.broker.limits.acquire(wanted, self.settings.lease_timeout_seconds)
+        lease = self.settings.lease_timeout_seconds
+        verdicts = await self.broker.limits.acquire(wanted, lease)
+        if "lost" in verdicts:  # Redis lost what the limits counted: rebuild, then ask again
+            await self.rebuild()
+            verdicts = await self.broker.limits.acquire(wanted, lease)
         for slot, verdict in zip(wanted, verdicts, strict=True):
             if verdict == "ok":
                 self.slots[slot.job_id] = slot
                 free.append(slot.job_id)
         return free
+
+    async def rebuild(self) -> None:
+        """Put back in Redis what the limits count, from Postgres: a slot for every running
+        attempt of a limited task (until its lease's end; its worker's next heartbeat takes
+        it over) and every start inside a rate's window. Until then nothing is admitted
+        (an id lost that way is re-enqueued by recovery's scan)."""
+        tasks = sorted(self.limited)
+        running = await self.store.flow.running_limited(
+            tasks, self.settings.lease_timeout_seconds, REBUILD_ROWS
+        )
+        windows = rate_windows(self.limited)
+        starts = await self.store.flow.recent_starts(windows, REBUILD_ROWS) if windows else []
+        await self.broker.limits.restore(counted(running, starts, self.limited))
+        log.warning("limits rebuilt from the database after Redis lost them: %d running, "
+                    "%d recent starts", len(running), len(starts))  # fmt: skip
+
+    async def rebuild_if_lost(self) -> bool:
+        """Recovery's look: rebuild the limits if Redis lost them (whether it did)."""
+        if not self.limited or not await self.broker.limits.needs_rebuild():
+            return False
+        await self.rebuild()
+        return True
 
     def _slot(self, row: Row, limits: TaskLimits) -> Slot:
         return Slot(
@@ -97,14 +124,14 @@ class FlowControl:
             limits=limits,
         )
 
-    async def release(self, job_ids: Iterable[str]) -> None:
-        """The attempts of these jobs ended (or never started): give their slots back.
-        Quietly: a slot Redis did not hear about frees itself at its lease deadline."""
+    async def release(self, job_ids: Iterable[str], *, ran: bool = True) -> None:
+        """The attempts of these jobs ended (``ran``), or never started: give their slots
+        back. Quietly: a slot Redis did not hear about frees itself at its lease deadline."""
         slots = [s for i in job_ids if (s := self.slots.pop(i, None)) is not None]
         if not slots:
             return
         try:
-            await self.broker.limits.release(slots)
+            await self.broker.limits.release(slots, ran=ran)
         except BrokerUnavailableError as exc:
             log.warning("slots free at their lease deadline instead: %s", exc)
 
@@ -114,7 +141,8 @@ class FlowControl:
             self.slots.pop(job_id, None)
 
     async def refresh(self, job_ids: Iterable[str]) -> None:
-        """Running attempts keep their slots (with the heartbeat that renews their leases)."""
+        """Running attempts keep their slots, or get them back when Redis lost them (with
+        the heartbeat that just renewed their leases in Postgres)."""
         slots = [s for i in job_ids if (s := self.slots.get(i)) is not None]
         if slots:
             try:

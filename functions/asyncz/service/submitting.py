@@ -23,6 +23,7 @@ from asyncz.errors import (
     OutcomeUnknownError,
     StoreOutcomeUnknownError,
     StoreUnavailableError,
+    UniqueKeyHeldError,
     UnknownQueueError,
 )
 from asyncz.faults import crash_point
@@ -340,4 +341,6 @@ def _result(
     if other is None:  # the other job was purged between the two statements
         return BatchItem(None, "purged", duplicate=True)
     unique = new.idempotency_key not in existing  # else a duplicate of its idempotency key
+    if unique and other["submitted_by"] != new.submitted_by:  # not this key's to see
+        return BatchItem(None, UniqueKeyHeldError.code, duplicate=True, unique=True)
     return BatchItem(str(other["id"]), str(other["status"]), duplicate=True, unique=unique)

@@ -1,7 +1,8 @@
 """Unique jobs: a submit whose ``unique_key`` a job holds (within that job's scope) creates
 nothing and is answered with the holder; with ``debounce`` the holder, while it has not
-started, takes the newer submit's payload and start. A part of
-:class:`asyncz.service.submitting.Submitting`.
+started, takes the newer submit's payload and start, when it is of the same task and API
+key. A key held by another API key's job is refused (``UniqueKeyHeldError``) without
+naming the holder. A part of :class:`asyncz.service.submitting.Submitting`.
 
 Not the idempotency key: that one names one request and dedupes it for as long as its job
 exists; a unique key names a piece of work and is free again once its holder leaves the
@@ -19,6 +20,7 @@ from asyncz.errors import (
     DuplicateJobError,
     OutcomeUnknownError,
     StoreOutcomeUnknownError,
+    UniqueKeyHeldError,
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import JobStatus, NewJob
@@ -70,6 +72,11 @@ class UniqueSubmits:
             holder = (await self.store.unique.holders([new.unique_key])).get(new.unique_key)
             if holder is not None:
                 await self.requeue([holder])
+                if holder["submitted_by"] != new.submitted_by:
+                    raise UniqueKeyHeldError(
+                        f"unique key {new.unique_key!r} is held by a job another API key "
+                        "submitted; nothing was stored"
+                    )
                 return SubmitOutcome(str(holder["id"]), JobStatus(holder["status"]), True,
                                      duplicate=True)  # fmt: skip
             # the holder left its scope between the two statements: the key is free again

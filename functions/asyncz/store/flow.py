@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from asyncz.ports import Row
 from asyncz.store.runner import QueryRunner
 
@@ -19,3 +21,15 @@ class FlowQueries:
 
     async def paused_queues(self) -> dict[str, Row]:
         return {r["queue"]: r for r in await self._run.rows("paused_queues")}
+
+    async def running_limited(
+        self, tasks: Sequence[str], lease_seconds: float, limit: int
+    ) -> list[Row]:
+        return await self._run.rows(
+            "running_limited", {"tasks": list(tasks), "lease": lease_seconds, "limit": limit}
+        )
+
+    async def recent_starts(self, windows: Mapping[str, float], limit: int) -> list[Row]:
+        tasks = sorted(windows)
+        params = {"tasks": tasks, "seconds": [windows[t] for t in tasks], "limit": limit}
+        return await self._run.rows("recent_starts", params)

@@ -58,7 +58,7 @@ class UniqueQueries:
         return [by_id.get(job_id) for job_id, _ in items]
 
     async def holders(self, keys: Sequence[str]) -> dict[str, Row]:
-        """``{key: {"id", "status", "queue", "priority", "run_at", "due"}}`` for the keys a
-        job holds now."""
+        """``{key: {"id", "status", "queue", "priority", "run_at", "due", "submitted_by"}}``
+        for the keys a job holds now."""
         rows = await self._run.rows("get_unique_holders", {"keys": list(keys)})
         return {r.pop("unique_key"): r for r in rows}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -88,6 +88,61 @@ class TaskLimits:
         merged = {f: getattr(self, f) for f in LIMIT_FIELDS} | dict(changes)
         checked = TaskLimits.build(**merged)
         return replace(self, **{f: getattr(checked, f) for f in LIMIT_FIELDS})
+
+
+RATE_GUARD_MS = 200  # a rate's window is this much longer than its period (limits.lua says why)
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """Something a limit counts, rebuilt from Postgres after Redis lost it: a running
+    attempt's slot (``ms``: what its lease has left) or a start (``ms``: how long ago; it
+    counts for ``window_ms``), in its task's scope (``key`` None) or in one key's."""
+
+    kind: str  # "slots" or "starts"
+    task: str
+    key: str | None
+    member: str
+    ms: int
+    window_ms: int = 0
+
+
+def counted(
+    running: Iterable[Mapping[str, Any]],
+    starts: Iterable[Mapping[str, Any]],
+    limited: Mapping[str, TaskLimits],
+) -> list[Counted]:
+    """What the limits of ``limited`` count of these running attempts (``id``, ``task``,
+    ``concurrency_key``, ``left_ms``) and recent starts (``job_id``, ``attempt``, ``task``,
+    ``concurrency_key``, ``age_ms``)."""
+    out = []
+    for r in running:
+        lim, key, member = limited.get(r["task"]), r["concurrency_key"], f"r:{r['id']}"
+        if lim is None or r["left_ms"] <= 0:
+            continue
+        if lim.concurrency:
+            out.append(Counted("slots", r["task"], None, member, int(r["left_ms"])))
+        if lim.key_concurrency and key is not None:
+            out.append(Counted("slots", r["task"], key, member, int(r["left_ms"])))
+    for a in starts:
+        lim, key = limited.get(a["task"]), a["concurrency_key"]
+        member = f"r:{a['job_id']}:{a['attempt']}"
+        if lim is None:
+            continue
+        for rate, scope in ((lim.rate, None), (lim.key_rate if key is not None else None, key)):
+            window = rate.period_seconds * 1000 + RATE_GUARD_MS if rate else 0
+            if rate and a["age_ms"] < window:
+                out.append(Counted("starts", a["task"], scope, member, int(a["age_ms"]), window))
+    return out
+
+
+def rate_windows(limited: Mapping[str, TaskLimits]) -> dict[str, float]:
+    """Per rated task, the seconds its longest rate window spans."""
+    return {
+        task: max(r.period_seconds for r in (lim.rate, lim.key_rate) if r) + RATE_GUARD_MS / 1000
+        for task, lim in limited.items()
+        if lim.rate or lim.key_rate
+    }
 
 
 def _rate(value: str | Rate | None) -> Rate | None:

@@ -1,14 +1,24 @@
-"""In-memory paused queues: :mod:`asyncz.store.flow` on a dict."""
+"""In-memory flow control: :mod:`asyncz.store.flow` on the store's dicts."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from asyncz.ports import Row
 
+if TYPE_CHECKING:
+    from asyncz.testing.store import MemoryStore
+
+
+def _ms(delta: timedelta) -> int:
+    return int(delta.total_seconds() * 1000)
+
 
 class MemoryFlow:
-    def __init__(self) -> None:
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
         self.paused: dict[str, Row] = {}
 
     async def pause_queue(self, queue: str, by: str | None) -> bool:
@@ -22,3 +32,31 @@ class MemoryFlow:
 
     async def paused_queues(self) -> dict[str, Row]:
         return dict(sorted(self.paused.items()))
+
+    async def running_limited(
+        self, tasks: Sequence[str], lease_seconds: float, limit: int
+    ) -> list[Row]:
+        now, lease = datetime.now(UTC), timedelta(seconds=lease_seconds)
+        return [
+            {"id": j["id"], "task": j["task"], "concurrency_key": j["concurrency_key"],
+             "left_ms": _ms(j["heartbeat_at"] + lease - now)}
+            for j in self.store.jobs.values()
+            if j["status"] == "processing" and j["task"] in tasks
+            and j["heartbeat_at"] > now - lease
+        ][:limit]  # fmt: skip
+
+    async def recent_starts(self, windows: Mapping[str, float], limit: int) -> list[Row]:
+        now, out = datetime.now(UTC), []
+        for task, seconds in sorted(windows.items()):
+            since = now - timedelta(seconds=seconds)
+            found = [
+                (a, j) for j in self.store.jobs.values() if j["task"] == task
+                for a in self.store.attempts.get(j["id"], []) if a["started_at"] > since
+            ]  # fmt: skip
+            found.sort(key=lambda aj: aj[0]["started_at"], reverse=True)
+            out += [
+                {"task": task, "concurrency_key": j["concurrency_key"], "job_id": j["id"],
+                 "attempt": a["attempt"], "age_ms": _ms(now - a["started_at"])}
+                for a, j in found[:limit]
+            ]  # fmt: skip
+        return out

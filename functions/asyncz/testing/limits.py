@@ -6,10 +6,9 @@ from collections.abc import Sequence
 
 from asyncz.broker.keys import ready_score
 from asyncz.ports import Row, Slot, epoch_ms
-from asyncz.tasks.limits import Rate, TaskLimits
+from asyncz.tasks.limits import RATE_GUARD_MS, Counted, Rate, TaskLimits
 
 WAKE_PER_SLOT = 2
-RATE_GUARD_MS = 200  # as limits.lua: the window is this much longer than the period
 
 
 class MemoryLimits:
@@ -21,6 +20,11 @@ class MemoryLimits:
         self.later: dict[str, int] = {}  # member -> ms when the rate allows
         self.keys: dict[str, set[str]] = {}
         self.paused_queues: set[str] = set()
+        self.rebuilt = False  # as Redis' <p>:limits:rebuilt: False when new or lost
+
+    def lose(self) -> None:
+        """What a flush does to Redis' limit state (for tests)."""
+        self.__init__(self._ready)  # type: ignore[misc]
 
     def _full(self, scope: str, limit: int | None, now: int) -> bool:
         if not limit:
@@ -39,6 +43,8 @@ class MemoryLimits:
 
     async def acquire(self, slots: Sequence[Slot], lease_seconds: float) -> list[str]:
         now, out = epoch_ms(), []
+        if not self.rebuilt:
+            return ["lost"] * len(slots)
         for s in slots:
             lim = s.limits
             if s.key is None:
@@ -73,12 +79,14 @@ class MemoryLimits:
         queue, prio, job_id = member.split("|")
         self._ready.setdefault(queue, {}).setdefault(job_id, ready_score(int(prio), epoch_ms()))
 
-    async def release(self, slots: Sequence[Slot]) -> int:
+    async def release(self, slots: Sequence[Slot], *, ran: bool = True) -> int:
         woken = 0
         for s in slots:
             scopes = [s.task] if s.key is None else [s.task, f"{s.task}:{s.key}"]
             for scope in scopes:
                 self.slots.get(scope, {}).pop(s.token, None)
+                if ran:
+                    self.slots.get(scope, {}).pop(f"r:{s.job_id}", None)
                 held = self.held.get(scope, {})
                 for member in sorted(held, key=lambda m: held[m])[:WAKE_PER_SLOT]:
                     del held[member]
@@ -89,9 +97,25 @@ class MemoryLimits:
     async def refresh(self, slots: Sequence[Slot], lease_seconds: float) -> None:
         deadline = epoch_ms() + int(lease_seconds * 1000)
         for s in slots:
-            for scope in (s.task, f"{s.task}:{s.key}"):
-                if s.token in self.slots.get(scope, {}):
-                    self.slots[scope][s.token] = deadline
+            keyed = s.key is not None and s.limits.key_concurrency
+            scopes = [s.task] * bool(s.limits.concurrency) + [f"{s.task}:{s.key}"] * bool(keyed)
+            for scope in scopes:
+                held = self.slots.setdefault(scope, {})
+                held[s.token] = deadline
+                held.pop(f"r:{s.job_id}", None)
+
+    async def restore(self, counted: Sequence[Counted]) -> None:
+        now = epoch_ms()
+        for c in counted:
+            scope = c.task if c.key is None else f"{c.task}:{c.key}"
+            if c.kind == "slots":
+                self.slots.setdefault(scope, {}).setdefault(c.member, now + c.ms)
+            else:
+                self.starts.setdefault(scope, {}).setdefault(c.member, now - c.ms)
+        self.rebuilt = True
+
+    async def needs_rebuild(self) -> bool:
+        return not self.rebuilt
 
     async def wake_due(self, limit: int = 1000) -> int:
         now = epoch_ms()

@@ -36,7 +36,7 @@ class MemoryStore(MemoryListings):
         self.periodic: dict[tuple[str, datetime], str | None] = {}  # (task, slot) -> job id
         self.maintenance = MemoryMaintenance(self)
         self.dependencies = MemoryDependencies(self)
-        self.flow = MemoryFlow()
+        self.flow = MemoryFlow(self)
         self.access = MemoryAccess()
         self.activity = MemoryActivity(self)
         self.unique = MemoryUnique(self)

@@ -59,6 +59,8 @@ class MemoryUnique:
         waiting = holder["status"] == "queued" and holder["attempts"] == 0
         if not new.debounce or not waiting or holder["cancel_requested"]:
             return None
+        if (holder["task"], holder["submitted_by"]) != (new.task, new.submitted_by):
+            return None  # another task's or another key's job: it changes nothing
         now = now_utc()
         run_at = new.run_at or now + timedelta(seconds=new.delay_seconds)
         holder.update(payload=new.payload, run_at=run_at, updated_at=now)
@@ -74,4 +76,5 @@ class MemoryUnique:
     async def holders(self, keys: Sequence[str]) -> dict[str, Row]:
         now = now_utc()
         found = {k: j for k in keys if (j := self._holder(k)) is not None}
-        return {k: {**dispatch_row(j), "due": j["run_at"] <= now} for k, j in found.items()}
+        return {k: {**dispatch_row(j), "due": j["run_at"] <= now,
+                    "submitted_by": j["submitted_by"]} for k, j in found.items()}  # fmt: skip

@@ -93,8 +93,8 @@ WITH claimed AS (
               max_retries, timeout_seconds, worker_id, started_at, depth, concurrency_key,
               traceparent, tracestate
 ), opened AS (
-    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at)
-    SELECT id, attempts, worker_id, started_at FROM claimed
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, task)
+    SELECT id, attempts, worker_id, started_at, task FROM claimed
 )
 SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
        attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,

@@ -35,10 +35,10 @@ RETURNING id::text AS id, status, floor(extract(epoch FROM run_at) * 1000)::bigi
           run_at <= now() AS due;
 
 -- name: insert_unique_job_debounced
--- Debounce: when the holder has not started yet (queued, no attempt), it takes this
--- submit's payload and start instead, and its row comes back (another id than the one
--- given); when it has started, no row comes back. A held idempotency key fails the
--- statement (the caller reads that key's holder).
+-- Debounce: when the holder has not started yet (queued, no attempt) and is of the same
+-- task and submitter (API key), it takes this submit's payload and start instead, and its
+-- row comes back (another id than the one given); otherwise no row comes back and nothing
+-- changes. A held idempotency key fails the statement (the caller reads that key's holder).
 WITH expired AS (
     UPDATE jobs SET unique_until = NULL
      WHERE unique_key = %(unique_key)s AND unique_scope = 'period' AND unique_until <= now()
@@ -65,6 +65,7 @@ ON CONFLICT (unique_key)
          ELSE unique_until IS NOT NULL END
 DO UPDATE SET payload = EXCLUDED.payload, run_at = EXCLUDED.run_at, updated_at = now()
  WHERE j.status = 'queued' AND j.attempts = 0 AND NOT j.cancel_requested
+   AND j.task = EXCLUDED.task AND j.submitted_by IS NOT DISTINCT FROM EXCLUDED.submitted_by
 RETURNING j.id::text AS id, j.status, j.queue, j.priority,
           floor(extract(epoch FROM j.run_at) * 1000)::bigint AS run_at_ms, j.run_at <= now() AS due;
 
@@ -105,8 +106,9 @@ ON CONFLICT DO NOTHING
 RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: get_unique_holders
--- The jobs that hold these keys now, with where each belongs in Redis.
-SELECT unique_key, id::text AS id, status, queue, priority, run_at, run_at <= now() AS due
+-- The jobs that hold these keys now, with where each belongs in Redis and who submitted it.
+SELECT unique_key, id::text AS id, status, queue, priority, run_at, run_at <= now() AS due,
+       submitted_by
   FROM jobs
  WHERE unique_key = ANY(%(keys)s::text[])
    AND unique_key IS NOT NULL AND attempt_base = 0 AND CASE unique_scope
