@@ -29,8 +29,8 @@ def dev(folder: Path) -> Iterator[DevRun]:
         yield run
 
 
-def test_the_page_has_the_three_shapes_and_the_failure_rules() -> None:
-    assert len(EXAMPLES) == 4
+def test_the_page_has_the_three_shapes_the_failure_rules_and_a_cancelled_family() -> None:
+    assert len(EXAMPLES) == 5
 
 
 @pytest.mark.parametrize("n", range(len(EXAMPLES)))

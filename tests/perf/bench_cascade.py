@@ -44,17 +44,14 @@ def family(children: int, *, dead: bool) -> str:
             (parent, status, dead),
         )
         conn.execute(
-            "INSERT INTO jobs (id, task, payload, status, open_parents, depth, last_error,"
-            " finished_at)"
+            "WITH kids AS ("
+            " INSERT INTO jobs (id, task, payload, status, open_parents, depth, last_error,"
+            "                   finished_at)"
             " SELECT gen_random_uuid(), 'wf_part', '{}', %s, %s, 1, %s,"
-            "        CASE WHEN %s THEN now() END FROM generate_series(1, %s)",
-            (child_status, 0 if dead else 1, error, dead, children),
-        )
-        conn.execute(
-            "INSERT INTO job_dependencies (child_id, parent_id, settled)"
-            " SELECT id, %s, %s FROM jobs WHERE depth = 1 AND id NOT IN"
-            " (SELECT child_id FROM job_dependencies)",
-            (parent, dead),
+            "        CASE WHEN %s THEN now() END FROM generate_series(1, %s) RETURNING id)"
+            " INSERT INTO job_dependencies (child_id, parent_id, settled)"
+            " SELECT id, %s, %s FROM kids",
+            (child_status, 0 if dead else 1, error, dead, children, parent, dead),
         )
         conn.execute("VACUUM ANALYZE jobs")
         conn.execute("VACUUM ANALYZE job_dependencies")

@@ -271,11 +271,14 @@ class Dependencies:
         except (StoreUnavailableError, QueryTimeoutError) as exc:
             log.warning("replayed jobs not re-evaluated yet (the sweep will): %s", exc)
             changed = []
-        seen = {str(r["id"]) for r in changed}
-        await self.enqueuer.enqueue_quietly([r for r in replayed if str(r["id"]) not in seen])
         ended, _ = await self._changed(changed)
         parents = [str(r["id"]) for r in replayed if r.get("has_dependents")]
-        return await self.cascade(settle=ended, heal=parents, flagged=True, seconds=seconds)
+        done = await self.cascade(settle=ended, heal=parents, flagged=True, seconds=seconds)
+        # enqueued once healed (or out of time): a parent that ran first would end unseen by
+        # the children still to heal, which then wait on it until the sweep
+        seen = {str(r["id"]) for r in changed}
+        await self.enqueuer.enqueue_quietly([r for r in replayed if str(r["id"]) not in seen])
+        return done
 
     async def resume(self, limit: int, seconds: float) -> int:
         """Recovery: go on with flagged cascades (a crash between pages, or a cascade that

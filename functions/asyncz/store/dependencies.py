@@ -70,6 +70,7 @@ class DependencyQueries:
 
     async def heal(self, replayed: Sequence[str], limit: int) -> tuple[list[Row], bool]:
         async with self._run.transaction("heal") as run:
+            await run("lock_heal_parents", {"ids": list(replayed)})
             picked = await run("lock_heal_page", {"ids": list(replayed), "limit": limit})
             healed = [r["id"] for r in picked]
             if not healed:

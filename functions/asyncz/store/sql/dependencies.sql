@@ -157,11 +157,16 @@ UPDATE jobs c
 RETURNING c.id::text AS id, c.status, c.queue, c.priority, c.run_at, c.run_at <= now() AS due,
           c.has_dependents;
 
+-- name: lock_heal_parents
+-- The first statement of a heal page (one transaction): the replayed jobs, locked in id order,
+-- so one that ends meanwhile waits for the page, and its settling then sees the edges the page
+-- reopened (else it could end unseen between the page's reads and its commit).
+SELECT id::text AS id FROM jobs WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id FOR UPDATE;
+
 -- name: lock_heal_page
--- The first statement of a heal page (one transaction), after these jobs were replayed: at
--- most %(limit)s of the dead jobs that ended because of one of them (last_error
--- 'parent_failed: <it>'), read along jobs_parent_failed_idx and locked, skipping those a
--- concurrent heal holds. A parent that is dead or cancelled again heals nothing.
+-- Then, after these jobs were replayed: at most %(limit)s of the dead jobs that ended because
+-- of one of them (last_error 'parent_failed: <it>'), read along jobs_parent_failed_idx and
+-- locked, skipping those a concurrent heal holds. A parent that is dead or cancelled again heals nothing.
 SELECT c.id::text AS id FROM jobs c
  WHERE c.status = 'dead' AND c.last_error LIKE 'parent_failed: %%'
    AND c.last_error = ANY(ARRAY(
