@@ -235,7 +235,11 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ("prune_finished", {"older_than": 1.0, "limit": 500}, {"jobs_finished_idx"}),
         ("prune_dead", {"older_than": 30 * 86400.0, "limit": 500}, {"jobs_dead_finished_idx"}),
         ("prune_dead", {"older_than": 1.0, "limit": 500}, {"jobs_dead_finished_idx"}),
-        ("claim_jobs", {"ids": queued, "worker_id": "w", "max_timeout": 900}, {"jobs_pkey"}),
+        (
+            "claim_jobs",
+            {"ids": queued, "worker_id": "w", "max_timeout": 900, "nonce": "n"},
+            {"jobs_pkey"},
+        ),
         ("get_unclaimed", {"ids": queued}, {"jobs_pkey"}),
         ("heartbeat_jobs", {"ids": some, "tokens": tokens}, {"jobs_pkey"}),
         ("complete_job", {"id": some[0], "token": tokens[0], "result": Jsonb({})}, {"jobs_pkey"}),
