@@ -22,10 +22,12 @@ CREATE TABLE job_count_changes (
     n      bigint NOT NULL
 );
 
-CREATE FUNCTION asyncz_count_inserted_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+-- The rows an INSERT added or a DELETE took (the transition table `changed` of either).
+CREATE FUNCTION asyncz_count_added_or_gone_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO job_count_changes (queue, status, n)
-    SELECT queue, status, count(*) FROM added
+    SELECT queue, status, CASE TG_OP WHEN 'DELETE' THEN -count(*) ELSE count(*) END
+      FROM changed
      WHERE status IN ('waiting', 'queued', 'processing', 'dead')
      GROUP BY queue, status;
     RETURN NULL;
@@ -49,16 +51,6 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION asyncz_count_deleted_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO job_count_changes (queue, status, n)
-    SELECT queue, status, -count(*) FROM gone
-     WHERE status IN ('waiting', 'queued', 'processing', 'dead')
-     GROUP BY queue, status;
-    RETURN NULL;
-END
-$$;
-
 CREATE FUNCTION asyncz_reset_live_counts() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM job_live_counts;
@@ -72,14 +64,14 @@ $$;
 LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE;
 
 CREATE TRIGGER jobs_count_inserted AFTER INSERT ON jobs
-    REFERENCING NEW TABLE AS added FOR EACH STATEMENT
-    EXECUTE FUNCTION asyncz_count_inserted_jobs();
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT
+    EXECUTE FUNCTION asyncz_count_added_or_gone_jobs();
 CREATE TRIGGER jobs_count_updated AFTER UPDATE ON jobs
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT
     EXECUTE FUNCTION asyncz_count_updated_jobs();
 CREATE TRIGGER jobs_count_deleted AFTER DELETE ON jobs
-    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT
-    EXECUTE FUNCTION asyncz_count_deleted_jobs();
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT
+    EXECUTE FUNCTION asyncz_count_added_or_gone_jobs();
 CREATE TRIGGER jobs_reset_live_counts AFTER TRUNCATE ON jobs FOR EACH STATEMENT
     EXECUTE FUNCTION asyncz_reset_live_counts();
 
