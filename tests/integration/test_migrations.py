@@ -128,7 +128,11 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
         "SELECT tgname FROM pg_trigger WHERE tgrelid = 'jobs'::regclass AND NOT tgisinternal "
         "ORDER BY 1",
     )
-    assert [t["tgname"] for t in triggers] == ["jobs_reset_counts", "jobs_uncount_deleted"]
+    assert [t["tgname"] for t in triggers] == [
+        "jobs_count_deleted", "jobs_count_inserted", "jobs_count_updated",
+        "jobs_reset_counts", "jobs_reset_live_counts", "jobs_uncount_deleted"]  # fmt: skip
+    assert columns(fresh_db, "job_live_counts") == EXPECTED_JOB_COUNTS
+    assert columns(fresh_db, "job_count_changes") == EXPECTED_JOB_COUNTS
     indexes = {
         r["indexname"]: r["indexdef"]
         for r in rows(
@@ -151,6 +155,9 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "(task, created_at DESC, id DESC)" in indexes["jobs_task_ended_idx"]
     assert "'dead'::text" in indexes["jobs_task_ended_idx"]
     assert "WHERE (status = 'waiting'::text)" in indexes["jobs_waiting_idx"]
+    for name, key in (("jobs_task_backlog_idx", "task"), ("jobs_queue_backlog_idx", "queue")):
+        assert f"({key}, created_at DESC, id DESC)" in indexes[name]
+        assert "'waiting'::text, 'queued'::text" in indexes[name]
     assert "WHERE (submitted_by IS NOT NULL)" in indexes["jobs_submitted_by_idx"]
     assert set(columns(fresh_db, "api_keys")) >= {"name", "key_hash", "scopes", "revoked_at"}
     assert set(columns(fresh_db, "audit_log")) >= {"key_name", "action", "target", "outcome"}
@@ -217,3 +224,43 @@ def test_the_runtime_role_runs_the_service_and_can_change_no_schema(
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(ddl)
+
+
+def test_migrating_a_database_with_jobs_counts_its_live_jobs(fresh_db: str) -> None:
+    """The live counts start from the rows already there (migration 0013), and from then on
+    every insert, update and delete keeps them, whatever statement makes it."""
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
+        for version, sql in available_migrations():
+            if version < "0013":
+                conn.execute(sql)  # type: ignore[arg-type]  # our own migration file
+                conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+        conn.execute(
+            "INSERT INTO jobs (id, task, queue, status, lease_token, heartbeat_at, finished_at)"
+            " SELECT gen_random_uuid(), 'x', q, s,"
+            "        CASE WHEN s = 'processing' THEN gen_random_uuid() END, now(), now()"
+            "   FROM unnest(ARRAY['default', 'other']) q,"
+            "        unnest(ARRAY['waiting', 'queued', 'queued', 'processing', 'dead',"
+            "                     'completed']) s"
+        )
+    assert "0013_live_counts_and_backlog_indexes" in apply_migrations(fresh_db)
+    live = "SELECT queue, status, sum(n)::int AS n FROM (SELECT * FROM job_live_counts"
+    live += " UNION ALL SELECT * FROM job_count_changes) c GROUP BY 1, 2 HAVING sum(n) <> 0"
+    truth = "SELECT queue, status, count(*)::int AS n FROM jobs"
+    truth += " WHERE status NOT IN ('completed', 'cancelled') GROUP BY 1, 2"
+
+    def same() -> None:
+        assert sorted(map(tuple, (r.values() for r in rows(fresh_db, live)))) == sorted(
+            map(tuple, (r.values() for r in rows(fresh_db, truth))))  # fmt: skip
+
+    same()
+    assert rows(fresh_db, "SELECT count(*)::int AS n FROM job_count_changes") == [{"n": 0}]
+    rows(fresh_db, "UPDATE jobs SET status = 'dead', lease_token = NULL, queue = 'third'"
+                   " WHERE status = 'queued' AND queue = 'other'")  # fmt: skip
+    rows(fresh_db, "UPDATE jobs SET heartbeat_at = now()")  # no status changes: no rows
+    assert rows(fresh_db, "SELECT count(*)::int AS n FROM job_count_changes") == [{"n": 2}]
+    rows(fresh_db, "DELETE FROM jobs WHERE status = 'waiting'")
+    same()
+    rows(fresh_db, "TRUNCATE jobs CASCADE")
+    assert rows(fresh_db, live) == []

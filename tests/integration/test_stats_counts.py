@@ -14,6 +14,7 @@ import pytest
 
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
+from asyncz.store import maintenance
 from tests.support.ledger import rows
 from tests.support.settings import open_service
 
@@ -115,3 +116,33 @@ def test_the_runtime_role_may_fold_and_prune(settings: Settings) -> None:
         conn.execute("INSERT INTO job_counts VALUES ('default', 'completed', 1)")
         conn.execute("DELETE FROM jobs")
         assert conn.execute("SELECT n FROM job_counts").fetchall() == [(0,)]
+
+
+def test_live_counts_fold_in_pages_and_stay_exact(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every status change appends to job_count_changes; folds (two at once, two changes a
+    page) move them into job_live_counts, and the counts read the table's throughout."""
+    monkeypatch.setattr(maintenance, "FOLD_PAGE", 2)
+    settings = settings.model_copy(update={"queues": "default,other"})
+    url = settings.database_url or ""
+
+    async def go() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        seen = []
+        async with open_service(settings) as a, open_service(settings) as b:
+            for queue in ("default", "other", "default"):
+                await a.submit_many([NewJob(task="echo", payload={}, queue=queue)] * 7)
+            leases = await a.claim_next("w", settings.queue_list, 4, 2.0, 3600)
+            assert await a.complete(leases[0], {"ok": True})
+            finish(url, "dead", 2, "other")
+            seen.append((counted(await a.stats()), truth(url)))
+            await asyncio.gather(
+                a.store.maintenance.fold_finished_counts(0.0),
+                b.store.maintenance.fold_finished_counts(0.0),
+            )
+            seen.append((counted(await b.stats()), truth(url)))
+        return seen
+
+    for stats, table in asyncio.run(go()):
+        assert stats == table
+    assert rows(url, "SELECT count(*)::int AS n FROM job_count_changes") == [{"n": 0}]

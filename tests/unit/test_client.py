@@ -415,9 +415,10 @@ def test_the_async_client_has_the_same_behaviour() -> None:
     assert sizes == [500, 200]
 
 
-def test_the_base_install_is_the_client_alone() -> None:
-    """``pip install asyncz-serverless`` (or ``[client]``) brings httpx and nothing of the
-    server; the server's stack is the ``server`` extra, which ``local`` and ``infra`` pull."""
+def test_the_base_install_is_the_client_and_the_cli_alone() -> None:
+    """``pip install asyncz-serverless`` (or ``[client]``) brings httpx, rich for the CLI's
+    output, and nothing of the server; the server's stack is the ``server`` extra, which
+    ``local`` and ``infra`` pull (tests/integration/test_cli_base_install.py installs it)."""
     import tomllib
     from pathlib import Path
 
@@ -425,7 +426,7 @@ def test_the_base_install_is_the_client_alone() -> None:
         "project"
     ]
     names = [dep.split("[")[0].split(">")[0].split("=")[0] for dep in project["dependencies"]]
-    assert names == ["httpx"]
+    assert names == ["httpx", "rich"]
     extras = project["optional-dependencies"]
     assert extras["client"] == []
     server = " ".join(extras["server"])

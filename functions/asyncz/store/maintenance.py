@@ -12,6 +12,7 @@ from asyncz.store.rows import new_job_params
 from asyncz.store.runner import QueryRunner
 
 Row = dict[str, Any]
+FOLD_PAGE = 10_000  # live count changes moved per statement
 
 
 class MaintenanceQueries:
@@ -37,8 +38,17 @@ class MaintenanceQueries:
 
     async def fold_finished_counts(self, lag_seconds: float) -> int:
         """Add the jobs that completed or were cancelled since the last fold (and at least
-        ``lag_seconds`` ago) to the per-queue counts; returns how many. One transaction of
-        two statements: lock the mark, then count with a snapshot taken after the lock."""
+        ``lag_seconds`` ago) to the per-queue counts; returns how many. Then move the live
+        statuses' appended changes into their counts, in bounded pages."""
+        folded = await self._fold_finished(lag_seconds)
+        while True:
+            [page] = await self._run.rows("fold_live_counts", {"limit": FOLD_PAGE})
+            if page["moved"] < FOLD_PAGE:
+                return folded
+
+    async def _fold_finished(self, lag_seconds: float) -> int:
+        # One transaction of two statements: lock the mark, then count with a snapshot taken
+        # after the lock.
         async with self._run.transaction("fold_finished_counts") as run:
             marks = await run("lock_fold_mark", {"lag": float(lag_seconds)})
             if not marks or marks[0]["upto"] <= marks[0]["folded_to"]:

@@ -259,9 +259,10 @@ SELECT * FROM jobs
 
 -- name: list_jobs_by_task_or_queue
 -- ?task= and/or ?queue= without a status: the newest of the ended jobs (along
--- jobs_task_ended_idx or jobs_queue_ended_idx) and of the live ones (a BitmapOr of their
--- partial indexes, written as OR: an IN list would not use them; as many rows as jobs wait
--- or run), merged. A new live status needs its OR arm here. Run unprepared.
+-- jobs_task_ended_idx or jobs_queue_ended_idx), of the backlog (waiting and queued, along
+-- jobs_task_backlog_idx or jobs_queue_backlog_idx) and of the running ones (their partial
+-- index: as many rows as jobs run), merged. A new status needs its place in one arm here.
+-- Run unprepared.
 SELECT * FROM (
     (SELECT * FROM jobs
       WHERE status IN ('completed', 'cancelled', 'dead')
@@ -272,7 +273,15 @@ SELECT * FROM (
       ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM jobs
-      WHERE (status = 'waiting' OR status = 'queued' OR status = 'processing')
+      WHERE status IN ('waiting', 'queued')
+        AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+        AND (%(task)s::text IS NULL OR task = %(task)s)
+        AND (%(after_created)s::timestamptz IS NULL
+             OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+      ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM jobs
+      WHERE status = 'processing'
         AND (%(queue)s::text IS NULL OR queue = %(queue)s)
         AND (%(task)s::text IS NULL OR task = %(task)s)
         AND (%(after_created)s::timestamptz IS NULL
@@ -296,11 +305,12 @@ SELECT * FROM jobs
 SELECT folded_to FROM job_counts_folded;
 
 -- name: count_by_status
--- Per queue and status, without reading history: completed and cancelled from job_counts
--- plus the rows finished since its last fold (along jobs_finished_idx), the live statuses
--- from their partial indexes. Run unprepared with %(folded_to)s, the mark read just before,
--- so the plan knows how recent the range is; the filter also reads the mark itself, so a
--- fold committed in between is not counted twice.
+-- Per queue and status, without reading history or the backlog: completed and cancelled from
+-- job_counts plus the rows finished since its last fold (along jobs_finished_idx); the live
+-- statuses from job_live_counts plus the changes appended since their last fold (migration
+-- 0013). Run unprepared with %(folded_to)s, the mark read just before, so the plan knows how
+-- recent the range is; the filter also reads the mark itself, so a fold committed in between
+-- is not counted twice.
 SELECT queue, status, sum(n)::bigint AS n FROM (
     SELECT queue, status, n FROM job_counts
     UNION ALL
@@ -309,15 +319,12 @@ SELECT queue, status, sum(n)::bigint AS n FROM (
        AND finished_at > (SELECT folded_to FROM job_counts_folded)
      GROUP BY queue, status
     UNION ALL
-    SELECT queue, status, count(*) FROM jobs WHERE status = 'waiting' GROUP BY queue, status
+    SELECT queue, status, n FROM job_live_counts
     UNION ALL
-    SELECT queue, status, count(*) FROM jobs WHERE status = 'queued' GROUP BY queue, status
-    UNION ALL
-    SELECT queue, status, count(*) FROM jobs WHERE status = 'processing' GROUP BY queue, status
-    UNION ALL
-    SELECT queue, status, count(*) FROM jobs WHERE status = 'dead' GROUP BY queue, status
+    SELECT queue, status, n FROM job_count_changes
 ) c
- GROUP BY queue, status;
+ GROUP BY queue, status
+HAVING sum(n) <> 0;
 
 -- name: queue_gauges
 -- What the alarms watch: dead jobs, due queued jobs and the oldest one's age; and the jobs
@@ -331,8 +338,12 @@ SELECT (SELECT count(*) FROM jobs WHERE status = 'dead')::bigint AS dead,
            AND created_at < date_trunc('minute', now()))::bigint AS submitted;
 
 -- name: oldest_queued_by_queue
-SELECT queue, extract(epoch FROM now() - min(run_at))::float8 AS age
-  FROM jobs WHERE status = 'queued' AND run_at <= now() GROUP BY queue;
+-- The due rows along jobs_queued_run_at_idx (in its order, so that the planner never prefers
+-- walking the whole backlog along jobs_queue_backlog_idx for the queue order).
+WITH due AS MATERIALIZED (
+    SELECT queue, run_at FROM jobs WHERE status = 'queued' AND run_at <= now() ORDER BY run_at
+)
+SELECT queue, extract(epoch FROM now() - min(run_at))::float8 AS age FROM due GROUP BY queue;
 
 -- name: count_dead
 SELECT count(*)::bigint AS n FROM jobs WHERE status = 'dead';
@@ -402,6 +413,21 @@ WITH fresh AS (
 )
 UPDATE job_counts_folded SET folded_to = %(upto)s
 RETURNING (SELECT coalesce(sum(n), 0) FROM fresh)::bigint AS folded;
+
+-- name: fold_live_counts
+-- Up to %(limit)s of the changes the job statements appended (migration 0013) move into
+-- job_live_counts, in one statement: a reader sees them in one table or the other, never both.
+-- Two folds at once: the second skips the rows the first deleted.
+WITH moved AS (
+    DELETE FROM job_count_changes
+     WHERE ctid = ANY(ARRAY(SELECT ctid FROM job_count_changes LIMIT %(limit)s))
+    RETURNING queue, status, n
+), bumped AS (
+    INSERT INTO job_live_counts AS c (queue, status, n)
+    SELECT queue, status, sum(n) FROM moved GROUP BY queue, status
+    ON CONFLICT (queue, status) DO UPDATE SET n = c.n + EXCLUDED.n
+)
+SELECT count(*)::int AS moved FROM moved;
 
 -- name: prune_finished
 -- Retention: completed and cancelled jobs finished before the cutoff, oldest first, in one
