@@ -179,6 +179,7 @@ class JobStore(Protocol):
         limit: int,
         after: tuple[datetime, str] | None,
         submitted_by: str | None = None,
+        submitted_by_key_id: str | None = None,
     ) -> list[Job]: ...
     async def list_dead(
         self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
@@ -296,9 +297,10 @@ class JobBroker(Protocol):
     async def activity(self) -> int: ...
     async def idle_mark(self) -> str | None: ...
     async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None: ...
-    async def take_request(self, name: str, limit: int, period_seconds: int) -> float:
-        """Admit one request of API key ``name`` under ``limit`` per ``period_seconds``
-        across every sandbox: 0.0, else the seconds until one would be admitted."""
+    async def take_request(self, key_id: str, limit: int, period_seconds: int) -> float:
+        """Admit one request of the API key ``key_id`` (its id, not its name: a later key of
+        the name starts afresh) under ``limit`` per ``period_seconds`` across every sandbox:
+        0.0, else the seconds until one would be admitted."""
         ...
 
     async def ping(self) -> None: ...

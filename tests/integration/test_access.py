@@ -57,9 +57,9 @@ def test_each_key_does_what_its_scopes_say_and_no_more(api: Any, flavour: str) -
     assert api("GET", "/dlq", key=submitter).json()["scope"] == "read"
     assert api("GET", "/stats", key=submitter).status == 403
     assert api("GET", "/keys", key=reader).json()["scope"] == "admin"
-    assert api("GET", "/whoami", key=reader).json() == {
-        "name": "dashboard", "scopes": ["read"], "rate": None
-    }  # fmt: skip
+    me = api("GET", "/whoami", key=reader).json()
+    assert me == {"name": "dashboard", "key_id": me["key_id"], "scopes": ["read"], "rate": None}
+    assert me["key_id"].startswith("key-")
     assert api("GET", "/jobs", key="not-a-key").status == 401
     assert rows_of(api, job_id) == 1  # the refused submit stored nothing
 
@@ -161,9 +161,7 @@ def test_a_reused_name_owns_nothing_of_the_revoked_key(api: Any) -> None:
     assert [(a["key_name"], a["key_id"], a["target"]) for a in cancels] == [
         ("alice", new_id, new_job), ("alice", old_id, old_job)
     ]  # fmt: skip
-    assert [a["target"] for a in api("GET", f"/audit?key_id={old_id}").json()["items"]] == [
-        old_job
-    ]
+    assert [a["target"] for a in api("GET", f"/audit?key_id={old_id}").json()["items"]] == [old_job]
     made = api("GET", "/audit?action=key.create").json()["items"]
     assert [a["detail"]["key_id"] for a in made] == [new_id, old_id]
 
@@ -225,10 +223,12 @@ def test_a_revoked_key_is_refused_on_every_sandbox_within_the_bound(
 
 def test_the_configured_key_keeps_every_scope(api: Any) -> None:
     me = api("GET", "/whoami").json()
-    assert me == {"name": "configured", "scopes": ["admin", "operate", "read", "submit"],
-                  "rate": None}  # fmt: skip
+    assert me == {"name": "configured", "key_id": me["key_id"],
+                  "scopes": ["admin", "operate", "read", "submit"], "rate": None}  # fmt: skip
+    assert me["key_id"].startswith("configured-")
     job = api("POST", "/jobs", body={"task": "echo", "payload": {}}).json()
-    assert api("GET", f"/jobs/{job['job_id']}").json()["submitted_by"] == "configured"
+    shown = api("GET", f"/jobs/{job['job_id']}").json()
+    assert (shown["submitted_by"], shown["submitted_by_key_id"]) == ("configured", me["key_id"])
 
 
 @pytest.fixture(autouse=True)
