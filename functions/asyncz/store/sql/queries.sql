@@ -10,19 +10,22 @@ INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_secon
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
-        %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s, %(tracestate)s)
+        %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s,
+        %(tracestate)s)
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: insert_job_idempotent
 -- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
 -- the existing job. The UNIQUE constraint, not a pre-check, decides.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
-                  idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key, traceparent,
+                  idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key,
+                  traceparent,
                   tracestate)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s, %(idempotency_key)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
-        %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s, %(tracestate)s)
+        %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s,
+        %(tracestate)s)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
@@ -31,7 +34,8 @@ RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at 
 -- exists already (or repeats an earlier row's) are skipped: the ids returned are the ones
 -- inserted, each with when it is due (server clock).
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
-                  idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key, traceparent,
+                  idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key,
+                  traceparent,
                   tracestate)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
        i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds)),
@@ -39,10 +43,12 @@ SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_se
   FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
               %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
               %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
-              %(submitters)s::text[], %(submitter_key_ids)s::text[], %(concurrency_keys)s::text[], %(traceparents)s::text[],
+              %(submitters)s::text[], %(submitter_key_ids)s::text[], %(concurrency_keys)s::text[],
+              %(traceparents)s::text[],
               %(tracestates)s::text[])
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
-                            idempotency_key, run_at, delay_seconds, submitted_by, submitted_by_key_id,
+                            idempotency_key, run_at, delay_seconds, submitted_by,
+                            submitted_by_key_id,
                             concurrency_key, traceparent, tracestate, n)
  ORDER BY i.n
 ON CONFLICT (idempotency_key) DO NOTHING
