@@ -40,6 +40,9 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _RATE = re.compile(r"^\s*(\d{1,7})\s*/\s*(\d{0,5})\s*(s|sec|second|m|min|minute|h|hour)\s*$")
 _PERIOD = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
 CONFIGURED_KEY_NAME = "configured"  # the keys of ASYNCZ_API_KEYS and the keys secret
+# A configured key's id: this prefix and the start of its digest (stable across reloads and
+# sandboxes, and apart from every stored key's "key-<row id>").
+CONFIGURED_KEY_ID_PREFIX = "configured-"
 
 
 class Scope(StrEnum):
@@ -54,12 +57,15 @@ ALL_SCOPES = frozenset(Scope)
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """The key a request came with: its name, what it may do, how often."""
+    """The key a request came with: its name, what it may do, how often. What it owns (its
+    jobs, audit entries, rate bucket) is by ``key_id``, which a later key of the same name
+    (after a revoke) does not share."""
 
     name: str
     scopes: frozenset[Scope]
     rate: tuple[int, int] | None = None  # (requests, per seconds) across every sandbox
     key_hash: str = ""
+    key_id: str = ""
 
     def may(self, scope: Scope) -> bool:
         return scope in self.scopes
@@ -116,6 +122,10 @@ def check_name(name: str) -> str:
 
 def hash_api_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def configured_key_id(key_hash: str) -> str:
+    return CONFIGURED_KEY_ID_PREFIX + key_hash[:12]
 
 
 def new_key() -> str:
@@ -213,7 +223,8 @@ class KeyRing:
             return
         self._configured_at = now
         configured = {
-            h: Principal(CONFIGURED_KEY_NAME, ALL_SCOPES, key_hash=h) for h in self._configured()
+            h: Principal(CONFIGURED_KEY_NAME, ALL_SCOPES, key_hash=h, key_id=configured_key_id(h))
+            for h in self._configured()
         }
         stored = {h: p for h, p in self._keys.items() if p.name != CONFIGURED_KEY_NAME}
         self._keys = {**stored, **configured}
@@ -256,7 +267,9 @@ class KeyRing:
                 log.warning("api key %s: unknown scopes %s, skipped", row["name"], row["scopes"])
                 continue
             rate = (row["rate_limit"], row["rate_period_seconds"]) if row["rate_limit"] else None
-            keys[row["key_hash"]] = Principal(row["name"], scopes, rate, row["key_hash"])
+            keys[row["key_hash"]] = Principal(
+                row["name"], scopes, rate, row["key_hash"], row["key_id"]
+            )
             if row.get("expires_at") is not None:
                 expiry[row["key_hash"]] = row["expires_at"]
         self._keys, self._expiry = keys, expiry

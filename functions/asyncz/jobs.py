@@ -111,6 +111,7 @@ class NewJob:
     ref: str | None = None  # a name other items of the same batch may depend on
     concurrency_key: str | None = None  # the task's per-key limits count by it
     submitted_by: str | None = None  # the name of the API key that submitted it
+    submitted_by_key_id: str | None = None  # its id: what the job belongs to
     unique_key: str | None = None  # at most one job holds it within its scope
     unique_scope: UniqueScope | None = None  # set (the default scope) when unique_key is
     unique_for: float | None = None  # seconds, for the PERIOD scope
@@ -151,6 +152,7 @@ class Job:
     cascade_pending: bool = False  # its children not all settled (or healed) yet
     concurrency_key: str | None = None
     submitted_by: str | None = None  # the name of the API key that submitted it
+    submitted_by_key_id: str | None = None  # its id: what the job belongs to
     unique_key: str | None = None
     unique_scope: str | None = None
     unique_until: datetime | None = None  # a PERIOD job's end of hold (None once passed)

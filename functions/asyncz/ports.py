@@ -170,16 +170,12 @@ class JobStore(Protocol):
 
     async def get_job(self, job_id: str) -> Job | None: ...
     async def list_attempts(self, job_id: str) -> list[Attempt]: ...
+    # submitted_by: a key's name (every key that held it); submitted_by_key_id: one key
     async def list_jobs(
-        self,
-        *,
-        status: str | None,
-        queue: str | None,
-        task: str | None,
-        limit: int,
-        after: tuple[datetime, str] | None,
-        submitted_by: str | None = None,
-    ) -> list[Job]: ...
+        self, *, status: str | None, queue: str | None, task: str | None, limit: int,
+        after: tuple[datetime, str] | None, submitted_by: str | None = None,
+        submitted_by_key_id: str | None = None,
+    ) -> list[Job]: ...  # fmt: skip
     async def list_dead(
         self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
     ) -> list[Job]: ...
@@ -296,9 +292,9 @@ class JobBroker(Protocol):
     async def activity(self) -> int: ...
     async def idle_mark(self) -> str | None: ...
     async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None: ...
-    async def take_request(self, name: str, limit: int, period_seconds: int) -> float:
-        """Admit one request of API key ``name`` under ``limit`` per ``period_seconds``
-        across every sandbox: 0.0, else the seconds until one would be admitted."""
+    async def take_request(self, key_id: str, limit: int, period_seconds: int) -> float:
+        """Admit one request of API key ``key_id`` (not its name) under ``limit`` per
+        ``period_seconds`` across every sandbox: 0.0, else the seconds until admitted."""
         ...
 
     async def ping(self) -> None: ...

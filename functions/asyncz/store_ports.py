@@ -85,8 +85,8 @@ class AccessStore(Protocol):
     async def revoke_key(self, name: str) -> Row | None: ...
     async def touch_keys(self, hashes: Sequence[str]) -> None: ...
     async def insert_audit(
-        self, *, key_name: str, action: str, target: str | None, detail: Mapping[str, Any],
-        outcome: str,
+        self, *, key_id: str, key_name: str, action: str, target: str | None,
+        detail: Mapping[str, Any], outcome: str,
     ) -> Row: ...  # fmt: skip
     async def finish_audit(self, audit_id: int, outcome: str, detail: Mapping[str, Any]) -> None:
         """Set the outcome (and add to the detail) of an action recorded before it ran."""
@@ -94,7 +94,7 @@ class AccessStore(Protocol):
 
     async def list_audit(
         self, *, key_name: str | None, action: str | None, limit: int,
-        after: tuple[datetime, int] | None,
+        after: tuple[datetime, int] | None, key_id: str | None = None,
     ) -> list[Row]: ...  # fmt: skip
     async def prune_audit(self, older_than: float, limit: int) -> int: ...
 

@@ -57,9 +57,9 @@ def test_each_key_does_what_its_scopes_say_and_no_more(api: Any, flavour: str) -
     assert api("GET", "/dlq", key=submitter).json()["scope"] == "read"
     assert api("GET", "/stats", key=submitter).status == 403
     assert api("GET", "/keys", key=reader).json()["scope"] == "admin"
-    assert api("GET", "/whoami", key=reader).json() == {
-        "name": "dashboard", "scopes": ["read"], "rate": None
-    }  # fmt: skip
+    me = api("GET", "/whoami", key=reader).json()
+    assert me == {"name": "dashboard", "key_id": me["key_id"], "scopes": ["read"], "rate": None}
+    assert me["key_id"].startswith("key-")
     assert api("GET", "/jobs", key="not-a-key").status == 401
     assert rows_of(api, job_id) == 1  # the refused submit stored nothing
 
@@ -133,6 +133,51 @@ def test_keys_are_listed_without_the_key_and_revoked_by_name(api: Any) -> None:
     assert len(api("GET", "/keys?revoked=true").json()["items"]) == 1
 
 
+def test_a_reused_name_owns_nothing_of_the_revoked_key(api: Any) -> None:
+    """A new key named like a revoked one reads none of its jobs, and the audit tells the
+    two apart by id with the name beside it."""
+    old = new_key(api, "alice", "submit", "operate")
+    old_job = api("POST", "/jobs", key=old, body={"task": "echo", "payload": {}}).json()["job_id"]
+    assert api("POST", f"/jobs/{old_job}/cancel", key=old).status == 200
+    old_id = api("GET", "/whoami", key=old).json().get("key_id")
+    assert api("DELETE", "/keys/alice").status == 204
+
+    new = new_key(api, "alice", "submit", "operate")
+    new_job = api("POST", "/jobs", key=new, body={"task": "echo", "payload": {}}).json()["job_id"]
+    assert api("POST", f"/jobs/{new_job}/cancel", key=new).status == 200
+    assert api("GET", f"/jobs/{old_job}", key=new).status == 403
+    assert api("GET", f"/jobs/{old_job}/attempts", key=new).status == 403
+    listed = api("GET", "/jobs", key=new).json()["items"]
+    assert [j["job_id"] for j in listed] == [new_job]
+
+    new_id = api("GET", "/whoami", key=new).json()["key_id"]
+    assert old_id != new_id
+    shown = api("GET", f"/jobs/{old_job}").json()
+    assert (shown["submitted_by"], shown["submitted_by_key_id"]) == ("alice", old_id)
+    by_id = api("GET", f"/jobs?submitted_by_key_id={new_id}").json()["items"]
+    assert [j["job_id"] for j in by_id] == [new_job]
+
+    cancels = api("GET", "/audit?action=cancel").json()["items"]
+    assert [(a["key_name"], a["key_id"], a["target"]) for a in cancels] == [
+        ("alice", new_id, new_job), ("alice", old_id, old_job)
+    ]  # fmt: skip
+    assert [a["target"] for a in api("GET", f"/audit?key_id={old_id}").json()["items"]] == [old_job]
+    made = api("GET", "/audit?action=key.create").json()["items"]
+    assert [a["detail"]["key_id"] for a in made] == [new_id, old_id]
+
+
+def test_a_reused_name_starts_with_a_fresh_request_rate(api: Any) -> None:
+    old = new_key(api, "alice", "read", rate="2/h")
+    assert [ask_api(api, old) for _ in range(3)] == [200, 200, 429]
+    assert api("DELETE", "/keys/alice").status == 204
+    new = new_key(api, "alice", "read", rate="2/h")
+    assert [ask_api(api, new) for _ in range(3)] == [200, 200, 429]
+
+
+def ask_api(api: Any, key: str) -> int:
+    return int(api("GET", "/whoami", key=key).status)
+
+
 def sandboxes(settings: Settings, n: int) -> list[Any]:
     return [sandbox(settings) for _ in range(n)]
 
@@ -178,10 +223,12 @@ def test_a_revoked_key_is_refused_on_every_sandbox_within_the_bound(
 
 def test_the_configured_key_keeps_every_scope(api: Any) -> None:
     me = api("GET", "/whoami").json()
-    assert me == {"name": "configured", "scopes": ["admin", "operate", "read", "submit"],
-                  "rate": None}  # fmt: skip
+    assert me == {"name": "configured", "key_id": me["key_id"],
+                  "scopes": ["admin", "operate", "read", "submit"], "rate": None}  # fmt: skip
+    assert me["key_id"].startswith("configured-")
     job = api("POST", "/jobs", body={"task": "echo", "payload": {}}).json()
-    assert api("GET", f"/jobs/{job['job_id']}").json()["submitted_by"] == "configured"
+    shown = api("GET", f"/jobs/{job['job_id']}").json()
+    assert (shown["submitted_by"], shown["submitted_by_key_id"]) == ("configured", me["key_id"])
 
 
 @pytest.fixture(autouse=True)

@@ -50,6 +50,7 @@ EXPECTED_JOBS = {
     "cascade_pending": "boolean",
     "concurrency_key": "text",
     "submitted_by": "text",
+    "submitted_by_key_id": "text",  # 0015: what a job belongs to is its key's id
     "unique_key": "text",
     "unique_scope": "text",
     "unique_until": "timestamp with time zone",
@@ -159,8 +160,10 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
         assert f"({key}, created_at DESC, id DESC)" in indexes[name]
         assert "'waiting'::text, 'queued'::text" in indexes[name]
     assert "WHERE (submitted_by IS NOT NULL)" in indexes["jobs_submitted_by_idx"]
+    assert "(submitted_by_key_id, created_at DESC" in indexes["jobs_submitted_by_key_idx"]
     assert set(columns(fresh_db, "api_keys")) >= {"name", "key_hash", "scopes", "revoked_at"}
-    assert set(columns(fresh_db, "audit_log")) >= {"key_name", "action", "target", "outcome"}
+    assert set(columns(fresh_db, "audit_log")) >= {
+        "key_id", "key_name", "action", "target", "outcome"}  # fmt: skip
     assert "UNIQUE" in indexes["jobs_unique_hold_idx"]
     assert "(attempt_base = 0)" in indexes["jobs_unique_hold_idx"]
     with psycopg.connect(fresh_db, autocommit=True) as conn:
@@ -177,6 +180,39 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
             conn.execute(
                 "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'processing')"
             )
+
+
+def test_rows_from_before_key_ids_belong_to_the_key_that_held_the_name(fresh_db: str) -> None:
+    """0015 gives each job and audit entry the id of the key of its name made before it
+    (names are unique among live keys); the configured keys' rows keep none."""
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
+        for version, sql in available_migrations():
+            if version < "0015":
+                conn.execute(sql)  # type: ignore[arg-type]  # our own migration file
+                conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+        key = "INSERT INTO api_keys (name, key_hash, scopes, created_at, revoked_at) VALUES "
+        conn.execute(key + "('alice', repeat('a', 64), '{submit}', now() - interval '3 h',"
+                     " now() - interval '2 h')")  # fmt: skip
+        conn.execute(key + "('alice', repeat('b', 64), '{submit}', now() - interval '1 h', NULL)")
+        job = "INSERT INTO jobs (id, task, submitted_by, created_at) VALUES (%s, 'x', %s, {})"
+        old, new, configured = (str(uuid.uuid4()) for _ in range(3))
+        conn.execute(job.format("now() - interval '150 min'"), (old, "alice"))
+        conn.execute(job.format("now()"), (new, "alice"))
+        conn.execute(job.format("now()"), (configured, "configured"))
+        conn.execute("INSERT INTO audit_log (at, key_name, action, outcome) VALUES"
+                     " (now() - interval '150 min', 'alice', 'cancel', 'ok')")  # fmt: skip
+    assert apply_migrations(fresh_db)[-1].startswith("0015")
+    ids = {r["name"] + r["key_hash"][0]: r["id"]
+           for r in rows(fresh_db, "SELECT id, name, key_hash FROM api_keys")}  # fmt: skip
+    owners = {
+        r["id"]: r["submitted_by_key_id"]
+        for r in rows(fresh_db, "SELECT id::text, submitted_by_key_id FROM jobs")
+    }
+    assert owners == {old: f"key-{ids['alicea']}", new: f"key-{ids['aliceb']}", configured: None}
+    audit = rows(fresh_db, "SELECT key_id FROM audit_log")
+    assert audit == [{"key_id": f"key-{ids['alicea']}"}]
 
 
 def test_the_runtime_role_runs_the_service_and_can_change_no_schema(

@@ -39,11 +39,13 @@ def test_keys_are_created_listed_and_revoked_by_name(ports: Ports) -> None:
         assert (await keys.revoke_key("billing-svc"))["name"] == "billing-svc"
         assert await keys.revoke_key("billing-svc") is None  # already revoked
         assert await keys.live_keys() == []
-        # the name is free again for its replacement
-        await keys.create_key(
+        # the name is free again for its replacement, which is another key (another id)
+        again = await keys.create_key(
             name="billing-svc", key_hash="d" * 64, scopes=["submit"], rate=None, expires_at=None
         )
-        assert len(await keys.list_keys(revoked=True)) == 3
+        assert again["key_id"] != made["key_id"]
+        assert [k["key_id"] for k in await keys.live_keys()] == [again["key_id"]]
+        assert len({k["key_id"] for k in await keys.list_keys(revoked=True)}) == 3
 
     scenario(ports, body)
 
@@ -53,19 +55,26 @@ def test_the_audit_trail_lists_newest_first_with_filters_and_prunes(ports: Ports
         audit = store.access
         for n in range(3):
             await audit.insert_audit(
-                key_name="ops" if n < 2 else "other", action="purge", target=f"job-{n}",
-                detail={"n": n}, outcome="ok",
+                key_id=f"key-{min(n, 1)}", key_name="ops" if n < 2 else "other",
+                action="purge", target=f"job-{n}", detail={"n": n}, outcome="ok",
             )  # fmt: skip
         rows = await audit.list_audit(key_name="ops", action=None, limit=10, after=None)
         assert [r["target"] for r in rows] == ["job-1", "job-0"] and rows[0]["detail"] == {"n": 1}
+        # one name, two keys: the id tells them apart
+        by_id = await audit.list_audit(key_name=None, action=None, limit=10, after=None,
+                                       key_id="key-1")  # fmt: skip
+        assert [(r["key_id"], r["key_name"], r["target"]) for r in by_id] == [
+            ("key-1", "other", "job-2"), ("key-1", "ops", "job-1")
+        ]  # fmt: skip
         page = await audit.list_audit(key_name=None, action="purge", limit=1, after=None)
         rest = await audit.list_audit(
             key_name=None, action=None, limit=10, after=(page[0]["at"], page[0]["id"])
         )
         assert [r["target"] for r in page + rest] == ["job-2", "job-1", "job-0"]
         pending = await audit.insert_audit(
-            key_name="ops", action="replay", target=None, detail={"queue": "q"}, outcome="pending"
-        )
+            key_id="key-0", key_name="ops", action="replay", target=None, detail={"queue": "q"},
+            outcome="pending",
+        )  # fmt: skip
         await audit.finish_audit(pending["id"], "ok", {"count": 3})
         done = await audit.list_audit(key_name=None, action="replay", limit=1, after=None)
         assert (done[0]["outcome"], done[0]["detail"]) == ("ok", {"queue": "q", "count": 3})
@@ -78,17 +87,27 @@ def test_the_audit_trail_lists_newest_first_with_filters_and_prunes(ports: Ports
 
 def test_a_job_records_who_submitted_it_and_lists_by_it(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
-        mine = await insert(store, submitted_by="billing-svc")
-        await insert(store, submitted_by="other")
+        old = await insert(store, submitted_by="billing-svc", submitted_by_key_id="key-1")
+        mine = await insert(store, submitted_by="billing-svc", submitted_by_key_id="key-2")
+        await insert(store, submitted_by="other", submitted_by_key_id="key-3")
         await insert(store)
-        assert (await store.get_job(mine)).submitted_by == "billing-svc"
+        got = await store.get_job(mine)
+        assert (got.submitted_by, got.submitted_by_key_id) == ("billing-svc", "key-2")
         listed = await store.list_jobs(
             status=None, queue=None, task=None, limit=10, after=None, submitted_by="billing-svc"
         )
-        assert [j.id for j in listed] == [mine]
-        batch = [(str(uuid.uuid4()), new(submitted_by="batcher")) for _ in range(2)]
+        assert [j.id for j in listed] == [mine, old]  # the name: every key that held it
+        listed = await store.list_jobs(
+            status=None, queue=None, task=None, limit=10, after=None, submitted_by_key_id="key-2"
+        )
+        assert [j.id for j in listed] == [mine]  # the id: that key alone
+        batch = [
+            (str(uuid.uuid4()), new(submitted_by="batcher", submitted_by_key_id="key-4"))
+            for _ in range(2)
+        ]
         await store.insert_jobs(batch)
-        assert {(await store.get_job(i)).submitted_by for i, _ in batch} == {"batcher"}
+        jobs = [await store.get_job(i) for i, _ in batch]
+        assert {(j.submitted_by, j.submitted_by_key_id) for j in jobs} == {("batcher", "key-4")}
 
     scenario(ports, body)
 

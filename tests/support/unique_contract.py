@@ -58,17 +58,22 @@ def test_debounce_changes_nothing_of_another_tasks_or_another_submitters_holder(
     async def body(store: Any, broker: Any) -> None:
         scope = UniqueScope.QUEUED_OR_RUNNING
         first = str(uuid.uuid4())
-        await store.unique.insert(
-            first, unique("h", scope, submitted_by="billing", delay_seconds=60)
-        )
+        billing = {"submitted_by": "billing", "submitted_by_key_id": "key-1"}
+        await store.unique.insert(first, unique("h", scope, delay_seconds=60, **billing))
         before = await store.get_job(first)
-        for other in ({"task": "sleep", "submitted_by": "billing"},
-                      {"task": "echo", "submitted_by": "search"}):  # fmt: skip
+        others = [
+            {"task": "sleep", **billing},
+            {"task": "echo", "submitted_by": "search", "submitted_by_key_id": "key-2"},
+            # the name of a revoked key, given to another key
+            {"task": "echo", "submitted_by": "billing", "submitted_by_key_id": "key-3"},
+        ]
+        for other in others:
             again = unique("h", scope, debounce=True, payload={"evil": True}, **other)
             assert await store.unique.insert(str(uuid.uuid4()), again) is None
         after = await store.get_job(first)
         assert (after.payload, after.run_at) == (before.payload, before.run_at)
-        assert (await store.unique.holders(["h"]))["h"]["submitted_by"] == "billing"
+        holder = (await store.unique.holders(["h"]))["h"]
+        assert (holder["submitted_by"], holder["submitted_by_key_id"]) == ("billing", "key-1")
 
     scenario(ports, body)
 

@@ -14,6 +14,7 @@ from asyncz.access import (
     KEY_RELOAD_SECONDS,
     KeyRing,
     Scope,
+    configured_key_id,
     format_rate,
     hash_api_key,
     parse_rate,
@@ -35,7 +36,8 @@ class Keys:
         self.down = False
 
     def add(self, key: str, name: str, scopes: list[str], **kw: Any) -> None:
-        self.rows[key] = {"name": name, "key_hash": hash_api_key(key), "scopes": scopes,
+        self.rows[key] = {"key_id": f"key-{len(self.rows) + 1}", "name": name,
+                          "key_hash": hash_api_key(key), "scopes": scopes,
                           "rate_limit": None, "rate_period_seconds": None, "expires_at": None,
                           **kw}  # fmt: skip
 
@@ -76,12 +78,16 @@ def test_a_revoked_key_stops_working_within_the_reload_bound() -> None:
 def test_configured_keys_have_every_scope_and_survive_a_failed_reload() -> None:
     keys = Keys()
     keys.add("k-read", "dash", ["read"])
-    ring = keys.ring(frozenset({hash_api_key("from-secret")}))
+    ring = keys.ring(frozenset({hash_api_key("from-secret"), hash_api_key("second")}))
 
     async def go() -> None:
         await ring.refresh()
         configured = ring.lookup("from-secret")
         assert (configured.name, configured.scopes) == (CONFIGURED_KEY_NAME, ALL_SCOPES)
+        # each configured key has an id of its own, the same in every sandbox
+        assert configured.key_id == configured_key_id(hash_api_key("from-secret"))
+        assert configured.key_id != ring.lookup("second").key_id
+        assert configured.key_id.startswith("configured-")
         keys.down = True
         keys.now += KEY_RELOAD_SECONDS
         await ring.refresh()  # logged, not raised: the loaded keys stay

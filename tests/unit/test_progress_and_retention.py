@@ -42,8 +42,9 @@ def test_the_audit_trail_has_its_own_retention() -> None:
         audit = svc.store.access  # type: ignore[attr-defined]
         for target in ("old", "new"):
             await audit.insert_audit(
-                key_name="ops", action="purge", target=target, detail={}, outcome="ok"
-            )
+                key_id="key-1", key_name="ops", action="purge", target=target, detail={},
+                outcome="ok",
+            )  # fmt: skip
         audit.audit[0]["at"] -= timedelta(days=2)
         await svc.prune()
         return [r["target"] for r in audit.audit]

@@ -79,7 +79,7 @@ class AccessGate:
                 return forbidden(principal, need)
         if principal.rate is not None:
             try:
-                wait = await (await self._broker()).take_request(principal.name, *principal.rate)
+                wait = await (await self._broker()).take_request(principal.key_id, *principal.rate)
             except AsyncZError:  # Redis down: the key's limit cannot be counted; let it in
                 log.warning("per-key rate limit not counted (Redis unavailable)")
                 wait = 0.0

@@ -157,7 +157,7 @@ def create_app(
                 batch=batch,
                 service=state.service,
                 scale_out=state.scale_out,
-                submitted_by=principal_of(request).name,
+                submitter=principal_of(request),
             )
             return json_response(reply)
 
@@ -173,17 +173,18 @@ def create_app(
         queue: Annotated[str | None, Query(max_length=100)] = None,
         task: Annotated[str | None, Query(max_length=200)] = None,
         submitted_by: Annotated[str | None, Query(max_length=64)] = None,
+        submitted_by_key_id: Annotated[str | None, Query(max_length=80)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, Query(max_length=500)] = None,
     ) -> Any:
         me = principal_of(request)
         if not me.may(Scope.READ):  # a submit-only key lists the jobs it submitted
-            if submitted_by not in (None, me.name):
+            if submitted_by not in (None, me.name) or submitted_by_key_id not in (None, me.key_id):
                 return json_response(forbidden(me, Scope.READ))
-            submitted_by = me.name
+            submitted_by, submitted_by_key_id = None, me.key_id
         page = await (await state.service()).list_jobs(
             status=status, queue=queue, task=task, limit=limit, cursor=cursor,
-            submitted_by=submitted_by,
+            submitted_by=submitted_by, submitted_by_key_id=submitted_by_key_id,
         )  # fmt: skip
         return JobPage(items=[JobOut.of(j) for j in page.items], next_cursor=page.next_cursor)
 
@@ -191,7 +192,7 @@ def create_app(
     async def get_job(job_id: UUID, request: Request) -> Any:
         svc = await state.service()
         job = await svc.get(_about(job_id))
-        if not _may_read(principal_of(request), job.submitted_by):
+        if not _may_read(principal_of(request), job.submitted_by_key_id):
             return json_response(forbidden(principal_of(request), Scope.READ))
         return JobOut.of(job, {**await svc.graph(job), "waiting_for": await svc.held_reason(job)})
 
@@ -199,7 +200,9 @@ def create_app(
     async def get_attempts(job_id: UUID, request: Request) -> Any:
         svc = await state.service()
         me = principal_of(request)
-        if not me.may(Scope.READ) and not _may_read(me, (await svc.get(str(job_id))).submitted_by):
+        if not me.may(Scope.READ) and not _may_read(
+            me, (await svc.get(str(job_id))).submitted_by_key_id
+        ):
             return json_response(forbidden(me, Scope.READ))
         attempts = await svc.attempts(_about(job_id))
         return AttemptList(job_id=str(job_id), items=[AttemptOut.of(a) for a in attempts])
@@ -212,7 +215,7 @@ def create_app(
     )
     async def cancel_job(job_id: UUID, request: Request) -> Any:
         svc = await state.service()
-        async with svc.access.audited(principal_of(request).name, "cancel", str(job_id), {}):
+        async with svc.access.audited(principal_of(request), "cancel", str(job_id), {}):
             status = await svc.cancel(_about(job_id))
         pending = (await svc.get(str(job_id))).cascade_pending
         state_ = JobState(
@@ -236,7 +239,7 @@ def create_app(
     async def replay_dead(request: Request, body: BulkReplay | None = None) -> Any:
         body = body or BulkReplay()
         svc = await state.service()
-        actor = principal_of(request).name
+        actor = principal_of(request)
         async with svc.access.audited(actor, "bulk_replay", None, body.model_dump()) as done:
             ids = await svc.replay_dead(queue=body.queue, task=body.task, limit=body.limit)
             done["count"] = len(ids)
@@ -250,7 +253,7 @@ def create_app(
     )
     async def replay_job(job_id: UUID, request: Request) -> Any:
         svc = await state.service()
-        async with svc.access.audited(principal_of(request).name, "replay", str(job_id), {}):
+        async with svc.access.audited(principal_of(request), "replay", str(job_id), {}):
             job = await svc.replay(_about(job_id))
         return _cascading(
             JobState(job_id=job.id, status=job.status.value, cascade_pending=job.cascade_pending)
@@ -261,7 +264,7 @@ def create_app(
     )
     async def purge_job(job_id: UUID, request: Request) -> Response:
         svc = await state.service()
-        async with svc.access.audited(principal_of(request).name, "purge", str(job_id), {}):
+        async with svc.access.audited(principal_of(request), "purge", str(job_id), {}):
             await svc.purge(_about(job_id))
         return Response(status_code=204)
 
@@ -318,9 +321,10 @@ def access_gate(settings: Settings, service: Callable[[], Awaitable[JobService]]
     return AccessGate(ring, broker)
 
 
-def _may_read(me: Principal, submitted_by: str | None) -> bool:
-    """Any job with ``read``; with ``submit`` alone, the jobs this key submitted."""
-    return me.may(Scope.READ) or (submitted_by is not None and submitted_by == me.name)
+def _may_read(me: Principal, submitter_key_id: str | None) -> bool:
+    """Any job with ``read``; with ``submit`` alone, the jobs this key (by its id, not its
+    name: a revoked key's name may be another key's now) submitted."""
+    return me.may(Scope.READ) or (submitter_key_id is not None and submitter_key_id == me.key_id)
 
 
 def _about(job_id: UUID) -> str:

@@ -22,14 +22,14 @@ def mount_flow(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> No
     @router.post("/queues/{name}/pause", response_model=QueueState, summary="Pause a queue")
     async def pause(name: QueueName, request: Request) -> Any:
         """Jobs are still accepted; none starts until the queue is resumed (recorded in the
-        audit trail with the key's name)."""
-        svc, actor = await service(), principal_of(request).name
+        audit trail with the key's id and name)."""
+        svc, actor = await service(), principal_of(request)
         async with svc.access.audited(actor, "pause", name, {}):
-            return await svc.pause_queue(name, actor)
+            return await svc.pause_queue(name, actor.name)
 
     @router.post("/queues/{name}/resume", response_model=QueueState, summary="Resume a queue")
     async def resume(name: QueueName, request: Request) -> Any:
-        svc, actor = await service(), principal_of(request).name
+        svc, actor = await service(), principal_of(request)
         async with svc.access.audited(actor, "resume", name, {}):
             return await svc.resume_queue(name)
 

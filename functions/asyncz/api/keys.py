@@ -26,6 +26,7 @@ ScopeName = Annotated[str, Field(pattern="^(submit|read|operate|admin)$")]
 
 class WhoAmI(BaseModel):
     name: str
+    key_id: str = Field(description="what this key's jobs, audit entries and rate belong to")
     scopes: list[str]
     rate: str | None = Field(default=None, description="requests per period, e.g. 5/s")
 
@@ -43,6 +44,7 @@ class KeyIn(BaseModel):
 
 
 class KeyOut(BaseModel):
+    key_id: str = Field(description="this key's own id: a later key of its name has another")
     name: str
     scopes: list[str]
     rate: str | None = None
@@ -57,7 +59,8 @@ class KeyOut(BaseModel):
     def of(cls, row: dict[str, Any]) -> KeyOut:
         rate = (row["rate_limit"], row["rate_period_seconds"]) if row["rate_limit"] else None
         return cls(
-            name=row["name"], scopes=list(row["scopes"]), rate=format_rate(rate),
+            key_id=row["key_id"], name=row["name"], scopes=list(row["scopes"]),
+            rate=format_rate(rate),
             created_at=row["created_at"], expires_at=row["expires_at"],
             last_used_at=row["last_used_at"], revoked_at=row["revoked_at"],
         )  # fmt: skip
@@ -73,6 +76,7 @@ class KeyList(BaseModel):
 
 class AuditEntry(BaseModel):
     at: datetime
+    key_id: str | None = Field(description="the acting key (none: before key ids were kept)")
     key_name: str
     action: str = Field(description="cancel, replay, bulk_replay, purge, key.create, key.revoke")
     target: str | None = Field(description="the job id, or the key's name")
@@ -98,7 +102,7 @@ def mount_access(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> 
     async def whoami(request: Request) -> Any:
         me = principal_of(request)
         scopes = sorted(s.value for s in me.scopes)
-        return WhoAmI(name=me.name, scopes=scopes, rate=format_rate(me.rate))
+        return WhoAmI(name=me.name, key_id=me.key_id, scopes=scopes, rate=format_rate(me.rate))
 
     @router.get("/keys", response_model=KeyList, summary="List API keys (never the keys)")
     async def list_keys(revoked: bool = False) -> Any:
@@ -114,7 +118,7 @@ def mount_access(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> 
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from None
         key, row = await (await service()).access.create_key(
-            principal_of(request).name, name=body.name, scopes=body.scopes, rate=rate,
+            principal_of(request), name=body.name, scopes=body.scopes, rate=rate,
             expires_at=body.expires_at,
         )  # fmt: skip
         request.app.state.gate.ring.invalidate()
@@ -122,19 +126,20 @@ def mount_access(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> 
 
     @router.delete("/keys/{name}", status_code=204, response_class=Response, summary="Revoke")
     async def revoke_key(name: str, request: Request) -> Response:
-        await (await service()).access.revoke_key(principal_of(request).name, name)
+        await (await service()).access.revoke_key(principal_of(request), name)
         request.app.state.gate.ring.invalidate()
         return Response(status_code=204)
 
     @router.get("/audit", response_model=AuditPage, summary="Operator actions, newest first")
     async def audit(
         key_name: Annotated[str | None, Query(max_length=64)] = None,
+        key_id: Annotated[str | None, Query(max_length=80)] = None,
         action: Annotated[str | None, Query(max_length=40)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, Query(max_length=500)] = None,
     ) -> Any:
         page = await (await service()).access.audit_page(
-            key_name=key_name, action=action, limit=limit, cursor=cursor
+            key_name=key_name, action=action, limit=limit, cursor=cursor, key_id=key_id
         )
         return AuditPage(items=[AuditEntry(**r) for r in page.items], next_cursor=page.next_cursor)
 

@@ -233,6 +233,9 @@ class JobOut(BaseModel):
     submitted_by: str | None = Field(
         default=None, description="the name of the API key that submitted it"
     )
+    submitted_by_key_id: str | None = Field(
+        default=None, description="the id of that key (a later key may be given its name)"
+    )
 
     @classmethod
     def of(cls, job: Job, graph: dict[str, Any] | None = None) -> JobOut:
@@ -266,6 +269,7 @@ class JobOut(BaseModel):
             cascade_pending=job.cascade_pending,
             concurrency_key=job.concurrency_key,
             submitted_by=job.submitted_by,
+            submitted_by_key_id=job.submitted_by_key_id,
             trace_id=trace_id_of(job.traceparent),
             **(graph or {}),
         )

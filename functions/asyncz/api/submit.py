@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from asyncz.access import Principal
 from asyncz.api.replies import Reply, error_reply, validation_reply
 from asyncz.api.schemas import DependencyIn, SubmitBatch, SubmitJob
 from asyncz.fleet.scale_out import ScaleOut
@@ -18,6 +19,8 @@ from asyncz.ports import BatchItem, SubmitOutcome
 from asyncz.service import JobService
 from asyncz.tracing import SubmitTrace, submit_span, valid_traceparent
 
+Submitter = tuple[str, str]  # the submitting key's (name, id)
+
 
 async def submit_reply(
     body: bytes,
@@ -26,12 +29,13 @@ async def submit_reply(
     batch: bool,
     service: Callable[[], Awaitable[JobService]],
     scale_out: ScaleOut,
-    submitted_by: str | None = None,
+    submitter: Principal | None = None,
 ) -> Reply:
     """Submit the job (``batch``: the jobs) a body the guards let through asks for, then look
     at the backlog for scale-out; the ``202`` or the ``422`` that says what is wrong. A domain
     error (a duplicate key, an outage) is raised for the app's one error handler.
-    ``headers`` are looked up by lower-case name; ``submitted_by``: the key's name."""
+    ``headers`` are looked up by lower-case name; ``submitter``: the request's key."""
+    submitted_by = (submitter.name, submitter.key_id) if submitter else None
     with submit_span("asyncz submit", headers) as trace:
         if batch:
             news = parse_batch(body, submitted_by)
@@ -73,7 +77,7 @@ def header_text(value: str | None) -> str | None:
 
 
 def parse_submit(
-    body: bytes, idempotency_header: str | None, submitted_by: str | None = None
+    body: bytes, idempotency_header: str | None, submitted_by: Submitter | None = None
 ) -> NewJob | Reply:
     """The job a request body asks for, or the ``422`` reply that says what is wrong."""
     try:
@@ -88,7 +92,7 @@ def parse_submit(
     return _new_job(req, idempotency_header, submitted_by)
 
 
-def parse_batch(body: bytes, submitted_by: str | None = None) -> list[NewJob] | Reply:
+def parse_batch(body: bytes, submitted_by: Submitter | None = None) -> list[NewJob] | Reply:
     """The jobs of a ``POST /jobs/batch`` body, or the ``422`` that names the first bad item
     (``index``): one bad item refuses the whole batch."""
     try:
@@ -124,7 +128,7 @@ def _about_item(reply: Reply, index: int) -> Reply:
 
 
 def _new_job(
-    req: SubmitJob, idempotency_header: str | None, submitted_by: str | None
+    req: SubmitJob, idempotency_header: str | None, submitted_by: Submitter | None
 ) -> NewJob | Reply:
     task = req.task or req.payload.get("task")
     if not isinstance(task, str) or not task:
@@ -153,7 +157,8 @@ def _new_job(
         depends_on=tuple(_dependency(d, req.on_parent_failure) for d in req.depends_on),
         ref=req.ref,
         concurrency_key=req.concurrency_key,
-        submitted_by=submitted_by,
+        submitted_by=submitted_by[0] if submitted_by else None,
+        submitted_by_key_id=submitted_by[1] if submitted_by else None,
         unique_key=req.unique_key,
         unique_scope=UniqueScope(req.unique_scope) if req.unique_scope else None,
         unique_for=req.unique_for,

@@ -281,10 +281,10 @@ class RedisBroker:
             else:
                 await self._r.set(self.keys.idle_key, value, px=max(1, int(ttl_seconds * 1000)))
 
-    async def take_request(self, name: str, limit: int, period_seconds: int) -> float:
-        """Admit one request of ``name`` (an API key's name) under its rate limit, counted
-        across every sandbox: 0.0 when admitted, else the seconds until one would be."""
-        key = f"{self.keys.prefix}:rate:{{key:{name}}}"
+    async def take_request(self, key_id: str, limit: int, period_seconds: int) -> float:
+        """Admit one request of the API key ``key_id`` under its rate limit, counted across
+        every sandbox: 0.0 when admitted, else the seconds until one would be."""
+        key = f"{self.keys.prefix}:rate:{{key:{key_id}}}"
         with _guard():
             wait_ms = await self._request_rate(
                 keys=[key], args=[limit, period_seconds * 1000, uuid.uuid4().hex]

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
-from asyncz.access import check_name, hash_api_key, new_key, parse_scopes
+from asyncz.access import Principal, check_name, hash_api_key, new_key, parse_scopes
 from asyncz.errors import AsyncZError, KeyNotFoundError
 from asyncz.pagination import decode_cursor, encode_cursor
 from asyncz.ports import JobStore, MetricsSink, Page, Row
@@ -32,7 +32,7 @@ class Access:
 
     async def create_key(
         self,
-        actor: str,
+        actor: Principal,
         *,
         name: str,
         scopes: Iterable[str],
@@ -44,18 +44,20 @@ class Access:
         wanted = sorted(s.value for s in parse_scopes(scopes))
         key = new_key()
         detail = {"scopes": wanted, "rate": list(rate) if rate else None}
-        async with self.audited(actor, "key.create", name, detail):
+        async with self.audited(actor, "key.create", name, detail) as done:
             row = await self.store.access.create_key(
                 name=name, key_hash=hash_api_key(key), scopes=wanted, rate=rate,
                 expires_at=expires_at,
             )  # fmt: skip
+            done["key_id"] = row["key_id"]  # the name may later be another key's
         return key, row
 
-    async def revoke_key(self, actor: str, name: str) -> Row:
-        async with self.audited(actor, "key.revoke", name, {}):
+    async def revoke_key(self, actor: Principal, name: str) -> Row:
+        async with self.audited(actor, "key.revoke", name, {}) as done:
             row = await self.store.access.revoke_key(name)
             if row is None:
                 raise KeyNotFoundError(f"no live key is named {name!r}")
+            done["key_id"] = row["key_id"]
         return row
 
     async def list_keys(self, *, revoked: bool = False) -> list[Row]:
@@ -65,12 +67,18 @@ class Access:
 
     @asynccontextmanager
     async def audited(
-        self, actor: str, action: str, target: str | None, detail: dict[str, Any]
+        self, actor: Principal, action: str, target: str | None, detail: dict[str, Any]
     ) -> AsyncIterator[dict[str, Any]]:
-        """Record ``action`` before it runs, then its outcome: ``ok``, or the error code it
-        failed with. Yields a dict the action may add figures to (e.g. a count)."""
+        """Record ``action`` by ``actor`` (its key's id, its name beside) before it runs, then
+        its outcome: ``ok``, or the error code it failed with. Yields a dict the action may
+        add figures to (e.g. a count)."""
         row = await self.store.access.insert_audit(
-            key_name=actor, action=action, target=target, detail=detail, outcome="pending"
+            key_id=actor.key_id,
+            key_name=actor.name,
+            action=action,
+            target=target,
+            detail=detail,
+            outcome="pending",
         )
         extra: dict[str, Any] = {}
         outcome = "ok"
@@ -96,11 +104,12 @@ class Access:
         action: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        key_id: str | None = None,
     ) -> Page:
         after = decode_cursor(cursor, ident=lambda i: str(int(i)))
         position = (after[0], int(after[1])) if after else None
         rows = await self.store.access.list_audit(
-            key_name=key_name, action=action, limit=limit, after=position
+            key_name=key_name, action=action, limit=limit, after=position, key_id=key_id
         )
         last = rows[-1] if len(rows) == limit else None
         return Page(rows, encode_cursor(last["at"], str(last["id"])) if last else None)

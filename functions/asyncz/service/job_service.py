@@ -225,10 +225,11 @@ class JobService:
         limit: int = 50,
         cursor: str | None = None,
         submitted_by: str | None = None,
+        submitted_by_key_id: str | None = None,
     ) -> Page:
         jobs = await self.store.list_jobs(
             status=status, queue=queue, task=task, limit=limit, after=decode_cursor(cursor),
-            submitted_by=submitted_by,
+            submitted_by=submitted_by, submitted_by_key_id=submitted_by_key_id,
         )  # fmt: skip
         kept = fit_page(jobs)
         last = kept[-1] if len(jobs) == limit or len(kept) < len(jobs) else None

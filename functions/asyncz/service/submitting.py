@@ -341,6 +341,6 @@ def _result(
     if other is None:  # the other job was purged between the two statements
         return BatchItem(None, "purged", duplicate=True)
     unique = new.idempotency_key not in existing  # else a duplicate of its idempotency key
-    if unique and other["submitted_by"] != new.submitted_by:  # not this key's to see
+    if unique and other["submitted_by_key_id"] != new.submitted_by_key_id:  # another key's
         return BatchItem(None, UniqueKeyHeldError.code, duplicate=True, unique=True)
     return BatchItem(str(other["id"]), str(other["status"]), duplicate=True, unique=unique)

@@ -72,7 +72,7 @@ class UniqueSubmits:
             holder = (await self.store.unique.holders([new.unique_key])).get(new.unique_key)
             if holder is not None:
                 await self.requeue([holder])
-                if holder["submitted_by"] != new.submitted_by:
+                if holder["submitted_by_key_id"] != new.submitted_by_key_id:
                     raise UniqueKeyHeldError(
                         f"unique key {new.unique_key!r} is held by a job another API key "
                         "submitted; nothing was stored"

@@ -61,12 +61,12 @@ class AccessQueries:
         await self._run.rows("touch_api_keys", {"hashes": list(hashes)})
 
     async def insert_audit(
-        self, *, key_name: str, action: str, target: str | None, detail: Mapping[str, Any],
-        outcome: str,
+        self, *, key_id: str, key_name: str, action: str, target: str | None,
+        detail: Mapping[str, Any], outcome: str,
     ) -> Row:  # fmt: skip
         row = await self._run.one(
             "insert_audit",
-            {"key_name": key_name, "action": action, "target": target,
+            {"key_id": key_id, "key_name": key_name, "action": action, "target": target,
              "detail": Jsonb(dict(detail)), "outcome": outcome},
         )  # fmt: skip
         assert row is not None
@@ -79,11 +79,11 @@ class AccessQueries:
 
     async def list_audit(
         self, *, key_name: str | None, action: str | None, limit: int,
-        after: tuple[datetime, int] | None,
+        after: tuple[datetime, int] | None, key_id: str | None = None,
     ) -> list[Row]:  # fmt: skip
         return await self._run.rows(
             "list_audit",
-            {"key_name": key_name, "action": action, "limit": limit,
+            {"key_name": key_name, "key_id": key_id, "action": action, "limit": limit,
              "after_at": after[0] if after else None, "after_id": after[1] if after else None},
         )  # fmt: skip
 

@@ -144,15 +144,17 @@ class PostgresStore:
         limit: int,
         after: tuple[datetime, str] | None,
         submitted_by: str | None = None,
+        submitted_by_key_id: str | None = None,
     ) -> list[Job]:
         # a task or queue filter alone: merge the ended jobs' index with the live statuses'
         name = "list_jobs_by_task_or_queue" if status is None and (queue or task) else "list_jobs"
-        if submitted_by is not None:  # along that key's own index
+        if submitted_by is not None or submitted_by_key_id is not None:  # along their index
             name = "list_jobs_by_submitter"
         rows = await self._run.rows(
             name,
             {
                 "submitted_by": submitted_by,
+                "submitted_by_key_id": submitted_by_key_id,
                 "status": status,
                 "queue": queue,
                 "task": task,

@@ -47,6 +47,7 @@ def job_of(row: Mapping[str, Any]) -> Job:
         cascade_pending=row.get("cascade_pending", False),
         concurrency_key=row.get("concurrency_key"),
         submitted_by=row["submitted_by"],
+        submitted_by_key_id=row.get("submitted_by_key_id"),
         unique_key=row.get("unique_key"),
         unique_scope=row.get("unique_scope"),
         unique_until=utc(row.get("unique_until")),
@@ -69,6 +70,7 @@ def new_job_params(job_id: str, new: NewJob) -> dict[str, Any]:
         "run_at": new.run_at,
         "delay_seconds": float(new.delay_seconds),
         "submitted_by": new.submitted_by,
+        "submitted_by_key_id": new.submitted_by_key_id,
         "concurrency_key": new.concurrency_key,
         "traceparent": new.traceparent,
         "tracestate": new.tracestate,
@@ -91,6 +93,7 @@ def new_job_columns(items: Sequence[tuple[str, NewJob]]) -> dict[str, Any]:
         "delays": [float(n.delay_seconds) for n in news],
         "concurrency_keys": [n.concurrency_key for n in news],
         "submitters": [n.submitted_by for n in news],
+        "submitter_key_ids": [n.submitted_by_key_id for n in news],
         "traceparents": [n.traceparent for n in news],
         "tracestates": [n.tracestate for n in news],
     }

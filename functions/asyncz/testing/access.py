@@ -10,8 +10,8 @@ from typing import Any
 from asyncz.errors import KeyNameTakenError
 from asyncz.ports import Row
 
-_PUBLIC = ("name", "scopes", "rate_limit", "rate_period_seconds", "created_at", "expires_at",
-           "last_used_at", "revoked_at")  # fmt: skip
+_PUBLIC = ("key_id", "name", "scopes", "rate_limit", "rate_period_seconds", "created_at",
+           "expires_at", "last_used_at", "revoked_at")  # fmt: skip
 
 
 class MemoryAccess:
@@ -46,7 +46,8 @@ class MemoryAccess:
         if any(k["name"] == name and k["revoked_at"] is None for k in self.keys):
             raise KeyNameTakenError(f"a live key is named {name!r}: revoke it first")
         key = {
-            "name": name, "key_hash": key_hash, "scopes": list(scopes),
+            "key_id": f"key-{len(self.keys) + 1}", "name": name, "key_hash": key_hash,
+            "scopes": list(scopes),
             "rate_limit": rate[0] if rate else None,
             "rate_period_seconds": rate[1] if rate else None,
             "created_at": datetime.now(UTC), "expires_at": expires_at, "last_used_at": None,
@@ -59,7 +60,7 @@ class MemoryAccess:
         for key in self.keys:
             if key["name"] == name and key["revoked_at"] is None:
                 key["revoked_at"] = datetime.now(UTC)
-                return {"name": name, "revoked_at": key["revoked_at"]}
+                return {"key_id": key["key_id"], "name": name, "revoked_at": key["revoked_at"]}
         return None
 
     async def touch_keys(self, hashes: Sequence[str]) -> None:
@@ -68,11 +69,12 @@ class MemoryAccess:
                 key["last_used_at"] = datetime.now(UTC)
 
     async def insert_audit(
-        self, *, key_name: str, action: str, target: str | None, detail: Mapping[str, Any],
-        outcome: str,
+        self, *, key_id: str, key_name: str, action: str, target: str | None,
+        detail: Mapping[str, Any], outcome: str,
     ) -> Row:  # fmt: skip
         row = {
-            "id": len(self.audit) + 1, "at": datetime.now(UTC), "key_name": key_name,
+            "id": len(self.audit) + 1, "at": datetime.now(UTC), "key_id": key_id,
+            "key_name": key_name,
             "action": action, "target": target, "detail": dict(detail), "outcome": outcome,
         }  # fmt: skip
         self.audit.append(row)
@@ -86,11 +88,12 @@ class MemoryAccess:
 
     async def list_audit(
         self, *, key_name: str | None, action: str | None, limit: int,
-        after: tuple[datetime, int] | None,
+        after: tuple[datetime, int] | None, key_id: str | None = None,
     ) -> list[Row]:  # fmt: skip
         rows = [
             r for r in self.audit
             if (key_name is None or r["key_name"] == key_name)
+            and (key_id is None or r["key_id"] == key_id)
             and (action is None or r["action"] == action)
             and (after is None or (r["at"], r["id"]) < after)
         ]  # fmt: skip

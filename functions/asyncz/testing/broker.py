@@ -150,10 +150,10 @@ class MemoryBroker:
     async def set_idle_mark(self, value: str | None, ttl_seconds: float) -> None:
         self.idle = None if value is None else (value, time.monotonic() + ttl_seconds)
 
-    async def take_request(self, name: str, limit: int, period_seconds: int) -> float:
+    async def take_request(self, key_id: str, limit: int, period_seconds: int) -> float:
         now = time.monotonic()
-        log = [t for t in self.requests.get(name, []) if t > now - period_seconds]
-        self.requests[name] = log
+        log = [t for t in self.requests.get(key_id, []) if t > now - period_seconds]
+        self.requests[key_id] = log
         if len(log) < limit:
             log.append(now)
             return 0.0

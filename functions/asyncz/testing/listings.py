@@ -30,12 +30,14 @@ class MemoryListings:
         limit: int,
         after: tuple[datetime, str] | None,
         submitted_by: str | None = None,
+        submitted_by_key_id: str | None = None,
     ) -> list[Job]:
         rows = [
             j
             for j in self.jobs.values()
             if (status is None or j["status"] == status)
             and (submitted_by is None or j["submitted_by"] == submitted_by)
+            and (submitted_by_key_id is None or j["submitted_by_key_id"] == submitted_by_key_id)
             and (queue is None or j["queue"] == queue)
             and (task is None or j["task"] == task)
             and (after is None or (j["created_at"], uuid.UUID(j["id"])) < _key(after))

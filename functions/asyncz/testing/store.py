@@ -63,7 +63,7 @@ class MemoryStore(MemoryListings):
             "updated_at": now, "progress": None, "progress_message": None,
             "open_parents": 0, "depth": 0, "has_dependents": False, "cascade_pending": False,
             "concurrency_key": new.concurrency_key,
-            "submitted_by": new.submitted_by,
+            "submitted_by": new.submitted_by, "submitted_by_key_id": new.submitted_by_key_id,
             "traceparent": new.traceparent, "tracestate": new.tracestate,
         }  # fmt: skip
         self.jobs[job_id].update(state)

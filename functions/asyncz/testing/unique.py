@@ -59,7 +59,7 @@ class MemoryUnique:
         waiting = holder["status"] == "queued" and holder["attempts"] == 0
         if not new.debounce or not waiting or holder["cancel_requested"]:
             return None
-        if (holder["task"], holder["submitted_by"]) != (new.task, new.submitted_by):
+        if (holder["task"], holder["submitted_by_key_id"]) != (new.task, new.submitted_by_key_id):
             return None  # another task's or another key's job: it changes nothing
         now = now_utc()
         run_at = new.run_at or now + timedelta(seconds=new.delay_seconds)
@@ -77,4 +77,6 @@ class MemoryUnique:
         now = now_utc()
         found = {k: j for k in keys if (j := self._holder(k)) is not None}
         return {k: {**dispatch_row(j), "due": j["run_at"] <= now,
-                    "submitted_by": j["submitted_by"]} for k, j in found.items()}  # fmt: skip
+                    "submitted_by": j["submitted_by"],
+                    "submitted_by_key_id": j["submitted_by_key_id"]}
+                for k, j in found.items()}  # fmt: skip

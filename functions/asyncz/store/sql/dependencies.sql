@@ -20,21 +20,25 @@ UPDATE jobs SET has_dependents = true WHERE id = ANY(%(ids)s::uuid[]) AND NOT ha
 -- idempotency key fails the whole transaction (a graph is stored whole or not at all).
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
                   idempotency_key, run_at, status, open_parents, depth, has_dependents,
-                  last_error, finished_at, submitted_by, concurrency_key, traceparent,
+                  last_error, finished_at, submitted_by, submitted_by_key_id, concurrency_key,
+                  traceparent,
                   tracestate)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
        i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds)),
        i.status, i.open_parents, i.depth, i.has_dependents, i.last_error,
        CASE WHEN i.status IN ('dead', 'cancelled') THEN now() END, i.submitted_by,
+       i.submitted_by_key_id,
        i.concurrency_key, i.traceparent, i.tracestate
   FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
               %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
               %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
-              %(submitters)s::text[], %(statuses)s::text[], %(opens)s::int[],
+              %(submitters)s::text[], %(submitter_key_ids)s::text[], %(statuses)s::text[],
+              %(opens)s::int[],
               %(depths)s::smallint[], %(has_dependents)s::bool[], %(errors)s::text[],
               %(concurrency_keys)s::text[], %(traceparents)s::text[], %(tracestates)s::text[])
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
-                            idempotency_key, run_at, delay_seconds, submitted_by, status,
+                            idempotency_key, run_at, delay_seconds, submitted_by,
+                            submitted_by_key_id, status,
                             open_parents, depth, has_dependents, last_error, concurrency_key,
                             traceparent, tracestate, n)
  ORDER BY i.n

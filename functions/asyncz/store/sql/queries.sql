@@ -6,23 +6,26 @@
 -- only what the caller does not know already: when the job is due (server clock), and
 -- whether it is due now; a uuid and a timestamptz cost more to load than the rest of the row.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds, run_at,
-                  submitted_by, concurrency_key, traceparent, tracestate)
+                  submitted_by, submitted_by_key_id, concurrency_key, traceparent, tracestate)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
-        %(submitted_by)s, %(concurrency_key)s, %(traceparent)s, %(tracestate)s)
+        %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s,
+        %(tracestate)s)
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: insert_job_idempotent
 -- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
 -- the existing job. The UNIQUE constraint, not a pre-check, decides.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
-                  idempotency_key, run_at, submitted_by, concurrency_key, traceparent,
+                  idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key,
+                  traceparent,
                   tracestate)
 VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(timeout_seconds)s, %(idempotency_key)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
-        %(submitted_by)s, %(concurrency_key)s, %(traceparent)s, %(tracestate)s)
+        %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s,
+        %(tracestate)s)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
@@ -31,18 +34,21 @@ RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at 
 -- exists already (or repeats an earlier row's) are skipped: the ids returned are the ones
 -- inserted, each with when it is due (server clock).
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
-                  idempotency_key, run_at, submitted_by, concurrency_key, traceparent,
+                  idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key,
+                  traceparent,
                   tracestate)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
        i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds)),
-       i.submitted_by, i.concurrency_key, i.traceparent, i.tracestate
+       i.submitted_by, i.submitted_by_key_id, i.concurrency_key, i.traceparent, i.tracestate
   FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
               %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
               %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
-              %(submitters)s::text[], %(concurrency_keys)s::text[], %(traceparents)s::text[],
+              %(submitters)s::text[], %(submitter_key_ids)s::text[], %(concurrency_keys)s::text[],
+              %(traceparents)s::text[],
               %(tracestates)s::text[])
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
                             idempotency_key, run_at, delay_seconds, submitted_by,
+                            submitted_by_key_id,
                             concurrency_key, traceparent, tracestate, n)
  ORDER BY i.n
 ON CONFLICT (idempotency_key) DO NOTHING
@@ -245,10 +251,13 @@ SELECT * FROM jobs
  LIMIT %(limit)s;
 
 -- name: list_jobs_by_submitter
--- ?submitted_by= (and what a submit-only key lists: its own jobs), newest first along
--- jobs_submitted_by_idx; the other filters apply to those rows. Run unprepared.
+-- ?submitted_by= (a key's name: every key that held it) or ?submitted_by_key_id= (one
+-- key: what a submit-only key lists as its own jobs), newest first along
+-- jobs_submitted_by_idx or jobs_submitted_by_key_idx; the other filters apply to those
+-- rows. Run unprepared (a filter not given folds away).
 SELECT * FROM jobs
- WHERE submitted_by = %(submitted_by)s
+ WHERE (%(submitted_by)s::text IS NULL OR submitted_by = %(submitted_by)s)
+   AND (%(submitted_by_key_id)s::text IS NULL OR submitted_by_key_id = %(submitted_by_key_id)s)
    AND (%(status)s::text IS NULL OR status = %(status)s)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s)
    AND (%(task)s::text IS NULL OR task = %(task)s)

@@ -22,12 +22,14 @@ WITH expired AS (
 )
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
                   idempotency_key, run_at, unique_key, unique_scope, unique_until, submitted_by,
+                  submitted_by_key_id,
                   concurrency_key, traceparent, tracestate)
 SELECT %(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
        %(timeout_seconds)s, %(idempotency_key)s,
        coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
        %(unique_key)s, %(unique_scope)s,
        now() + make_interval(secs => %(unique_for)s::float8), %(submitted_by)s,
+       %(submitted_by_key_id)s,
        %(concurrency_key)s, %(traceparent)s, %(tracestate)s
   FROM (SELECT count(*) FROM expired) AS e
 ON CONFLICT DO NOTHING
@@ -36,8 +38,8 @@ RETURNING id::text AS id, status, floor(extract(epoch FROM run_at) * 1000)::bigi
 
 -- name: insert_unique_job_debounced
 -- Debounce: when the holder has not started yet (queued, no attempt) and is of the same
--- task and submitter (API key), it takes this submit's payload and start instead, and its
--- row comes back (another id than the one given); otherwise no row comes back and nothing
+-- task and submitter (API key, by its id), it takes this submit's payload and start instead,
+-- and its row comes back (another id than the one given); otherwise no row comes back and nothing
 -- changes. A held idempotency key fails the statement (the caller reads that key's holder).
 WITH expired AS (
     UPDATE jobs SET unique_until = NULL
@@ -50,12 +52,13 @@ WITH expired AS (
 )
 INSERT INTO jobs AS j (id, task, payload, queue, priority, max_retries, timeout_seconds,
                        idempotency_key, run_at, unique_key, unique_scope, unique_until,
-                       submitted_by, concurrency_key, traceparent, tracestate)
+                       submitted_by, submitted_by_key_id, concurrency_key, traceparent, tracestate)
 SELECT %(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
        %(timeout_seconds)s, %(idempotency_key)s,
        coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
        %(unique_key)s, %(unique_scope)s,
        now() + make_interval(secs => %(unique_for)s::float8), %(submitted_by)s,
+       %(submitted_by_key_id)s,
        %(concurrency_key)s, %(traceparent)s, %(tracestate)s
   FROM (SELECT count(*) FROM expired) AS e
 ON CONFLICT (unique_key)
@@ -65,7 +68,8 @@ ON CONFLICT (unique_key)
          ELSE unique_until IS NOT NULL END
 DO UPDATE SET payload = EXCLUDED.payload, run_at = EXCLUDED.run_at, updated_at = now()
  WHERE j.status = 'queued' AND j.attempts = 0 AND NOT j.cancel_requested
-   AND j.task = EXCLUDED.task AND j.submitted_by IS NOT DISTINCT FROM EXCLUDED.submitted_by
+   AND j.task = EXCLUDED.task
+   AND j.submitted_by_key_id IS NOT DISTINCT FROM EXCLUDED.submitted_by_key_id
 RETURNING j.id::text AS id, j.status, j.queue, j.priority,
           floor(extract(epoch FROM j.run_at) * 1000)::bigint AS run_at_ms, j.run_at <= now() AS due;
 
@@ -85,19 +89,23 @@ WITH expired AS (
 )
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
                   idempotency_key, run_at, unique_key, unique_scope, unique_until, submitted_by,
+                  submitted_by_key_id,
                   concurrency_key, traceparent, tracestate)
 SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
        i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds)),
        i.unique_key, i.unique_scope, now() + make_interval(secs => i.unique_for), i.submitted_by,
+       i.submitted_by_key_id,
        i.concurrency_key, i.traceparent, i.tracestate
   FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
               %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
               %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
-              %(submitters)s::text[], %(unique_keys)s::text[], %(unique_scopes)s::text[],
+              %(submitters)s::text[], %(submitter_key_ids)s::text[], %(unique_keys)s::text[],
+              %(unique_scopes)s::text[],
               %(unique_fors)s::float8[], %(concurrency_keys)s::text[],
               %(traceparents)s::text[], %(tracestates)s::text[])
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
-                            idempotency_key, run_at, delay_seconds, submitted_by, unique_key,
+                            idempotency_key, run_at, delay_seconds, submitted_by,
+                            submitted_by_key_id, unique_key,
                             unique_scope, unique_for, concurrency_key, traceparent,
                             tracestate, n),
        (SELECT count(*) FROM expired) AS e
@@ -108,7 +116,7 @@ RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run
 -- name: get_unique_holders
 -- The jobs that hold these keys now, with where each belongs in Redis and who submitted it.
 SELECT unique_key, id::text AS id, status, queue, priority, run_at, run_at <= now() AS due,
-       submitted_by
+       submitted_by, submitted_by_key_id
   FROM jobs
  WHERE unique_key = ANY(%(keys)s::text[])
    AND unique_key IS NOT NULL AND attempt_base = 0 AND CASE unique_scope
