@@ -37,7 +37,7 @@ from asyncz.ports import (
     SubmitOutcome,
     epoch_ms,
 )
-from asyncz.service.dependencies import plan_jobs, resolve_refs
+from asyncz.service.dependency_plan import plan_jobs, resolve_refs
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.unique import UniqueSubmits
 from asyncz.settings import Settings
