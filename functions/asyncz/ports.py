@@ -107,8 +107,12 @@ class LimitBroker(Protocol):
         goes too); the oldest ids held for them go back to ready (how many)."""
         ...
 
-    async def refresh(self, slots: Sequence[Slot], lease_seconds: float) -> None:
-        """Renew (or put back) the slots of attempts whose leases Postgres just renewed."""
+    async def refresh(
+        self, slots: Sequence[Slot], lease_seconds: float, *, rebuilt: bool = True
+    ) -> None:
+        """Renew (or put back) the slots of attempts whose leases Postgres just renewed
+        (``rebuilt``: each takes the place of the slot a rebuild put back for its job), or
+        of threads that outlived their attempts (``rebuilt=False``)."""
         ...
 
     async def restore(self, counted: Sequence[Counted]) -> None:

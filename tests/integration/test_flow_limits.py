@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -139,6 +140,35 @@ def test_without_a_limit_one_keys_thousand_jobs_do_not_starve_another_keys_ten(
         for p in procs:
             stop_worker(p)
     assert max(starts("B")) < sorted(starts("A"))[99]
+
+
+def test_a_sync_task_past_its_timeout_keeps_its_slot_until_its_thread_returns(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # Its thread runs on for 6 s after the 1 s timeout, past two leases (3 s): only the
+    # heartbeats can keep the slot that long. The calls' own lines say what overlapped.
+    s = limited(settings)
+    log = str(tmp_path / "calls.log")
+
+    def call(name: str, seconds: float) -> NewJob:
+        return NewJob(task="overrunning_call", payload={"log": log, "name": name,
+                                                        "seconds": seconds})  # fmt: skip
+
+    def lines() -> list[str]:
+        return Path(log).read_text().splitlines() if Path(log).exists() else []
+
+    asyncio.run(submit(s, [call("first", 7.0)]))
+    worker = start_worker(s, concurrency=4)
+    try:
+        wait_until(lambda: lines() == ["start first"], timeout=30, what="the first call")
+        asyncio.run(submit(s, [call("second", 0.0)]))
+        url = s.database_url or ""
+        wait_until(lambda: status_counts(url) == {"dead": 1, "completed": 1}, timeout=60,
+                   interval=0.2, what="the first timed out, the second done")  # fmt: skip
+    finally:
+        output = stop_worker(worker)
+    assert "Traceback" not in output, output
+    assert lines() == ["start first", "end first", "start second", "end second"]
 
 
 def test_a_held_back_job_says_why_and_runs_when_the_slot_frees(settings: Settings) -> None:

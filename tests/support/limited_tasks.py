@@ -23,3 +23,18 @@ def rated_noop(payload: dict[str, Any]) -> None:
 def fair_sleep(payload: dict[str, Any]) -> None:
     """One at a time per key: many keys are served in turn."""
     time.sleep(float(payload.get("seconds", 0.01)))
+
+
+@task("overrunning_call", concurrency=1, timeout_seconds=1, max_retries=0)
+def overrunning_call(payload: dict[str, Any]) -> None:
+    """One at a time; runs ``payload.seconds`` past its one-second timeout, as a provider call
+    that cannot be cut short, and appends ``start <name>`` and ``end <name>`` to
+    ``payload.log`` (appends are ordered: the file says which call overlapped which)."""
+    note(payload["log"], f"start {payload['name']}")
+    time.sleep(float(payload["seconds"]))
+    note(payload["log"], f"end {payload['name']}")
+
+
+def note(path: str, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")

@@ -151,6 +151,22 @@ def test_a_heartbeat_puts_back_a_slot_the_broker_lost(ports: Ports) -> None:
     scenario(ports, body)
 
 
+def test_a_thread_that_outlived_its_attempt_keeps_its_slot_beside_its_jobs_rebuilt_one(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        lim = TaskLimits(concurrency=2)
+        old = slot(lim)  # its attempt ended, its thread runs on; a retry of its job runs elsewhere
+        await broker.limits.restore([Counted("slots", "llm", None, f"r:{old.job_id}", 60_000)])
+        assert await broker.limits.acquire([old], 60) == ["ok"]
+        await broker.limits.refresh([old], 60, rebuilt=False)  # the retry's slot stays
+        assert await broker.limits.acquire([slot(lim)], 60) == ["concurrency"]
+        await broker.limits.release([old], ran=False)  # the thread returned
+        assert await broker.limits.acquire([slot(lim), slot(lim)], 60) == ["ok", "concurrency"]
+
+    scenario(ports, body)
+
+
 def test_paused_queues_live_in_the_store_and_are_mirrored_to_the_broker(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
         assert await store.flow.pause_queue("q1", None) is True

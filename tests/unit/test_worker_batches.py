@@ -89,26 +89,25 @@ def test_a_task_error_comes_back_without_its_traceback() -> None:
     assert "boom" not in frames, frames  # the task's frames (and their memory) were dropped
 
 
-def test_an_abandoned_task_counts_as_hung_until_it_returns_and_others_still_run() -> None:
+def test_an_abandoned_task_counts_as_hung_until_it_returns_says_so_and_others_still_run() -> None:
     threads = TaskThreads(max_idle=1)
     release = threading.Event()
 
-    async def go() -> tuple[int, str, int]:
-        stuck = asyncio.create_task(threads.run(release.wait, "stuck"))
+    async def go() -> tuple[int, bool, str, int]:
+        returned = asyncio.Event()  # set on the loop when the abandoned call returns
+        stuck = asyncio.create_task(threads.run(release.wait, "stuck", returned.set))
         await asyncio.sleep(0.05)
         stuck.cancel()  # the worker's timeout: the thread cannot be killed
         with pytest.raises(asyncio.CancelledError):
             await stuck
-        hung = threads.hung()
+        hung, told_early = threads.hung(), returned.is_set()
         other = await threads.run(lambda: "served by another thread", "other")
         release.set()
-        for _ in range(200):  # the stuck thread returns once released
-            if threads.hung() == 0:
-                break
-            await asyncio.sleep(0.01)
-        return hung, other, threads.hung()
+        async with asyncio.timeout(5):
+            await returned.wait()
+        return hung, told_early, other, threads.hung()
 
-    assert asyncio.run(go()) == (1, "served by another thread", 0)
+    assert asyncio.run(go()) == (1, False, "served by another thread", 0)
 
 
 # --- one completion statement per claim batch ---------------------------------------------------

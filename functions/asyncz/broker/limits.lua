@@ -116,8 +116,9 @@ elseif cmd == 'release' then
   return woken
 elseif cmd == 'refresh' then
   -- ARGV[3] lease ms; then quads: the task's slots key and the key's ('' = not limited),
-  -- token, restored. A live attempt (its lease just renewed in Postgres) keeps its slots,
-  -- and gets them back if Redis lost them.
+  -- token, restored (the 'r:<job id>' it replaces, or ''). A live attempt (its lease just
+  -- renewed in Postgres), or a thread that outlived its attempt, keeps its slots, and gets
+  -- them back if Redis lost them.
   local deadline = now + tonumber(ARGV[3])
   for b = 4, #ARGV, 4 do
     local token, restored = ARGV[b + 2], ARGV[b + 3]

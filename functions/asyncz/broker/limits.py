@@ -75,7 +75,9 @@ class RedisLimits:
         flat = [a for s in slots for a in _slot_args(s, ran)]
         return int(await self._run("release", PRIORITY_MAX, SCORE_SCALE, WAKE_PER_SLOT, *flat))
 
-    async def refresh(self, slots: Sequence[Slot], lease_seconds: float) -> None:
+    async def refresh(
+        self, slots: Sequence[Slot], lease_seconds: float, *, rebuilt: bool = True
+    ) -> None:
         flat: list[Any] = []
         for s in slots:
             keyed = s.key is not None and s.limits.key_concurrency
@@ -83,7 +85,7 @@ class RedisLimits:
                 _scope("slots", s.task, None) if s.limits.concurrency else "",
                 _scope("slots", s.task, s.key) if keyed else "",
                 s.token,
-                f"r:{s.job_id}",
+                f"r:{s.job_id}" if rebuilt else "",
             ]
         if flat:
             await self._run("refresh", int(lease_seconds * 1000), *flat)

@@ -104,10 +104,10 @@ class Leases:
         return await self.broker.promote_due(queues) + await self.flow.wake_due()
 
     async def heartbeat(self, leases: Sequence[Lease]) -> HeartbeatOutcome:
+        """Renew these leases, and the slots of their attempts and of threads that outlived
+        theirs (with no lease too)."""
         outcome = HeartbeatOutcome()
-        if not leases:
-            return outcome
-        held = await self.store.heartbeat(leases)
+        held = await self.store.heartbeat(leases) if leases else {}
         await self.flow.refresh(held)
         await self.flow.release(lease.job_id for lease in leases if lease.job_id not in held)
         for lease in leases:

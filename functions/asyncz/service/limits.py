@@ -1,16 +1,19 @@
 """Flow control on the claim path: which popped ids may start under their task's limits
 (fleet-wide, in Redis), the slots this process holds for its running attempts, and giving
-them back however an attempt ends. A part of :class:`asyncz.service.JobService`.
+them back however an attempt ends (a sync task's slot once its thread has returned too).
+A part of :class:`asyncz.service.JobService`.
 
 Only tasks with a limit pay anything: with none declared, the claim path is unchanged.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from asyncz.errors import BrokerUnavailableError, UnknownQueueError
 from asyncz.ports import JobBroker, JobStore, Row, Slot
@@ -50,6 +53,10 @@ class FlowControl:
         self.settings = settings
         self.limited = effective_limits(registry, settings)
         self.slots: dict[str, Slot] = {}  # job id -> the slot its running attempt holds
+        self._threads: set[str] = set()  # tokens of slots whose attempt runs on a thread
+        # token -> the slot of an attempt that ended while its thread runs on
+        self.abandoned: dict[str, Slot] = {}
+        self._giving_back: set[asyncio.Task[None]] = set()
         self._paused: tuple[float, frozenset[str]] = (-PAUSE_READ_SECONDS, frozenset())
 
     async def paused(self) -> frozenset[str]:
@@ -126,14 +133,44 @@ class FlowControl:
 
     async def release(self, job_ids: Iterable[str], *, ran: bool = True) -> None:
         """The attempts of these jobs ended (``ran``), or never started: give their slots
-        back. Quietly: a slot Redis did not hear about frees itself at its lease deadline."""
-        slots = [s for i in job_ids if (s := self.slots.pop(i, None)) is not None]
+        back, or keep those whose thread runs on until it returns. Quietly: a slot Redis did
+        not hear about frees itself at its lease deadline."""
+        slots = []
+        for job_id in job_ids:
+            slot = self.slots.pop(job_id, None)
+            if slot is not None and slot.token in self._threads:
+                self.abandoned[slot.token] = slot
+            elif slot is not None:
+                slots.append(slot)
+        await self._give_back(slots, ran=ran)
+
+    async def _give_back(self, slots: Sequence[Slot], *, ran: bool) -> None:
         if not slots:
             return
         try:
             await self.broker.limits.release(slots, ran=ran)
         except BrokerUnavailableError as exc:
             log.warning("slots free at their lease deadline instead: %s", exc)
+
+    def hold_while_thread_runs(self, job_id: str) -> Callable[[], None] | None:
+        """The attempt of ``job_id`` runs on a thread, which may outlive it (a timeout, a lost
+        lease and a cancel abandon a thread, never kill it) and still call what the limit
+        guards: its slot stays held, renewed by heartbeats, until the thread returns. This
+        process's end ends the renewals, so the slot frees within a lease. Returns what to
+        call on the event loop when the thread returns (``None``: no slot to hold)."""
+        slot = self.slots.get(job_id)
+        if slot is None:
+            return None
+        self._threads.add(slot.token)
+        return functools.partial(self._thread_returned, slot.token)
+
+    def _thread_returned(self, token: str) -> None:
+        self._threads.discard(token)
+        slot = self.abandoned.pop(token, None)
+        if slot is not None:  # a retry may run elsewhere now: its rebuilt slot is not ours
+            task = asyncio.get_running_loop().create_task(self._give_back([slot], ran=False))
+            self._giving_back.add(task)
+            task.add_done_callback(self._giving_back.discard)
 
     def forget(self, job_ids: Iterable[str]) -> None:
         """Stop holding these slots here; they expire with their lease deadline."""
@@ -142,13 +179,18 @@ class FlowControl:
 
     async def refresh(self, job_ids: Iterable[str]) -> None:
         """Running attempts keep their slots, or get them back when Redis lost them (with
-        the heartbeat that just renewed their leases in Postgres)."""
+        the heartbeat that just renewed their leases in Postgres); so do the threads that
+        outlived their attempts."""
         slots = [s for i in job_ids if (s := self.slots.get(i)) is not None]
-        if slots:
-            try:
+        try:
+            if slots:
                 await self.broker.limits.refresh(slots, self.settings.lease_timeout_seconds)
-            except BrokerUnavailableError as exc:
-                log.warning("could not renew slots: %s", exc)
+            if self.abandoned:
+                await self.broker.limits.refresh(list(self.abandoned.values()),
+                                                 self.settings.lease_timeout_seconds,
+                                                 rebuilt=False)  # fmt: skip
+        except BrokerUnavailableError as exc:
+            log.warning("could not renew slots: %s", exc)
 
     async def wake_due(self) -> int:
         return await self.broker.limits.wake_due() if self.limited else 0

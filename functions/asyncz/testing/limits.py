@@ -94,7 +94,9 @@ class MemoryLimits:
                     woken += 1
         return woken
 
-    async def refresh(self, slots: Sequence[Slot], lease_seconds: float) -> None:
+    async def refresh(
+        self, slots: Sequence[Slot], lease_seconds: float, *, rebuilt: bool = True
+    ) -> None:
         deadline = epoch_ms() + int(lease_seconds * 1000)
         for s in slots:
             keyed = s.key is not None and s.limits.key_concurrency
@@ -102,7 +104,8 @@ class MemoryLimits:
             for scope in scopes:
                 held = self.slots.setdefault(scope, {})
                 held[s.token] = deadline
-                held.pop(f"r:{s.job_id}", None)
+                if rebuilt:
+                    held.pop(f"r:{s.job_id}", None)
 
     async def restore(self, counted: Sequence[Counted]) -> None:
         now = epoch_ms()

@@ -1,5 +1,6 @@
 """Running one task: a sync task on a reusable daemon thread (abandoned, never waited on, at
-its timeout), and the check that its result can be stored and read back."""
+its timeout; its limit's slot held until the thread returns), and the check that its result
+can be stored and read back."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from asyncz.jobs import unstorable
+from asyncz.jobs import Lease, unstorable
+from asyncz.tasks.registry import TaskContext, TaskSpec
 
 _OUT_OF_MEMORY = MemoryError("the task ran out of memory")  # made now: none may be left later
 
@@ -20,12 +22,19 @@ _OUT_OF_MEMORY = MemoryError("the task ran out of memory")  # made now: none may
 class _Item:
     """One sync call handed to a thread, and what the loop knows of it."""
 
-    __slots__ = ("fn", "future", "name", "running")
+    __slots__ = ("fn", "future", "name", "returned", "running")
 
-    def __init__(self, fn: Callable[[], Any], name: str, future: asyncio.Future[Any]) -> None:
+    def __init__(
+        self,
+        fn: Callable[[], Any],
+        name: str,
+        future: asyncio.Future[Any],
+        returned: Callable[[], None] | None,
+    ) -> None:
         self.fn: Callable[[], Any] | None = fn
         self.name = name
         self.future = future
+        self.returned = returned  # called on the loop when fn returns, abandoned or not
         self.running = False  # set while a thread executes it
 
 
@@ -51,10 +60,13 @@ class TaskThreads:
         self._done: list[tuple[_Item, bool, Any]] = []  # results the loop has not taken
         self._wake_pending = False
 
-    async def run(self, fn: Callable[[], Any], name: str) -> Any:
-        """Run ``fn`` on a pool thread; cancelling the await abandons (not kills) it."""
+    async def run(
+        self, fn: Callable[[], Any], name: str, returned: Callable[[], None] | None = None
+    ) -> Any:
+        """Run ``fn`` on a pool thread; cancelling the await abandons (not kills) it.
+        ``returned`` is called on the event loop once ``fn`` has returned or raised."""
         self._loop = loop = asyncio.get_running_loop()
-        item = _Item(fn, name, loop.create_future())
+        item = _Item(fn, name, loop.create_future(), returned)
         with self._lock:
             spawn = self._idle == 0
             if not spawn:
@@ -122,8 +134,35 @@ class TaskThreads:
             done, self._done = self._done, []
             self._wake_pending = False
         for item, ok, value in done:
+            if item.returned is not None:
+                item.returned()
             if not item.future.done():
                 (item.future.set_result if ok else item.future.set_exception)(value)
+
+
+async def call_task(
+    spec: TaskSpec,
+    lease: Lease,
+    ctx: TaskContext,
+    threads: TaskThreads,
+    hold: Callable[[str], Callable[[], None] | None],
+) -> Any:
+    """Run an attempt's task: an ``async`` one on the loop, a sync one on a pool thread (with
+    the attempt's log fields and span), whose slot ``hold`` keeps until the thread returns
+    (``hold(job_id)`` gives what to call then)."""
+    if spec.is_async:
+        return await spec.call(lease.payload, ctx)
+    attempt = contextvars.copy_context()
+    returned = hold(lease.job_id)
+    try:
+        return await threads.run(
+            lambda: attempt.run(spec.call, lease.payload, ctx),
+            f"asyncz-job-{lease.job_id}",
+            returned,
+        )
+    except asyncio.CancelledError:
+        ctx.cancelled.set()
+        raise
 
 
 class UnstorableResultError(ValueError):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -30,10 +29,10 @@ from asyncz.errors import (
 from asyncz.jobs import AttemptOutcome, Lease
 from asyncz.ports import JobBroker
 from asyncz.service import JobService
-from asyncz.tasks.registry import ParentResult, TaskContext, TaskSpec
+from asyncz.tasks.registry import ParentResult, TaskContext
 from asyncz.tracing import start_attempt
 from asyncz.worker.batching import CompletionBatcher
-from asyncz.worker.execution import TaskThreads, check_storable
+from asyncz.worker.execution import TaskThreads, call_task, check_storable
 from asyncz.worker.outcomes import log_outcome
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
 from asyncz.worker.task_metrics import Publish, TaskMetrics
@@ -236,7 +235,8 @@ class WorkerLoop:
                     rows = await self.service.parents_of(lease.job_id)
                     running.ctx.parents = ParentResult.by_key(rows)
                 async with asyncio.timeout(lease.timeout_seconds):
-                    result = await self._call(spec, running)
+                    result = await call_task(spec, lease, running.ctx, self._threads,
+                                             self.service.flow.hold_while_thread_runs)  # fmt: skip
                 # a result Postgres cannot store, or too large to read back, fails the attempt
                 check_storable(result, self.settings.max_result_bytes)
             except TimeoutError:
@@ -287,19 +287,6 @@ class WorkerLoop:
     def _finishing(self, running: Running) -> None:
         running.finishing = True
         self._freed.set()
-
-    async def _call(self, spec: TaskSpec, running: Running) -> Any:
-        lease, ctx = running.lease, running.ctx
-        if spec.is_async:
-            return await spec.call(lease.payload, ctx)
-        attempt = contextvars.copy_context()  # its log fields and span, on the task's thread
-        try:
-            return await self._threads.run(
-                lambda: attempt.run(spec.call, lease.payload, ctx), f"asyncz-job-{lease.job_id}"
-            )
-        except asyncio.CancelledError:
-            ctx.cancelled.set()
-            raise
 
     async def _finish_completed(self, lease: Lease, result: Any, mates_running: bool) -> None:
         await self.upkeep.write_progress([lease.job_id])  # the last report, while the lease holds

@@ -79,9 +79,10 @@ class Upkeep:
                 log.warning("could not refresh worker presence: %s", exc)
 
     async def beat(self) -> None:
-        """Renew every held lease; stop attempts whose lease is gone or whose job is cancelled."""
+        """Renew every held lease (and the slots of abandoned threads); stop attempts whose
+        lease is gone or whose job is cancelled."""
         leases = [r.lease for r in self.running.values()]
-        if not leases:
+        if not leases and not self.service.flow.abandoned:
             return
         outcome = await self._quietly(self.service.heartbeat(leases))
         if outcome is None:
