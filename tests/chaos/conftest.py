@@ -274,6 +274,8 @@ class RecoveryLoop:
                     self.requeued += len(report.requeued)
                     self.dead += len(report.dead)
                     self.reenqueued += report.reenqueued
+                    # a step that failed (each fails alone; the run goes on) is an error seen
+                    self.errors.extend(f"recovery step {step} failed" for step in report.failed)
                 except Exception as exc:  # noqa: BLE001 - a failed run is retried next tick
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                 self.runs += 1
