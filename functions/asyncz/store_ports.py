@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from asyncz.jobs import NewJob
-    from asyncz.ports import Plan, Row
+    from asyncz.port_types import Plan, Row
 
 
 class ActivityStore(Protocol):

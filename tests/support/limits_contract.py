@@ -8,7 +8,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from asyncz.ports import Dispatch, Slot, epoch_ms
+from asyncz.port_types import Dispatch, Slot, epoch_ms
 from asyncz.tasks.limits import Counted, Rate, TaskLimits
 from tests.support.contract import Ports, insert, scenario
 

@@ -32,18 +32,8 @@ from asyncz.maintenance.recovery import Recovery, run_step
 from asyncz.maintenance.retention import Retention
 from asyncz.maintenance.stats import SERIES_MINUTES, Stats
 from asyncz.pagination import decode_cursor, encode_cursor, fit_page
-from asyncz.ports import (
-    BatchItem,
-    FailOutcome,
-    HeartbeatOutcome,
-    JobBroker,
-    JobStore,
-    MetricsSink,
-    NullMetrics,
-    Page,
-    Row,
-    SubmitOutcome,
-)
+from asyncz.port_types import BatchItem, FailOutcome, HeartbeatOutcome, Page, Row, SubmitOutcome
+from asyncz.ports import JobBroker, JobStore, MetricsSink, NullMetrics
 from asyncz.service.access import Access
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer

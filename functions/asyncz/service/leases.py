@@ -18,7 +18,8 @@ from asyncz.errors import (
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
-from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, MetricsSink
+from asyncz.port_types import FailOutcome, HeartbeatOutcome
+from asyncz.ports import JobBroker, JobStore, MetricsSink
 from asyncz.retry import backoff_delay
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer

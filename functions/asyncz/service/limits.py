@@ -16,7 +16,8 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 from asyncz.errors import BrokerUnavailableError, UnknownQueueError
-from asyncz.ports import JobBroker, JobStore, Row, Slot
+from asyncz.port_types import Row, Slot
+from asyncz.ports import JobBroker, JobStore
 from asyncz.settings import Settings
 from asyncz.tasks.limits import TaskLimits, counted, parse_overrides, rate_windows
 from asyncz.tasks.registry import TaskRegistry

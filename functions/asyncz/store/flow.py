@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from asyncz.ports import Row
+from asyncz.port_types import Row
 from asyncz.store.runner import QueryRunner
 
 

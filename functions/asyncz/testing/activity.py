@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from asyncz.jobs import JobStatus
-from asyncz.ports import Row
+from asyncz.port_types import Row
 from asyncz.testing.maintenance import now_utc
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from asyncz.errors import DuplicateKeyError
 from asyncz.jobs import PARENT_FAILED, JobStatus
-from asyncz.ports import Plan, Row
+from asyncz.port_types import Plan, Row
 from asyncz.testing.maintenance import dispatch_row, now_utc
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from asyncz.ports import Row
+from asyncz.port_types import Row
 
 if TYPE_CHECKING:
     from asyncz.testing.store import MemoryStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from asyncz.broker.keys import ready_score
-from asyncz.ports import Row, Slot, epoch_ms
+from asyncz.port_types import Row, Slot, epoch_ms
 from asyncz.tasks.limits import RATE_GUARD_MS, Counted, Rate, TaskLimits
 
 WAKE_PER_SLOT = 2

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from asyncz.jobs import JobStatus, NewJob
-from asyncz.ports import Row, epoch_ms
+from asyncz.port_types import Row, epoch_ms
 
 if TYPE_CHECKING:
     from asyncz.testing.store import MemoryStore

@@ -15,7 +15,7 @@ from typing import Any
 
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, unstorable
-from asyncz.ports import Row, epoch_ms
+from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from asyncz.jobs import NewJob, UniqueScope
-from asyncz.ports import Row, epoch_ms
+from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.maintenance import dispatch_row, now_utc
 
 if TYPE_CHECKING:
