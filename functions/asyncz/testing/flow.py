@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from asyncz.port_types import Row
 
 if TYPE_CHECKING:
-    from asyncz.testing.store import MemoryStore
+    from asyncz.testing.tables import StoreTables
 
 
 def _ms(delta: timedelta) -> int:
@@ -17,7 +17,7 @@ def _ms(delta: timedelta) -> int:
 
 
 class MemoryFlow:
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: StoreTables) -> None:
         self.store = store
         self.paused: dict[str, Row] = {}
 
