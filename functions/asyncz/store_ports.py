@@ -29,7 +29,7 @@ class ActivityStore(Protocol):
 
 class FlowStore(Protocol):
     """Paused queues in Postgres, and what a limit counted that Redis may lose (see
-    :mod:`asyncz.store.flow`)."""
+    :mod:`asyncz.store.limits`)."""
 
     async def pause_queue(self, queue: str, by: str | None) -> bool:
         """False when it was paused already."""

@@ -21,7 +21,6 @@ from asyncz import composition
 from asyncz.access import KeyRing, Principal, Scope
 from asyncz.api.access import AccessGate, forbidden
 from asyncz.api.activity import mount_activity
-from asyncz.api.flow_routes import mount_flow
 from asyncz.api.guards import InputGuard
 from asyncz.api.keys import mount_access, principal_of
 from asyncz.api.openapi import ERRORS, openapi_with_key
@@ -32,6 +31,7 @@ from asyncz.api.replies import (
     unexpected_reply,
     validation_reply,
 )
+from asyncz.api.routes.queues import mount_flow
 from asyncz.api.schemas import (
     AttemptList,
     AttemptOut,

@@ -23,7 +23,7 @@ from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.access import AccessQueries
 from asyncz.store.activity import ActivityQueries
 from asyncz.store.dependencies import DependencyQueries
-from asyncz.store.flow import FlowQueries
+from asyncz.store.limits import FlowQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns, new_job_params
 from asyncz.store.runner import QueryRunner, check_if_idle

@@ -19,9 +19,9 @@ from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
-from asyncz.testing.flow import MemoryFlow
 from asyncz.testing.listings import MemoryListings
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+from asyncz.testing.store_limits import MemoryFlow
 from asyncz.testing.unique import MemoryUnique
 
 _now = now_utc

@@ -1,4 +1,4 @@
-"""The PostgreSQL adapter's queries for flow control (``sql/flow.sql``): the store's
+"""The PostgreSQL adapter's queries for flow control (``sql/limits.sql``): the store's
 ``flow`` part (:class:`asyncz.ports.FlowStore`)."""
 
 from __future__ import annotations

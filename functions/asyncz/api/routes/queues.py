@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Path, Request
 
-from asyncz.api.flow_schemas import QueueList, QueueState
 from asyncz.api.keys import principal_of
+from asyncz.api.routes.limits_models import QueueList, QueueState
 from asyncz.api.schemas import NAME_PATTERN
 from asyncz.service import JobService
 

@@ -1,4 +1,4 @@
-"""In-memory flow control: :mod:`asyncz.store.flow` on the store's dicts."""
+"""In-memory flow control: :mod:`asyncz.store.limits` on the store's dicts."""
 
 from __future__ import annotations
 
