@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
         AccessStore,
         ActivityStore,
         DependencyStore,
-        FlowStore,
+        LimitStore,
         MaintenanceStore,
         UniqueStore,
     )
@@ -181,7 +181,7 @@ class JobStore(Protocol):
         ...
 
     @property
-    def flow(self) -> FlowStore:
+    def limits(self) -> LimitStore:
         """The queries of flow control (paused queues)."""
         ...
 

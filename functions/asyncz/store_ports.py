@@ -1,5 +1,5 @@
 """The protocols of the job store's parts (``store.dependencies``, ``.maintenance``,
-``.access``, ``.activity``, ``.flow``, ``.unique``): what each concern of the service needs
+``.access``, ``.activity``, ``.limits``, ``.unique``): what each concern of the service needs
 from PostgreSQL, beside :class:`asyncz.ports.JobStore`. Protocols only."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class ActivityStore(Protocol):
         ...
 
 
-class FlowStore(Protocol):
+class LimitStore(Protocol):
     """Paused queues in Postgres, and what a limit counted that Redis may lose (see
     :mod:`asyncz.store.limits`)."""
 

@@ -1,8 +1,9 @@
-"""The shape of functions/asyncz: no import cycle, short modules."""
+"""The shape of functions/asyncz: no import cycle, short modules, one name per concept."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2] / "functions"
 PACKAGE = ROOT / "asyncz"
 MAX_LINES = 350
+RETIRED_NAMES = {"flow"}  # flow control is `limits` in every layer
+# A migration's file name is its version in schema_migrations: renaming one would apply it again.
+MIGRATIONS = PACKAGE / "store" / "sql" / "migrations"
 
 
 def _module_name(path: Path) -> str:
@@ -93,3 +97,14 @@ def test_no_module_of_asyncz_is_over_the_line_budget() -> None:
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_path_under_functions_carries_a_retired_name() -> None:
+    carriers = [
+        str(p.relative_to(ROOT))
+        for p in ROOT.rglob("*")
+        if "__pycache__" not in p.parts
+        and MIGRATIONS not in p.parents
+        and RETIRED_NAMES & set(re.split(r"[^a-z]+", str(p.relative_to(ROOT)).lower()))
+    ]
+    assert not carriers, f"paths carrying a retired name: {carriers}"

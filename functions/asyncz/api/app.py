@@ -31,7 +31,7 @@ from asyncz.api.replies import (
     unexpected_reply,
     validation_reply,
 )
-from asyncz.api.routes.queues import mount_flow
+from asyncz.api.routes.queues import mount_queues
 from asyncz.api.schemas import (
     AttemptList,
     AttemptOut,
@@ -294,7 +294,7 @@ def create_app(
         report = await state.health()
         return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
 
-    mount_flow(app, state.service)
+    mount_queues(app, state.service)
     mount_ui(app, state.service)
     mount_access(app, state.service)
     mount_activity(app, state.service)

@@ -1,5 +1,5 @@
-"""The PostgreSQL adapter's queries for flow control (``sql/limits.sql``): the store's
-``flow`` part (:class:`asyncz.ports.FlowStore`)."""
+"""The PostgreSQL adapter's queries for flow control's limits (``sql/limits.sql``): the
+store's ``limits`` part (:class:`asyncz.ports.LimitStore`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from asyncz.port_types import Row
 from asyncz.store.runner import QueryRunner
 
 
-class FlowQueries:
+class LimitQueries:
     def __init__(self, run: QueryRunner) -> None:
         self._run = run
 

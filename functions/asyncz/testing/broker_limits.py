@@ -1,4 +1,5 @@
-"""In-memory flow-control limits: :mod:`asyncz.broker.limits` on dicts, same verdicts."""
+"""The in-memory broker's limits (:mod:`asyncz.broker.limits` on dicts, same verdicts):
+concurrency slots, rate windows, held-back ids."""
 
 from __future__ import annotations
 

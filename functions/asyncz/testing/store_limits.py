@@ -1,4 +1,5 @@
-"""In-memory flow control: :mod:`asyncz.store.limits` on the store's dicts."""
+"""The in-memory store's ``limits`` part (:mod:`asyncz.store.limits` on the store's dicts):
+paused queues, and the running attempts and recent starts a rebuild of the limits counts."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def _ms(delta: timedelta) -> int:
     return int(delta.total_seconds() * 1000)
 
 
-class MemoryFlow:
+class MemoryStoreLimits:
     def __init__(self, store: StoreTables) -> None:
         self.store = store
         self.paused: dict[str, Row] = {}

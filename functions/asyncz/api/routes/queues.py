@@ -16,7 +16,7 @@ from asyncz.service import JobService
 QueueName = Annotated[str, Path(pattern=NAME_PATTERN)]
 
 
-def mount_flow(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> None:
+def mount_queues(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> None:
     router = APIRouter()
 
     @router.post("/queues/{name}/pause", response_model=QueueState, summary="Pause a queue")
