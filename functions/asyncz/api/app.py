@@ -20,9 +20,7 @@ from starlette.routing import Route
 from asyncz import composition
 from asyncz.access import KeyRing, Principal, Scope
 from asyncz.api.access import AccessGate, forbidden
-from asyncz.api.activity import mount_activity
 from asyncz.api.guards import InputGuard
-from asyncz.api.keys import mount_access, principal_of
 from asyncz.api.openapi import ERRORS, openapi_with_key
 from asyncz.api.replies import (
     domain_error_reply,
@@ -31,8 +29,8 @@ from asyncz.api.replies import (
     unexpected_reply,
     validation_reply,
 )
-from asyncz.api.routes.queues import mount_queues
-from asyncz.api.schemas import (
+from asyncz.api.routes.activity import mount_activity
+from asyncz.api.routes.jobs_models import (
     AttemptList,
     AttemptOut,
     BulkReplay,
@@ -42,9 +40,11 @@ from asyncz.api.schemas import (
     JobState,
     StatusName,
 )
-from asyncz.api.state_schemas import Health, ScheduleList, Stats
-from asyncz.api.submit import submit_reply
-from asyncz.api.task_catalog import TaskList, task_list
+from asyncz.api.routes.jobs_submit import submit_reply
+from asyncz.api.routes.keys import mount_access, principal_of
+from asyncz.api.routes.queues import mount_queues
+from asyncz.api.routes.stats_models import Health, ScheduleList, Stats
+from asyncz.api.routes.tasks_models import TaskList, task_list
 from asyncz.api.ui import mount_ui
 from asyncz.connections import api_key_hashes
 from asyncz.errors import AsyncZError
