@@ -1,5 +1,5 @@
 """The protocols of the job store's parts (``store.dependencies``, ``.maintenance``,
-``.access``, ``.activity``, ``.flow``, ``.unique``): what each concern of the service needs
+``.access``, ``.activity``, ``.limits``, ``.unique``): what each concern of the service needs
 from PostgreSQL, beside :class:`asyncz.ports.JobStore`. Protocols only."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from asyncz.jobs import NewJob
-    from asyncz.ports import Plan, Row
+    from asyncz.port_types import Plan, Row
 
 
 class ActivityStore(Protocol):
@@ -27,9 +27,9 @@ class ActivityStore(Protocol):
         ...
 
 
-class FlowStore(Protocol):
+class LimitStore(Protocol):
     """Paused queues in Postgres, and what a limit counted that Redis may lose (see
-    :mod:`asyncz.store.flow`)."""
+    :mod:`asyncz.store.limits`)."""
 
     async def pause_queue(self, queue: str, by: str | None) -> bool:
         """False when it was paused already."""

@@ -25,7 +25,7 @@ from asyncz.connections import hash_api_key
 from asyncz.errors import StoreUnavailableError
 from asyncz.jobs import NewJob
 from asyncz.observability import logger
-from asyncz.ports import epoch_ms
+from asyncz.port_types import epoch_ms
 from asyncz.settings import Settings
 from asyncz.store import runner
 from asyncz.store.postgres import PostgresStore

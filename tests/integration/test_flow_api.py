@@ -112,7 +112,7 @@ def test_a_held_back_job_says_which_key_it_waits_for_and_stats_show_the_limit(
     async def claim_both() -> list[str]:
         async with open_service(flow_settings) as svc:
             leases = await svc.claim_next("w1", ["default"], 10, 1.0, 600)
-            svc.flow.slots.clear()  # keep the slot held after this service closes
+            svc.limits.slots.clear()  # keep the slot held after this service closes
             return [lease.job_id for lease in leases]
 
     assert asyncio.run(claim_both()) == [first]

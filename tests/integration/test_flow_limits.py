@@ -244,7 +244,7 @@ def test_a_silent_workers_slot_expires_with_its_lease(settings: Settings) -> Non
     async def scenario() -> None:
         async with open_service(s) as svc:
             _, held = await _hold_one(svc)
-            svc.flow.slots.clear()  # as if the worker died: nobody releases or renews
+            svc.limits.slots.clear()  # as if the worker died: nobody releases or renews
             leases: list[object] = []
             while not leases:  # recovery's re-enqueue scan puts the held id back meanwhile
                 await svc.recover()

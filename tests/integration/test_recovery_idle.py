@@ -169,7 +169,7 @@ def test_the_standard_profile_always_looks_at_postgres(
 
 def test_a_tracking_broker_counts_every_enqueue(redis_server_url: str, clean: None) -> None:
     from asyncz.broker.redis import RedisBroker
-    from asyncz.ports import Dispatch, epoch_ms
+    from asyncz.port_types import Dispatch, epoch_ms
 
     async def go() -> list[int]:
         tracking = RedisBroker.from_url(redis_server_url, prefix="t", track_activity=True)

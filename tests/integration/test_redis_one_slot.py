@@ -13,7 +13,7 @@ import redis
 from redis.crc import key_slot
 
 from asyncz.broker.redis import RedisBroker
-from asyncz.ports import Dispatch, Slot, epoch_ms
+from asyncz.port_types import Dispatch, Slot, epoch_ms
 from asyncz.tasks.limits import Counted, Rate, TaskLimits
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ import redis
 from asyncz.api import handler as api_handler
 from asyncz.client import Client, UniqueKeyHeld
 from asyncz.jobs import NewJob, UniqueScope
-from asyncz.ports import epoch_ms
+from asyncz.port_types import epoch_ms
 from asyncz.settings import Settings
 from tests.integration.test_api import FLAVOURS, KEY, api, api_settings, drain, flavour
 from tests.support.apigw import call

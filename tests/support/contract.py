@@ -17,7 +17,7 @@ import pytest
 
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
-from asyncz.ports import Dispatch, epoch_ms
+from asyncz.port_types import Dispatch, epoch_ms
 
 Ports = Callable[[], Any]
 

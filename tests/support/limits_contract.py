@@ -8,7 +8,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from asyncz.ports import Dispatch, Slot, epoch_ms
+from asyncz.port_types import Dispatch, Slot, epoch_ms
 from asyncz.tasks.limits import Counted, Rate, TaskLimits
 from tests.support.contract import Ports, insert, scenario
 
@@ -124,14 +124,14 @@ def test_the_store_tells_the_running_attempts_and_recent_starts_a_limit_counted(
         other = await insert(store, task="echo")
         leases = await store.claim([*ids, other], "w", 600)
         assert len(leases) == 3
-        running = await store.flow.running_limited(["llm"], 60, 100)
+        running = await store.limits.running_limited(["llm"], 60, 100)
         assert {(r["id"], r["concurrency_key"]) for r in running} == {(ids[0], "A"), (ids[1], None)}
         assert all(0 < r["left_ms"] <= 60_000 for r in running)
-        starts = await store.flow.recent_starts({"llm": 60, "nothing": 60}, 100)
+        starts = await store.limits.recent_starts({"llm": 60, "nothing": 60}, 100)
         assert {(r["job_id"], r["attempt"], r["task"]) for r in starts} == {
             (ids[0], 1, "llm"), (ids[1], 1, "llm")}  # fmt: skip
         assert all(0 <= r["age_ms"] < 60_000 for r in starts)
-        assert len(await store.flow.recent_starts({"llm": 60}, 1)) == 1
+        assert len(await store.limits.recent_starts({"llm": 60}, 1)) == 1
 
     scenario(ports, body)
 
@@ -169,14 +169,14 @@ def test_a_thread_that_outlived_its_attempt_keeps_its_slot_beside_its_jobs_rebui
 
 def test_paused_queues_live_in_the_store_and_are_mirrored_to_the_broker(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
-        assert await store.flow.pause_queue("q1", None) is True
-        assert await store.flow.pause_queue("q1", None) is False
-        assert set(await store.flow.paused_queues()) == {"q1"}
+        assert await store.limits.pause_queue("q1", None) is True
+        assert await store.limits.pause_queue("q1", None) is False
+        assert set(await store.limits.paused_queues()) == {"q1"}
         await broker.limits.mirror_paused({"q1"})
         assert await broker.limits.paused() == {"q1"}
-        assert await store.flow.resume_queue("q1") is True
-        assert await store.flow.resume_queue("q1") is False
-        assert await store.flow.paused_queues() == {}
+        assert await store.limits.resume_queue("q1") is True
+        assert await store.limits.resume_queue("q1") is False
+        assert await store.limits.paused_queues() == {}
         await broker.limits.mirror_paused(set())
         assert await broker.limits.paused() == set()
         # an id a limit never saw is enqueued as ever
@@ -209,10 +209,10 @@ def test_a_job_of_a_paused_queue_is_not_claimed_even_by_a_worker_that_has_not_se
 ) -> None:
     async def body(store: Any, broker: Any) -> None:
         job_id = await insert(store, queue="default")
-        await store.flow.pause_queue("default", "ops")
+        await store.limits.pause_queue("default", "ops")
         assert await store.claim([job_id], "w1", 600) == []
         assert [str(r["id"]) for r in await store.unclaimed([job_id])] == [job_id]  # queued
-        await store.flow.resume_queue("default")
+        await store.limits.resume_queue("default")
         assert [lease.job_id for lease in await store.claim([job_id], "w1", 600)] == [job_id]
 
     scenario(ports, body)

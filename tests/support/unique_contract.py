@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from asyncz.jobs import JobStatus, UniqueScope
-from asyncz.ports import Dispatch, epoch_ms
+from asyncz.port_types import Dispatch, epoch_ms
 from tests.support.contract import Ports, new, scenario
 
 

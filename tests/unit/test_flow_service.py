@@ -56,7 +56,7 @@ def test_a_claim_the_database_did_not_answer_keeps_its_slot_until_the_deadline()
         svc.store.claim = down  # type: ignore[method-assign]
         with pytest.raises(StoreUnavailableError):
             await svc.claim_next("w", ["default"], 1, 0.05, 600)
-        assert svc.flow.slots == {}  # not renewed by this worker any more ...
+        assert svc.limits.slots == {}  # not renewed by this worker any more ...
         svc.store.claim = real  # type: ignore[method-assign]
         await svc.recover()  # ... and its id back in Redis: the slot still counts
         assert await svc.claim_next("w", ["default"], 10, 0.05, 600) == []
@@ -70,20 +70,20 @@ def test_a_slot_is_held_while_the_thread_of_an_ended_attempt_runs_on(ending: str
         svc = limited(concurrency=1)
         first, second = await submit(svc, 2)
         [lease] = await svc.claim_next("w", ["default"], 10, 0.05, 600)
-        returned = svc.flow.hold_while_thread_runs(first)  # as the worker starts its thread
+        returned = svc.limits.hold_while_thread_runs(first)  # as the worker starts its thread
         assert returned is not None
         if ending == "timed_out":
             await svc.fail(lease, "TimeoutError", AttemptOutcome.TIMED_OUT)
         else:
             svc.store.jobs[first]["lease_token"] = "taken by another worker"
             assert (await svc.heartbeat([lease])).lost == {first}
-        assert svc.flow.slots == {} and len(svc.flow.abandoned) == 1
+        assert svc.limits.slots == {} and len(svc.limits.abandoned) == 1
         await svc.heartbeat([])  # renewed with no lease left to renew
-        assert svc.broker.limits.slots["sleep"].keys() == svc.flow.abandoned.keys()
+        assert svc.broker.limits.slots["sleep"].keys() == svc.limits.abandoned.keys()
         assert await svc.claim_next("w", ["default"], 10, 0.05, 600) == []  # still held
         returned()  # the thread came back: the slot goes, and the held job with it
         await asyncio.sleep(0)
-        assert svc.flow.abandoned == {} and svc.broker.limits.slots["sleep"] == {}
+        assert svc.limits.abandoned == {} and svc.broker.limits.slots["sleep"] == {}
         [again] = await svc.claim_next("w", ["default"], 10, 0.05, 600)
         assert again.job_id == second
 
@@ -97,14 +97,14 @@ def test_a_thread_that_returns_before_its_attempt_ends_leaves_the_slot_to_the_at
         svc = limited(concurrency=1)
         first, second = await submit(svc, 2)
         [lease] = await svc.claim_next("w", ["default"], 10, 0.05, 600)
-        returned = svc.flow.hold_while_thread_runs(first)
+        returned = svc.limits.hold_while_thread_runs(first)
         assert returned is not None
         returned()
         assert await svc.complete(lease, None)
-        assert svc.flow.abandoned == {}
+        assert svc.limits.abandoned == {}
         [again] = await svc.claim_next("w", ["default"], 10, 0.05, 600)
         assert again.job_id == second
-        assert svc.flow.hold_while_thread_runs("an unlimited job") is None
+        assert svc.limits.hold_while_thread_runs("an unlimited job") is None
 
     asyncio.run(go())
 

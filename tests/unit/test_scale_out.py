@@ -32,7 +32,7 @@ def settings(**kw: Any) -> Settings:
 
 
 async def backlog_of(broker: MemoryBroker, n: int) -> None:
-    from asyncz.ports import Dispatch, epoch_ms
+    from asyncz.port_types import Dispatch, epoch_ms
 
     await broker.enqueue([Dispatch(f"id-{i}", "default", 0, epoch_ms(), True) for i in range(n)])
 

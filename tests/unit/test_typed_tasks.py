@@ -210,7 +210,7 @@ def test_the_readme_writing_tasks_example_registers_and_runs() -> None:
 
 
 def test_a_task_model_named_like_an_api_model_does_not_replace_it_in_openapi() -> None:
-    from asyncz.api.task_catalog import submit_union
+    from asyncz.api.routes.tasks_models import submit_union
 
     def counts(payload: Stats) -> None:
         return None

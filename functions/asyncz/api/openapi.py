@@ -10,8 +10,14 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
 from asyncz.api.guards import PUBLIC_PATHS
-from asyncz.api.schemas import BatchSubmitted, ErrorOut, SubmitBatch, SubmitJob, Submitted
-from asyncz.api.task_catalog import submit_union
+from asyncz.api.routes.jobs_models import (
+    BatchSubmitted,
+    ErrorOut,
+    SubmitBatch,
+    SubmitJob,
+    Submitted,
+)
+from asyncz.api.routes.tasks_models import submit_union
 from asyncz.tasks.registry import TaskRegistry
 
 ERRORS: dict[int | str, dict[str, Any]] = {

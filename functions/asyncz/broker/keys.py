@@ -9,7 +9,7 @@ from typing import Any
 from redis.asyncio.client import Pipeline
 
 from asyncz.jobs import PRIORITY_MAX
-from asyncz.ports import Dispatch, epoch_ms
+from asyncz.port_types import Dispatch, epoch_ms
 
 # Scores: one band of 10**13 ms (~317 years) per priority step keeps FIFO inside a band,
 # and the largest score (201 * 10**13) stays exact in a double (< 2**53).

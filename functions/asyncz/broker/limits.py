@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 
 from asyncz.broker.keys import SCORE_SCALE
 from asyncz.jobs import PRIORITY_MAX
-from asyncz.ports import Row, Slot
+from asyncz.port_types import Row, Slot
 from asyncz.tasks.limits import Counted, Rate, TaskLimits
 
 WAKE_PER_SLOT = 2  # held ids moved back to ready per freed slot (one may be stale)

@@ -26,7 +26,7 @@ from asyncz.broker.keys import SCORE_SCALE, KeySpace
 from asyncz.broker.limits import RedisLimits
 from asyncz.errors import BrokerUnavailableError
 from asyncz.jobs import PRIORITY_MAX
-from asyncz.ports import Dispatch, epoch_ms
+from asyncz.port_types import Dispatch, epoch_ms
 
 log = logging.getLogger("asyncz.broker")
 

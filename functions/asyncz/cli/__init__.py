@@ -18,7 +18,7 @@ from asyncz.cli.access import add_access_commands
 from asyncz.cli.activity import cmd_workers
 from asyncz.cli.client import DEFAULT_API_URL, CliError
 from asyncz.cli.commands import cmd_dev, cmd_migrate
-from asyncz.cli.flow import cmd_pause, cmd_resume
+from asyncz.cli.limits import cmd_pause, cmd_resume
 from asyncz.cli.ops import (
     cmd_cancel,
     cmd_dlq,

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from asyncz.client._core import Call
-from asyncz.client.flow import queue_path
+from asyncz.client.limits import queue_path
 from asyncz.client.models import _when
 
 

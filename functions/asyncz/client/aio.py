@@ -24,7 +24,7 @@ from asyncz.client.errors import (
     Unavailable,
     WaitTimeout,
 )
-from asyncz.client.flow import with_concurrency_key
+from asyncz.client.limits import with_concurrency_key
 from asyncz.client.models import Attempt, Health, Job, Stats
 from asyncz.client.trace_context import send_trace_context_async
 from asyncz.client.typed import Payload, TaskInfo, TaskRef, parse_as, payload_json, task_infos

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asyncz.jobs import NewJob
-from asyncz.ports import Dispatch, JobStore
+from asyncz.port_types import Dispatch
+from asyncz.ports import JobStore
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.submitting import Submitting
 from asyncz.settings import Settings

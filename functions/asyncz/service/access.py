@@ -16,7 +16,8 @@ from typing import Any
 from asyncz.access import Principal, check_name, hash_api_key, new_key, parse_scopes
 from asyncz.errors import AsyncZError, KeyNotFoundError
 from asyncz.pagination import decode_cursor, encode_cursor
-from asyncz.ports import JobStore, MetricsSink, Page, Row
+from asyncz.port_types import Page, Row
+from asyncz.ports import JobStore, MetricsSink
 from asyncz.settings import Settings
 
 log = logging.getLogger("asyncz.access")

@@ -31,7 +31,8 @@ from asyncz.jobs import (
     TERMINAL,
     JobStatus,
 )
-from asyncz.ports import JobStore, MetricsSink, Row
+from asyncz.port_types import Row
+from asyncz.ports import JobStore, MetricsSink
 from asyncz.service.enqueue import Enqueuer
 from asyncz.settings import Settings
 

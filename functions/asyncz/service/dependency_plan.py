@@ -19,7 +19,7 @@ from asyncz.jobs import (
     NewJob,
     ParentRule,
 )
-from asyncz.ports import Edge, PlannedJob, Row
+from asyncz.port_types import Edge, PlannedJob, Row
 
 _ENDED = (JobStatus.DEAD.value, JobStatus.CANCELLED.value)
 

@@ -7,7 +7,8 @@ import logging
 from collections.abc import Sequence
 
 from asyncz.errors import BrokerUnavailableError
-from asyncz.ports import Dispatch, JobBroker, Row, epoch_ms
+from asyncz.port_types import Dispatch, Row, epoch_ms
+from asyncz.ports import JobBroker
 
 log = logging.getLogger("asyncz.service")
 

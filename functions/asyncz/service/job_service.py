@@ -32,23 +32,13 @@ from asyncz.maintenance.recovery import Recovery, run_step
 from asyncz.maintenance.retention import Retention
 from asyncz.maintenance.stats import SERIES_MINUTES, Stats
 from asyncz.pagination import decode_cursor, encode_cursor, fit_page
-from asyncz.ports import (
-    BatchItem,
-    FailOutcome,
-    HeartbeatOutcome,
-    JobBroker,
-    JobStore,
-    MetricsSink,
-    NullMetrics,
-    Page,
-    Row,
-    SubmitOutcome,
-)
+from asyncz.port_types import BatchItem, FailOutcome, HeartbeatOutcome, Page, Row, SubmitOutcome
+from asyncz.ports import JobBroker, JobStore, MetricsSink, NullMetrics
 from asyncz.service.access import Access
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.leases import Leases
-from asyncz.service.limits import FlowControl
+from asyncz.service.limits import Limits
 from asyncz.service.submitting import Submitting
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
@@ -73,9 +63,16 @@ class JobService:
         self.enqueuer = Enqueuer(broker)
         self.dependencies = Dependencies(store, self.enqueuer, settings, self.metrics)
         self.submitting = Submitting(store, self.enqueuer, registry, settings, self.metrics)
-        self.flow = FlowControl(store, broker, registry, settings)
+        self.limits = Limits(store, broker, registry, settings)
         self.leases = Leases(
-            store, broker, self.enqueuer, self.dependencies, settings, self.metrics, rand, self.flow
+            store,
+            broker,
+            self.enqueuer,
+            self.dependencies,
+            settings,
+            self.metrics,
+            rand,
+            self.limits,
         )
         self.recovery = Recovery(store, broker, settings, self.metrics, self.dependencies)
         self.retention = Retention(store, settings, self.metrics)
@@ -136,8 +133,8 @@ class JobService:
     async def recover(self, report: RecoveryReport | None = None) -> RecoveryReport:
         """The recovery sweep, each step alone (``report.failed`` names those that failed)."""
         report = await self.recovery.recover(report)
-        await run_step(report, "pauses", self.flow.mirror_pauses(), self.metrics)
-        await run_step(report, "limits", self.flow.rebuild_if_lost(), self.metrics)
+        await run_step(report, "pauses", self.limits.mirror_pauses(), self.metrics)
+        await run_step(report, "limits", self.limits.rebuild_if_lost(), self.metrics)
         return report
 
     async def fold_counts(self) -> int:
@@ -162,7 +159,7 @@ class JobService:
         return await self.readings.note_if_idle(activity, gauges)
 
     async def stats(self) -> dict[str, Any]:
-        return await self.flow.with_usage(await self.overview.stats())
+        return await self.limits.with_usage(await self.overview.stats())
 
     async def series(self, minutes: int = SERIES_MINUTES) -> list[dict[str, Any]]:
         return await self.overview.series(minutes)
@@ -173,16 +170,16 @@ class JobService:
     # --- flow control (asyncz.service.limits) ---------------------------------------------
 
     async def pause_queue(self, queue: str, by: str | None = None) -> dict[str, Any]:
-        return await self.flow.pause(queue, by)
+        return await self.limits.pause(queue, by)
 
     async def resume_queue(self, queue: str) -> dict[str, Any]:
-        return await self.flow.resume(queue)
+        return await self.limits.resume(queue)
 
     async def queue_states(self) -> list[dict[str, Any]]:
-        return await self.flow.queue_states()
+        return await self.limits.queue_states()
 
     def task_listing(self) -> list[dict[str, Any]]:
-        return self.flow.task_listing(self.registry)
+        return self.limits.task_listing(self.registry)
 
     # --- read --------------------------------------------------------------------------
 
@@ -205,7 +202,7 @@ class JobService:
         row = {"id": job.id, "task": job.task, "concurrency_key": job.concurrency_key,
                "queue": job.queue, "priority": job.priority}  # fmt: skip
         try:
-            return await self.flow.held_reason(row)
+            return await self.limits.held_reason(row)
         except BrokerUnavailableError:
             return None
 

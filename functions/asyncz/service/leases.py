@@ -18,11 +18,12 @@ from asyncz.errors import (
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
-from asyncz.ports import FailOutcome, HeartbeatOutcome, JobBroker, JobStore, MetricsSink
+from asyncz.port_types import FailOutcome, HeartbeatOutcome
+from asyncz.ports import JobBroker, JobStore, MetricsSink
 from asyncz.retry import backoff_delay
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
-from asyncz.service.limits import PAUSE_READ_SECONDS, FlowControl
+from asyncz.service.limits import PAUSE_READ_SECONDS, Limits
 from asyncz.settings import Settings
 
 log = logging.getLogger("asyncz.service")
@@ -40,7 +41,7 @@ class Leases:
         settings: Settings,
         metrics: MetricsSink,
         rand: Callable[[], float],
-        flow: FlowControl,
+        limits: Limits,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -49,7 +50,7 @@ class Leases:
         self.settings = settings
         self.metrics = metrics
         self.rand = rand  # backoff jitter (a seam for tests)
-        self.flow = flow
+        self.limits = limits
 
     async def claim_next(
         self,
@@ -64,14 +65,14 @@ class Leases:
         An id that cannot be claimed is a duplicate delivery (skipped), or a queued job that
         is not due or does not fit ``max_timeout`` (put back where it belongs).
         """
-        queues = await self.flow.runnable(queues)
+        queues = await self.limits.runnable(queues)
         if not queues:  # every queue is paused: wait as a pop would, take nothing
             await asyncio.sleep(min(wait_seconds, PAUSE_READ_SECONDS))
             return []
         ids = await self.broker.pop(queues, max_items, wait_seconds)
         if not ids:
             return []
-        ids = await self.flow.admit([i for i in ids if _is_uuid(i)])
+        ids = await self.limits.admit([i for i in ids if _is_uuid(i)])
         nonce = uuid.uuid4().hex
         try:
             try:
@@ -84,13 +85,13 @@ class Leases:
         except StoreUnavailableError:
             # Still unknown: keep the slots taken until their lease deadline (recovery
             # brings the ids back), but stop renewing them.
-            self.flow.forget(ids)
+            self.limits.forget(ids)
             raise
         if len(leases) < len(ids):
             claimed = {lease.job_id for lease in leases}
             missed = [i for i in ids if i not in claimed]
             try:
-                await self.flow.release(missed, ran=False)
+                await self.limits.release(missed, ran=False)
                 await self.enqueuer.enqueue_quietly(await self.store.unclaimed(missed))
             except (StoreUnavailableError, BrokerUnavailableError) as exc:
                 # The leases are this worker's now and must run: an id it missed is still
@@ -101,15 +102,15 @@ class Leases:
 
     async def promote(self, queues: Sequence[str]) -> int:
         """Due delayed ids, and ids held by a rate whose window opened, back to ready."""
-        return await self.broker.promote_due(queues) + await self.flow.wake_due()
+        return await self.broker.promote_due(queues) + await self.limits.wake_due()
 
     async def heartbeat(self, leases: Sequence[Lease]) -> HeartbeatOutcome:
         """Renew these leases, and the slots of their attempts and of threads that outlived
         theirs (with no lease too)."""
         outcome = HeartbeatOutcome()
         held = await self.store.heartbeat(leases) if leases else {}
-        await self.flow.refresh(held)
-        await self.flow.release(lease.job_id for lease in leases if lease.job_id not in held)
+        await self.limits.refresh(held)
+        await self.limits.release(lease.job_id for lease in leases if lease.job_id not in held)
         for lease in leases:
             if lease.job_id not in held:
                 outcome.lost.add(lease.job_id)
@@ -126,7 +127,7 @@ class Leases:
         Then the children of those that have any are settled (released when their last
         parent is done)."""
         held = await self.store.complete_many(done)
-        await self.flow.release(lease.job_id for lease, _ in done)
+        await self.limits.release(lease.job_id for lease, _ in done)
         if held:
             self.metrics.add_metric("JobsCompleted", "Count", len(held))
             parents = [job_id for job_id, has_dependents in held.items() if has_dependents]
@@ -159,7 +160,7 @@ class Leases:
         row = await self.store.finish_failed(
             lease, status=status, outcome=outcome, error=error, delay_seconds=delay
         )
-        await self.flow.release([lease.job_id])
+        await self.limits.release([lease.job_id])
         if row is None:
             return None
         status = JobStatus(row["status"])  # a cancel requested meanwhile wins (SQL decides)

@@ -16,7 +16,8 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 from asyncz.errors import BrokerUnavailableError, UnknownQueueError
-from asyncz.ports import JobBroker, JobStore, Row, Slot
+from asyncz.port_types import Row, Slot
+from asyncz.ports import JobBroker, JobStore
 from asyncz.settings import Settings
 from asyncz.tasks.limits import TaskLimits, counted, parse_overrides, rate_windows
 from asyncz.tasks.registry import TaskRegistry
@@ -44,7 +45,7 @@ def effective_limits(registry: TaskRegistry, settings: Settings) -> dict[str, Ta
     return out
 
 
-class FlowControl:
+class Limits:
     def __init__(
         self, store: JobStore, broker: JobBroker, registry: TaskRegistry, settings: Settings
     ) -> None:
@@ -63,7 +64,7 @@ class FlowControl:
         """The paused queues, read from Postgres at most once a second."""
         read_at, queues = self._paused
         if time.monotonic() - read_at >= PAUSE_READ_SECONDS:
-            queues = frozenset(await self.store.flow.paused_queues())
+            queues = frozenset(await self.store.limits.paused_queues())
             self._paused = (time.monotonic(), queues)
         return queues
 
@@ -104,11 +105,11 @@ class FlowControl:
         it over) and every start inside a rate's window. Until then nothing is admitted
         (an id lost that way is re-enqueued by recovery's scan)."""
         tasks = sorted(self.limited)
-        running = await self.store.flow.running_limited(
+        running = await self.store.limits.running_limited(
             tasks, self.settings.lease_timeout_seconds, REBUILD_ROWS
         )
         windows = rate_windows(self.limited)
-        starts = await self.store.flow.recent_starts(windows, REBUILD_ROWS) if windows else []
+        starts = await self.store.limits.recent_starts(windows, REBUILD_ROWS) if windows else []
         await self.broker.limits.restore(counted(running, starts, self.limited))
         log.warning("limits rebuilt from the database after Redis lost them: %d running, "
                     "%d recent starts", len(running), len(starts))  # fmt: skip
@@ -218,12 +219,12 @@ class FlowControl:
     async def pause(self, queue: str, by: str | None = None) -> Row:
         """Pause ``queue`` (``by``: the key's name, kept with the pause)."""
         self._known(queue)
-        await self.store.flow.pause_queue(queue, by)
+        await self.store.limits.pause_queue(queue, by)
         return await self._changed(queue)
 
     async def resume(self, queue: str) -> Row:
         self._known(queue)
-        await self.store.flow.resume_queue(queue)
+        await self.store.limits.resume_queue(queue)
         return await self._changed(queue)
 
     async def _changed(self, queue: str) -> Row:
@@ -234,7 +235,7 @@ class FlowControl:
     async def mirror_pauses(self) -> None:
         """Copy the paused queues to Redis for the fleet's backlog (quietly: recovery copies
         them again each run, a FLUSHALL included)."""
-        paused = set(await self.store.flow.paused_queues())
+        paused = set(await self.store.limits.paused_queues())
         try:
             await self.broker.limits.mirror_paused(paused)
         except BrokerUnavailableError as exc:
@@ -248,10 +249,10 @@ class FlowControl:
             )
 
     async def _state(self, queue: str) -> Row:
-        return _queue_state(queue, (await self.store.flow.paused_queues()).get(queue))
+        return _queue_state(queue, (await self.store.limits.paused_queues()).get(queue))
 
     async def queue_states(self) -> list[Row]:
-        paused = await self.store.flow.paused_queues()
+        paused = await self.store.limits.paused_queues()
         queues = sorted(set(self.settings.queue_list) | set(paused))
         return [_queue_state(q, paused.get(q)) for q in queues]
 
@@ -267,7 +268,7 @@ class FlowControl:
 
     async def with_usage(self, stats: Row) -> Row:
         """``GET /stats`` with each queue's pause and each limit's running and waiting."""
-        paused = await self.store.flow.paused_queues()
+        paused = await self.store.limits.paused_queues()
         for queue, entry in stats["queues"].items():
             entry["paused"] = queue in paused
         try:

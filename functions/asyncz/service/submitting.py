@@ -28,15 +28,8 @@ from asyncz.errors import (
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import MAX_PARENTS, JobStatus, NewJob, UniqueScope
-from asyncz.ports import (
-    BatchItem,
-    Dispatch,
-    JobStore,
-    MetricsSink,
-    Row,
-    SubmitOutcome,
-    epoch_ms,
-)
+from asyncz.port_types import BatchItem, Dispatch, Row, SubmitOutcome, epoch_ms
+from asyncz.ports import JobStore, MetricsSink
 from asyncz.service.dependency_plan import plan_jobs, resolve_refs
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.unique import UniqueSubmits

@@ -24,7 +24,8 @@ from asyncz.errors import (
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import JobStatus, NewJob
-from asyncz.ports import Dispatch, JobStore, MetricsSink, Row, SubmitOutcome
+from asyncz.port_types import Dispatch, Row, SubmitOutcome
+from asyncz.ports import JobStore, MetricsSink
 from asyncz.service.enqueue import Enqueuer
 
 log = logging.getLogger("asyncz.service")

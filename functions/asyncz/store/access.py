@@ -11,7 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from asyncz.errors import KeyNameTakenError
-from asyncz.ports import Row
+from asyncz.port_types import Row
 from asyncz.store.runner import QueryRunner
 
 

@@ -4,7 +4,7 @@ the last hour and the attempts running now; the store's ``activity`` part
 
 from __future__ import annotations
 
-from asyncz.ports import Row
+from asyncz.port_types import Row
 from asyncz.store.runner import QueryRunner
 
 

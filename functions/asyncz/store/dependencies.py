@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from asyncz.errors import DuplicateKeyError
-from asyncz.ports import Plan, PlannedJob, Row
+from asyncz.port_types import Plan, PlannedJob, Row
 from asyncz.store.rows import new_job_columns
 from asyncz.store.runner import QueryRunner
 

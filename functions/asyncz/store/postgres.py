@@ -23,7 +23,7 @@ from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.access import AccessQueries
 from asyncz.store.activity import ActivityQueries
 from asyncz.store.dependencies import DependencyQueries
-from asyncz.store.flow import FlowQueries
+from asyncz.store.limits import LimitQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns, new_job_params
 from asyncz.store.runner import QueryRunner, check_if_idle
@@ -48,7 +48,7 @@ class PostgresStore:
         self._run = QueryRunner(pool, query_timeout)
         self.maintenance = MaintenanceQueries(self._run)
         self.dependencies = DependencyQueries(self._run)
-        self.flow = FlowQueries(self._run)
+        self.limits = LimitQueries(self._run)
         self.access = AccessQueries(self._run)
         self.activity = ActivityQueries(self._run)
         self.unique = UniqueQueries(self._run)

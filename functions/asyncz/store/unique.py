@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from asyncz.jobs import NewJob, UniqueScope
-from asyncz.ports import Row
+from asyncz.port_types import Row
 from asyncz.store.rows import new_job_columns, new_job_params
 from asyncz.store.runner import QueryRunner
 

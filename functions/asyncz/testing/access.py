@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asyncz.errors import KeyNameTakenError
-from asyncz.ports import Row
+from asyncz.port_types import Row
 
 _PUBLIC = ("key_id", "name", "scopes", "rate_limit", "rate_period_seconds", "created_at",
            "expires_at", "last_used_at", "revoked_at")  # fmt: skip

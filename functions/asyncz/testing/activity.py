@@ -9,11 +9,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from asyncz.jobs import JobStatus
-from asyncz.ports import Row
+from asyncz.port_types import Row
 from asyncz.testing.maintenance import now_utc
 
 if TYPE_CHECKING:
-    from asyncz.testing.store import MemoryStore
+    from asyncz.testing.tables import StoreTables
 
 FAILED = ("failed", "timed_out", "lost")
 
@@ -29,7 +29,7 @@ def percentile(values: list[float], p: float) -> float | None:
 
 
 class MemoryActivity:
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: StoreTables) -> None:
         self.store = store
 
     async def task_figures(self, minutes: int) -> list[Row]:

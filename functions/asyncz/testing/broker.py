@@ -9,8 +9,8 @@ from typing import Any
 
 from asyncz.broker.keys import FAIR_SPACING_MS, SCORE_SCALE, ready_score
 from asyncz.jobs import PRIORITY_MAX
-from asyncz.ports import Dispatch, epoch_ms
-from asyncz.testing.limits import MemoryLimits
+from asyncz.port_types import Dispatch, epoch_ms
+from asyncz.testing.broker_limits import MemoryLimits
 
 
 class MemoryBroker:

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from asyncz.errors import DuplicateKeyError
 from asyncz.jobs import PARENT_FAILED, JobStatus
-from asyncz.ports import Plan, Row
+from asyncz.port_types import Plan, Row
 from asyncz.testing.maintenance import dispatch_row, now_utc
 
 if TYPE_CHECKING:
-    from asyncz.testing.store import MemoryStore
+    from asyncz.testing.tables import StoreTables
 
 LIVE = ("waiting", "queued", "processing")
 FINISHED = ("completed", "dead", "cancelled")
@@ -23,7 +23,7 @@ FAILED = ("dead", "cancelled")
 
 
 class MemoryDependencies:
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: StoreTables) -> None:
         self.store = store
         # child id -> parent id -> {"rule", "ref", "settled"}
         self.edges: dict[str, dict[str, dict[str, Any]]] = {}

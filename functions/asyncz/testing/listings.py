@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from asyncz.jobs import Job, JobStatus
-from asyncz.ports import Row
+from asyncz.port_types import Row
 from asyncz.testing.maintenance import now_utc
 
 _now = now_utc

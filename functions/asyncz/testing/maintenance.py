@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from asyncz.jobs import JobStatus, NewJob
-from asyncz.ports import Row, epoch_ms
+from asyncz.port_types import Row, epoch_ms
 
 if TYPE_CHECKING:
-    from asyncz.testing.store import MemoryStore
+    from asyncz.testing.tables import StoreTables
 
 
 def now_utc() -> datetime:
@@ -26,7 +26,7 @@ def dispatch_row(j: dict[str, Any]) -> Row:
 
 
 class MemoryMaintenance:
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: StoreTables) -> None:
         self.store = store  # its tables, and its insert for a slot's job
 
     # --- recovery ------------------------------------------------------------------------

@@ -15,13 +15,13 @@ from typing import Any
 
 from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, unstorable
-from asyncz.ports import Row, epoch_ms
+from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
-from asyncz.testing.flow import MemoryFlow
 from asyncz.testing.listings import MemoryListings
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+from asyncz.testing.store_limits import MemoryStoreLimits
 from asyncz.testing.unique import MemoryUnique
 
 _now = now_utc
@@ -36,7 +36,7 @@ class MemoryStore(MemoryListings):
         self.periodic: dict[tuple[str, datetime], str | None] = {}  # (task, slot) -> job id
         self.maintenance = MemoryMaintenance(self)
         self.dependencies = MemoryDependencies(self)
-        self.flow = MemoryFlow(self)
+        self.limits = MemoryStoreLimits(self)
         self.access = MemoryAccess()
         self.activity = MemoryActivity(self)
         self.unique = MemoryUnique(self)
@@ -117,7 +117,7 @@ class MemoryStore(MemoryListings):
             j = self.jobs.get(job_id)
             if not j or j["status"] != "queued" or j["run_at"] > now or j["cancel_requested"]:
                 continue
-            if j["timeout_seconds"] > max_timeout or j["queue"] in self.flow.paused:
+            if j["timeout_seconds"] > max_timeout or j["queue"] in self.limits.paused:
                 continue
             j.update(
                 status=JobStatus.PROCESSING, lease_token=_token(nonce, job_id), worker_id=worker_id,

@@ -8,11 +8,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from asyncz.jobs import NewJob, UniqueScope
-from asyncz.ports import Row, epoch_ms
+from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.maintenance import dispatch_row, now_utc
 
 if TYPE_CHECKING:
-    from asyncz.testing.store import MemoryStore
+    from asyncz.testing.tables import StoreTables
 
 
 def holds(j: dict[str, Any]) -> bool:
@@ -28,7 +28,7 @@ def holds(j: dict[str, Any]) -> bool:
 
 
 class MemoryUnique:
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: StoreTables) -> None:
         self.store = store
 
     def _holder(self, key: str) -> dict[str, Any] | None:

@@ -235,8 +235,8 @@ class WorkerLoop:
                     rows = await self.service.parents_of(lease.job_id)
                     running.ctx.parents = ParentResult.by_key(rows)
                 async with asyncio.timeout(lease.timeout_seconds):
-                    result = await call_task(spec, lease, running.ctx, self._threads,
-                                             self.service.flow.hold_while_thread_runs)  # fmt: skip
+                    hold = self.service.limits.hold_while_thread_runs
+                    result = await call_task(spec, lease, running.ctx, self._threads, hold)
                 # a result Postgres cannot store, or too large to read back, fails the attempt
                 check_storable(result, self.settings.max_result_bytes)
             except TimeoutError:

@@ -82,7 +82,7 @@ class Upkeep:
         """Renew every held lease (and the slots of abandoned threads); stop attempts whose
         lease is gone or whose job is cancelled."""
         leases = [r.lease for r in self.running.values()]
-        if not leases and not self.service.flow.abandoned:
+        if not leases and not self.service.limits.abandoned:
             return
         outcome = await self._quietly(self.service.heartbeat(leases))
         if outcome is None:

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from asyncz.api.flow_schemas import LimitUsage
+from asyncz.api.routes.limits_models import LimitUsage
 
 
 class QueueStats(BaseModel):

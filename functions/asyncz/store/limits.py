@@ -1,15 +1,15 @@
-"""The PostgreSQL adapter's queries for flow control (``sql/flow.sql``): the store's
-``flow`` part (:class:`asyncz.ports.FlowStore`)."""
+"""The PostgreSQL adapter's queries for flow control's limits (``sql/limits.sql``): the
+store's ``limits`` part (:class:`asyncz.ports.LimitStore`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from asyncz.ports import Row
+from asyncz.port_types import Row
 from asyncz.store.runner import QueryRunner
 
 
-class FlowQueries:
+class LimitQueries:
     def __init__(self, run: QueryRunner) -> None:
         self._run = run
 

@@ -1,4 +1,5 @@
-"""Response models of flow control (limits, paused queues), beside :mod:`asyncz.api.schemas`."""
+"""Response models of the limits (each task's usage, paused queues), for ``/queues``,
+``/stats`` and ``/tasks``."""
 
 from __future__ import annotations
 

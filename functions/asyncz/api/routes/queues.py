@@ -1,5 +1,5 @@
 """Routes of flow control: pause and resume a queue, list the queues. Each task's limits are
-in ``GET /tasks`` (asyncz.api.task_catalog)."""
+in ``GET /tasks`` (asyncz.api.routes.tasks_models)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Path, Request
 
-from asyncz.api.flow_schemas import QueueList, QueueState
-from asyncz.api.keys import principal_of
-from asyncz.api.schemas import NAME_PATTERN
+from asyncz.api.routes.jobs_models import NAME_PATTERN
+from asyncz.api.routes.keys import principal_of
+from asyncz.api.routes.limits_models import QueueList, QueueState
 from asyncz.service import JobService
 
 QueueName = Annotated[str, Path(pattern=NAME_PATTERN)]
 
 
-def mount_flow(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> None:
+def mount_queues(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> None:
     router = APIRouter()
 
     @router.post("/queues/{name}/pause", response_model=QueueState, summary="Pause a queue")

@@ -11,11 +11,11 @@ from pydantic import ValidationError
 
 from asyncz.access import Principal
 from asyncz.api.replies import Reply, error_reply, validation_reply
-from asyncz.api.schemas import DependencyIn, SubmitBatch, SubmitJob
+from asyncz.api.routes.jobs_models import DependencyIn, SubmitBatch, SubmitJob
 from asyncz.fleet.scale_out import ScaleOut
 from asyncz.jobs import Dependency, NewJob, ParentRule, UniqueScope
 from asyncz.observability import logger
-from asyncz.ports import BatchItem, SubmitOutcome
+from asyncz.port_types import BatchItem, SubmitOutcome
 from asyncz.service import JobService
 from asyncz.tracing import SubmitTrace, submit_span, valid_traceparent
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from asyncz.api.unique import ScopeName, UniqueFields
+from asyncz.api.routes.jobs_unique import ScopeName, UniqueFields
 from asyncz.jobs import MAX_DEPTH, MAX_PARENTS, PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
 from asyncz.tracing import trace_id_of
 

@@ -1,5 +1,5 @@
 """The unique-job fields of a submit body (``unique_key``, ``unique_scope``, ``unique_for``,
-``debounce``) and their rules; :class:`asyncz.api.schemas.SubmitJob` has them."""
+``debounce``) and their rules; :class:`asyncz.api.routes.jobs_models.SubmitJob` has them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Routes of access: who am I (``GET /whoami``), named keys (``/keys``, scope ``admin``) and
-the audit trail (``GET /audit``, scope ``read``)."""
+"""Routes of access: who am I (``GET /whoami``) and named keys (``/keys``, scope ``admin``);
+the audit trail is :mod:`asyncz.api.routes.audit`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from asyncz.access import (
@@ -74,21 +74,6 @@ class KeyList(BaseModel):
     items: list[KeyOut]
 
 
-class AuditEntry(BaseModel):
-    at: datetime
-    key_id: str | None = Field(description="the acting key (none: before key ids were kept)")
-    key_name: str
-    action: str = Field(description="cancel, replay, bulk_replay, purge, key.create, key.revoke")
-    target: str | None = Field(description="the job id, or the key's name")
-    detail: dict[str, Any]
-    outcome: str = Field(description="ok, an error code, or pending (its answer was lost)")
-
-
-class AuditPage(BaseModel):
-    items: list[AuditEntry]
-    next_cursor: str | None
-
-
 def principal_of(request: Request) -> Principal:
     """The principal the gate admitted (every route here needs a key)."""
     principal: Principal = request.scope["state"]["principal"]
@@ -129,19 +114,6 @@ def mount_access(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> 
         await (await service()).access.revoke_key(principal_of(request), name)
         request.app.state.gate.ring.invalidate()
         return Response(status_code=204)
-
-    @router.get("/audit", response_model=AuditPage, summary="Operator actions, newest first")
-    async def audit(
-        key_name: Annotated[str | None, Query(max_length=64)] = None,
-        key_id: Annotated[str | None, Query(max_length=80)] = None,
-        action: Annotated[str | None, Query(max_length=40)] = None,
-        limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        cursor: Annotated[str | None, Query(max_length=500)] = None,
-    ) -> Any:
-        page = await (await service()).access.audit_page(
-            key_name=key_name, action=action, limit=limit, cursor=cursor, key_id=key_id
-        )
-        return AuditPage(items=[AuditEntry(**r) for r in page.items], next_cursor=page.next_cursor)
 
     app.include_router(router)
 

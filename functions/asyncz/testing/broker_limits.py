@@ -1,11 +1,12 @@
-"""In-memory flow-control limits: :mod:`asyncz.broker.limits` on dicts, same verdicts."""
+"""The in-memory broker's limits (:mod:`asyncz.broker.limits` on dicts, same verdicts):
+concurrency slots, rate windows, held-back ids."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from asyncz.broker.keys import ready_score
-from asyncz.ports import Row, Slot, epoch_ms
+from asyncz.port_types import Row, Slot, epoch_ms
 from asyncz.tasks.limits import RATE_GUARD_MS, Counted, Rate, TaskLimits
 
 WAKE_PER_SLOT = 2

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field, TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
-from asyncz.api.schemas import SubmitJob
+from asyncz.api.routes.jobs_models import SubmitJob
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry, TaskSpec
 from asyncz.tasks.signatures import UNTYPED_PAYLOAD_SCHEMA

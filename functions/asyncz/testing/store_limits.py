@@ -1,4 +1,5 @@
-"""In-memory flow control: :mod:`asyncz.store.flow` on the store's dicts."""
+"""The in-memory store's ``limits`` part (:mod:`asyncz.store.limits` on the store's dicts):
+paused queues, and the running attempts and recent starts a rebuild of the limits counts."""
 
 from __future__ import annotations
 
@@ -6,18 +7,18 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from asyncz.ports import Row
+from asyncz.port_types import Row
 
 if TYPE_CHECKING:
-    from asyncz.testing.store import MemoryStore
+    from asyncz.testing.tables import StoreTables
 
 
 def _ms(delta: timedelta) -> int:
     return int(delta.total_seconds() * 1000)
 
 
-class MemoryFlow:
-    def __init__(self, store: MemoryStore) -> None:
+class MemoryStoreLimits:
+    def __init__(self, store: StoreTables) -> None:
         self.store = store
         self.paused: dict[str, Row] = {}
 
