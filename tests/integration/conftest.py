@@ -1,15 +1,23 @@
-"""Fixtures of the integration tests that start ``asyncz dev``."""
+"""Fixtures of the integration tests: the api handler in-process (``api``, ``api_settings``),
+and ``asyncz dev`` runs."""
 
 from __future__ import annotations
 
 import os
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from asyncz.api import handler as api_handler
+from asyncz.connections import hash_api_key
+from asyncz.settings import Settings, get_settings
 from tests.support import devrun
+from tests.support.api_lambda import KEY, sandbox
+from tests.support.apigw import Reply, call
 from tests.support.databases import empty_backends
+from tests.support.settings import make_settings, settings_env
 
 
 @pytest.fixture
@@ -35,3 +43,42 @@ def runs() -> Iterator[list[devrun.DevRun]]:
         if run.proc.poll() is None:
             os.killpg(run.pgid, signal.SIGKILL)
             run.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def api_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
+    settings = make_settings(
+        pg_url,
+        redis_server_url,
+        api_key_hashes=hash_api_key(KEY),
+        max_payload_bytes=64 * 1024,
+        wake_worker=False,
+        queues="default,reports,other,q2",
+        cost_cache_seconds=0,  # each test reads its own counts
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in settings_env(settings).items():
+            if name.startswith("ASYNCZ_"):
+                mp.setenv(name, value)
+        mp.delenv("ASYNCZ_WORKER_FUNCTION_NAME", raising=False)
+        get_settings.cache_clear()
+        api_handler.reset()
+        yield get_settings()
+        get_settings.cache_clear()
+        api_handler.reset()
+
+
+@pytest.fixture
+def flavour() -> str:
+    return "rest"  # tests marked with FLAVOURS run on both
+
+
+@pytest.fixture
+def api(api_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
+    api_handler._sandbox = sandbox(api_settings)
+
+    def request(method: str, target: str, key: str | None = KEY, **kw: Any) -> Reply:
+        return call(api_handler.handler, method, target, api_key=key, flavour=flavour, **kw)
+
+    yield request
+    api_handler.reset()

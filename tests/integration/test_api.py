@@ -2,113 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis
 
-from asyncz.api import handler as api_handler
-from asyncz.api.app import Waker
 from asyncz.connections import hash_api_key
 from asyncz.maintenance.cost import architecture, dollars
 from asyncz.prices import PRICED_ON
 from asyncz.settings import Settings, get_settings
-from asyncz.worker.loop import WorkerLoop
-from tests.support.apigw import EVENTS, FakeContext, Reply, call
+from tests.support.api_lambda import FLAVOURS, KEY, drain, job_row, make_dead, sandbox
+from tests.support.apigw import EVENTS, FakeContext, call
 from tests.support.ledger import rows
-from tests.support.settings import make_settings, open_service, settings_env
-from tests.support.waiting import wait_until
+from tests.support.settings import make_settings
 
 pytestmark = pytest.mark.integration
 
-KEY = "test-key-" + "x" * 24
 SOON = (datetime.now(UTC) + timedelta(days=40)).date().isoformat()
 TOO_LATE = (datetime.now(UTC) + timedelta(days=400)).date().isoformat()
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$")
-
-
-@pytest.fixture(scope="module")
-def api_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
-    settings = make_settings(
-        pg_url,
-        redis_server_url,
-        api_key_hashes=hash_api_key(KEY),
-        max_payload_bytes=64 * 1024,
-        wake_worker=False,
-        queues="default,reports,other,q2",
-        cost_cache_seconds=0,  # each test reads its own counts
-    )
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in settings_env(settings).items():
-            if name.startswith("ASYNCZ_"):
-                mp.setenv(name, value)
-        mp.delenv("ASYNCZ_WORKER_FUNCTION_NAME", raising=False)
-        get_settings.cache_clear()
-        api_handler.reset()
-        yield get_settings()
-        get_settings.cache_clear()
-        api_handler.reset()
-
-
-# The api serves the events of both flavours of API Gateway: REST API (v1, as deployed) and
-# HTTP API (2.0). Submit tests run on both; the rest of the API on REST events.
-FLAVOURS = pytest.mark.parametrize("flavour", sorted(EVENTS))
-
-
-def sandbox(settings: Settings, waker: Waker | None = None) -> Any:
-    """An api sandbox as the handler builds it."""
-    return api_handler.build_sandbox(settings, waker=waker)
-
-
-@pytest.fixture
-def flavour() -> str:
-    return "rest"  # tests marked with FLAVOURS run on both
-
-
-@pytest.fixture
-def api(api_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
-    api_handler._sandbox = sandbox(api_settings)
-
-    def request(method: str, target: str, key: str | None = KEY, **kw: Any) -> Reply:
-        return call(api_handler.handler, method, target, api_key=key, flavour=flavour, **kw)
-
-    yield request
-    api_handler.reset()
-
-
-def job_row(settings: Settings, job_id: str) -> dict[str, Any]:
-    return rows(settings.database_url, "SELECT * FROM jobs WHERE id=%s", (job_id,))[0]
-
-
-def drain(settings: Settings, until: Any, timeout: float = 30) -> None:
-    """Run a worker loop on its own thread (and loop) until ``until()`` holds; the test's
-    thread stays free to call the api handler meanwhile."""
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def work() -> None:
-        async with open_service(settings) as svc:
-            box["stop"], box["loop"] = asyncio.Event(), asyncio.get_running_loop()
-            ready.set()
-            box["summary"] = await WorkerLoop(
-                svc, remaining_seconds=lambda: 3600, stop=box["stop"]
-            ).run()
-
-    thread = threading.Thread(target=lambda: asyncio.run(work()), daemon=True)
-    thread.start()
-    assert ready.wait(10), "worker loop did not start"
-    try:
-        wait_until(until, timeout=timeout, what="the jobs to finish")
-    finally:
-        box["loop"].call_soon_threadsafe(box["stop"].set)
-        thread.join(30)
 
 
 # --- submit ---------------------------------------------------------------------------------
@@ -317,17 +233,6 @@ def test_cancel_queued_now_running_at_next_heartbeat_terminal_409(
 
 
 # --- DLQ ------------------------------------------------------------------------------------
-
-
-def make_dead(api: Any, settings: Settings, n: int, task: str = "fail") -> list[str]:
-    ids = [
-        api(
-            "POST", "/jobs", body={"task": task, "payload": {"message": f"m{i}"}, "max_retries": 0}
-        ).json()["job_id"]
-        for i in range(n)
-    ]
-    drain(settings, lambda: all(job_row(settings, i)["status"] == "dead" for i in ids))
-    return ids
 
 
 def test_dlq_list_replay_purge(api: Any, api_settings: Settings) -> None:
