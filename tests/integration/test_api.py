@@ -151,7 +151,7 @@ def test_get_job_fields_unknown_and_malformed(api: Any) -> None:
     ):
         assert field in body
     assert ISO_UTC.match(body["created_at"]) and ISO_UTC.match(body["run_at"])
-    missing = api("GET", f"/jobs/{uuid.uuid4()}")
+    missing = api("GET", f"/jobs/{UNKNOWN_JOB}")
     assert missing.status == 404 and missing.json()["error"] == "job_not_found"
     bad = api("GET", "/jobs/not-a-uuid")
     assert bad.status == 422 and bad.json()["error"] == "validation_error"
@@ -193,7 +193,7 @@ def test_attempts_log(api: Any, api_settings: Settings) -> None:
     assert log["job_id"] == job_id
     assert [a["outcome"] for a in log["items"]] == ["failed", "completed"]
     assert "flaky failure 1 of 1" in log["items"][0]["error"]
-    assert api("GET", f"/jobs/{uuid.uuid4()}/attempts").status == 404
+    assert api("GET", f"/jobs/{UNKNOWN_JOB}/attempts").status == 404
 
 
 # --- cancel ---------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def test_cancel_queued_now_running_at_next_heartbeat_terminal_409(
     assert r.status == 200 and r.json()["status"] == "cancelled"
     again = api("POST", f"/jobs/{queued.json()['job_id']}/cancel")
     assert again.status == 409 and again.json()["error"] == "invalid_state"
-    assert api("POST", f"/jobs/{uuid.uuid4()}/cancel").status == 404
+    assert api("POST", f"/jobs/{UNKNOWN_JOB}/cancel").status == 404
 
     running = api("POST", "/jobs", body={"task": "sleep", "payload": {"seconds": 60}})
     job_id = running.json()["job_id"]
@@ -246,7 +246,7 @@ def test_dlq_list_replay_purge(api: Any, api_settings: Settings) -> None:
     one = api("POST", f"/dlq/{ids[0]}/replay")
     assert one.status == 200 and one.json()["status"] == "queued"
     assert api("POST", f"/dlq/{ids[0]}/replay").status == 409
-    assert api("POST", f"/dlq/{uuid.uuid4()}/replay").status == 404
+    assert api("POST", f"/dlq/{UNKNOWN_JOB}/replay").status == 404
 
     bulk = api("POST", "/dlq/replay", body={"task": "fail", "limit": 2})
     assert bulk.status == 200 and bulk.json()["replayed"] == 2
@@ -323,16 +323,17 @@ def test_stats_estimates_the_cost_of_the_last_hour_and_day(
 
 # --- auth and bad input ---------------------------------------------------------------------
 
+UNKNOWN_JOB = "00000000-0000-4000-8000-000000000001"  # a fixed id: test ids match on every worker
 ENDPOINTS = [
     ("POST", "/jobs"),
     ("GET", "/jobs"),
-    ("GET", f"/jobs/{uuid.uuid4()}"),
-    ("GET", f"/jobs/{uuid.uuid4()}/attempts"),
-    ("POST", f"/jobs/{uuid.uuid4()}/cancel"),
+    ("GET", f"/jobs/{UNKNOWN_JOB}"),
+    ("GET", f"/jobs/{UNKNOWN_JOB}/attempts"),
+    ("POST", f"/jobs/{UNKNOWN_JOB}/cancel"),
     ("GET", "/dlq"),
-    ("POST", f"/dlq/{uuid.uuid4()}/replay"),
+    ("POST", f"/dlq/{UNKNOWN_JOB}/replay"),
     ("POST", "/dlq/replay"),
-    ("DELETE", f"/dlq/{uuid.uuid4()}"),
+    ("DELETE", f"/dlq/{UNKNOWN_JOB}"),
     ("GET", "/stats"),
     ("GET", "/tasks"),
 ]
