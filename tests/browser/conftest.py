@@ -50,7 +50,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
     """The whole system as ``asyncz dev`` runs it, on a database of this tier's own."""
-    database_url, redis_url = empty_backends("browser", 9)
+    database_url, redis_url = empty_backends("browser", 2)
     data = tmp_path_factory.mktemp("browser") / "data"
     run = DevRun(data, dev_env(database_url, redis_url, API_KEY), API_KEY)
     try:

@@ -23,7 +23,7 @@ from tests.support.settings import make_settings, settings_env
 @pytest.fixture
 def fresh_backends() -> tuple[str, str]:
     """An empty database and an empty Redis db of the ``asyncz dev`` tests' own."""
-    return empty_backends("dev", 8)
+    return empty_backends("dev", 1)
 
 
 @pytest.fixture
