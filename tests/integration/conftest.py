@@ -12,12 +12,12 @@ import pytest
 
 from asyncz.api import handler as api_handler
 from asyncz.connections import hash_api_key
-from asyncz.settings import Settings, get_settings
+from asyncz.settings import Settings
 from tests.support import devrun
-from tests.support.api_lambda import KEY, sandbox
+from tests.support.api_lambda import KEY, handler_settings, sandbox
 from tests.support.apigw import Reply, call
 from tests.support.databases import empty_backends
-from tests.support.settings import make_settings, settings_env
+from tests.support.settings import make_settings
 
 
 @pytest.fixture
@@ -47,25 +47,15 @@ def runs() -> Iterator[list[devrun.DevRun]]:
 
 @pytest.fixture(scope="module")
 def api_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
-    settings = make_settings(
-        pg_url,
-        redis_server_url,
-        api_key_hashes=hash_api_key(KEY),
-        max_payload_bytes=64 * 1024,
-        wake_worker=False,
-        queues="default,reports,other,q2",
-        cost_cache_seconds=0,  # each test reads its own counts
-    )
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in settings_env(settings).items():
-            if name.startswith("ASYNCZ_"):
-                mp.setenv(name, value)
-        mp.delenv("ASYNCZ_WORKER_FUNCTION_NAME", raising=False)
-        get_settings.cache_clear()
-        api_handler.reset()
-        yield get_settings()
-        get_settings.cache_clear()
-        api_handler.reset()
+    values: dict[str, Any] = {
+        "api_key_hashes": hash_api_key(KEY),
+        "max_payload_bytes": 64 * 1024,
+        "wake_worker": False,
+        "queues": "default,reports,other,q2",
+        "cost_cache_seconds": 0,  # each test reads its own counts
+    }
+    with handler_settings(make_settings(pg_url, redis_server_url, **values)) as ready:
+        yield ready
 
 
 @pytest.fixture

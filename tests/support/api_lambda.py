@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from asyncz.api import handler as api_handler
 from asyncz.api.app import Waker
-from asyncz.settings import Settings
+from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
 from tests.support.apigw import EVENTS
 from tests.support.ledger import rows
-from tests.support.settings import open_service
+from tests.support.settings import open_service, settings_env
 from tests.support.waiting import wait_until
 
 KEY = "test-key-" + "x" * 24
@@ -75,3 +77,19 @@ def job(api: Any, job_id: str) -> dict[str, Any]:
     reply = api("GET", f"/jobs/{job_id}")
     assert reply.status == 200, reply.body
     return dict(reply.body)
+
+
+@contextmanager
+def handler_settings(settings: Settings) -> Iterator[Settings]:
+    """``settings`` as the api handler reads them (its ``ASYNCZ_*`` environment), the handler's
+    cached sandbox dropped before and after."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in settings_env(settings).items():
+            if name.startswith("ASYNCZ_"):
+                mp.setenv(name, value)
+        mp.delenv("ASYNCZ_WORKER_FUNCTION_NAME", raising=False)
+        get_settings.cache_clear()
+        api_handler.reset()
+        yield get_settings()
+        get_settings.cache_clear()
+        api_handler.reset()
