@@ -8,32 +8,18 @@ Screenshots go to ``.asyncz/browser-output/`` (test output, kept after the run).
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.browser import API_KEY, HOW_TO, PageWatch, chromium_path
 from tests.support.databases import empty_backends
 from tests.support.devrun import DevRun, dev_env
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / ".asyncz" / "browser-output"
-API_KEY = "browser-test-key"
-HOW_TO = (
-    "the browser tier needs Debian's chromium: `apt-get install -y chromium` "
-    "(scripts/setup does it when run as root with apt), or set ASYNCZ_CHROMIUM to a "
-    "Chromium binary"
-)
-
-
-def chromium_path() -> str:
-    path = os.environ.get("ASYNCZ_CHROMIUM") or shutil.which("chromium")
-    if not path:
-        pytest.fail(f"no chromium found: {HOW_TO}", pytrace=False)
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +50,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
     """The whole system as ``asyncz dev`` runs it, on a database of this tier's own."""
-    database_url, redis_url = empty_backends("browser", 9)
+    database_url, redis_url = empty_backends("browser", 2)
     data = tmp_path_factory.mktemp("browser") / "data"
     run = DevRun(data, dev_env(database_url, redis_url, API_KEY), API_KEY)
     try:
@@ -72,22 +58,6 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
         yield run
     finally:
         run.stop()
-
-
-class PageWatch:
-    """What a page did that it must not: dialogs (an XSS alert), console errors (a CSP
-    violation is reported there), failed requests."""
-
-    def __init__(self, page: Any) -> None:
-        self.dialogs: list[str] = []
-        self.errors: list[str] = []
-        page.on("dialog", self._dialog)
-        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-
-    def _dialog(self, dialog: Any) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import API_KEY, PageWatch
+from tests.support.browser import API_KEY, PageWatch, csp_violations, sign_in
 from tests.support.devrun import DevRun, request
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
@@ -23,16 +23,6 @@ XSS_FLAG = "<svg onload=window.__xss=1><script>window.__xss=2</script>"  # or a 
 Page = tuple[Any, PageWatch]
 
 
-def csp_violations(watch: PageWatch) -> list[str]:
-    return [e for e in watch.errors if "Content Security Policy" in e]
-
-
-def sign_in(pg: Any, dev: DevRun, key: str = API_KEY) -> None:
-    pg.goto(dev.url + "/ui")
-    pg.fill("#key", key)
-    pg.click("#signin-form button[type=submit]")
-    if key == API_KEY:  # signed in (the key checked): only now may the test navigate
-        pg.wait_for_selector("#nav a[data-page=jobs]", state="visible")
 
 
 def test_a_wrong_key_is_refused_and_nothing_is_stored(

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import PageWatch
-from tests.browser.test_dashboard import csp_violations, sign_in
+from tests.support.browser import PageWatch, csp_violations, sign_in
 from tests.support.devrun import DevRun
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]

@@ -13,17 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.conftest import (
-    ApiSandbox,
-    Fleet,
-    RecoveryLoop,
-    RedisServer,
-    chaos_settings,
-    check_ledger,
-    mixed_jobs,
-    wait_terminal,
-)
-from tests.support.ledger import rows
+from tests.support.chaos import chaos_settings, mixed_jobs
+from tests.support.fleet import ApiSandbox, Fleet, RecoveryLoop
+from tests.support.ledger import check_ledger, rows, wait_terminal
+from tests.support.private_servers import RedisServer
 
 pytestmark = pytest.mark.chaos
 

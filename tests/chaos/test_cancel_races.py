@@ -24,15 +24,10 @@ import pytest
 
 from asyncz.jobs import JobStatus, Lease, NewJob
 from asyncz.worker.loop import WorkerLoop
-from tests.chaos.conftest import (
-    Fleet,
-    RecoveryLoop,
-    RedisServer,
-    chaos_settings,
-    check_ledger,
-    submit_jobs,
-)
-from tests.support.ledger import rows
+from tests.support.chaos import chaos_settings, submit_jobs
+from tests.support.fleet import Fleet, RecoveryLoop
+from tests.support.ledger import check_ledger, rows
+from tests.support.private_servers import RedisServer
 from tests.support.settings import open_service
 from tests.support.waiting import wait_until
 

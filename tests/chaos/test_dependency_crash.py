@@ -16,16 +16,10 @@ from typing import Any
 import pytest
 
 from asyncz.jobs import Dependency, NewJob, ParentRule
-from tests.chaos.conftest import (
-    STRANDED_SQL,
-    Fleet,
-    RecoveryLoop,
-    RedisServer,
-    chaos_settings,
-    check_ledger,
-    wait_terminal,
-)
-from tests.support.ledger import rows
+from tests.support.chaos import chaos_settings
+from tests.support.fleet import Fleet, RecoveryLoop
+from tests.support.ledger import STRANDED_SQL, check_ledger, rows, wait_terminal
+from tests.support.private_servers import RedisServer
 from tests.support.settings import open_service
 from tests.support.waiting import wait_until
 

@@ -18,15 +18,10 @@ from typing import Any
 
 import pytest
 
-from tests.chaos.conftest import (
-    ApiSandbox,
-    Fleet,
-    RedisServer,
-    chaos_settings,
-    check_ledger,
-    wait_terminal,
-)
-from tests.support.ledger import rows
+from tests.support.chaos import chaos_settings
+from tests.support.fleet import ApiSandbox, Fleet
+from tests.support.ledger import check_ledger, rows, wait_terminal
+from tests.support.private_servers import RedisServer
 
 pytestmark = pytest.mark.chaos
 

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 import redis
 
-from tests.chaos import conftest as chaos
-from tests.support.ledger import rows
+from tests.support.chaos import chaos_settings, submit_jobs
+from tests.support.fleet import Fleet, RecoveryLoop
+from tests.support.ledger import check_ledger, rows, wait_terminal
 from tests.support.overlap import attempt_spans, most_at_once, most_starts_in
+from tests.support.private_servers import RedisServer
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
@@ -33,19 +35,19 @@ def _started(db: str, task: str) -> int:
 @pytest.fixture
 def across_flush(
     chaos_db: str,
-    own_redis: chaos.RedisServer,
+    own_redis: RedisServer,
     tmp_path: Path,
-    fleet_factory: Callable[..., chaos.Fleet],
-    recovery_factory: Callable[..., chaos.RecoveryLoop],
+    fleet_factory: Callable[..., Fleet],
+    recovery_factory: Callable[..., RecoveryLoop],
 ) -> Callable[..., list[dict[str, Any]]]:
     """Run ``before`` under ``limits`` on two workers and a recovery loop; once ``starts``
     attempts of ``task`` started, flush Redis, submit ``after``; when every job has ended,
     check the ledger and return the task's attempt spans."""
 
     def run(task: str, limits: dict[str, Any], before: Jobs, starts: int, after: Jobs) -> Any:
-        settings = chaos.chaos_settings(chaos_db, own_redis.url, tmp_path,
+        settings = chaos_settings(chaos_db, own_redis.url, tmp_path,
                                         task_limits=json.dumps({task: limits}))  # fmt: skip
-        ids = asyncio.run(chaos.submit_jobs(settings, before))
+        ids = asyncio.run(submit_jobs(settings, before))
         fleet = fleet_factory(settings)
         for _ in range(2):
             fleet.start(concurrency=4)
@@ -55,12 +57,12 @@ def across_flush(
             client = redis.Redis.from_url(own_redis.url)
             client.flushdb()
             client.close()
-            ids += asyncio.run(chaos.submit_jobs(settings, after))
-            chaos.wait_terminal(chaos_db, len(ids), timeout=120)
+            ids += asyncio.run(submit_jobs(settings, after))
+            wait_terminal(chaos_db, len(ids), timeout=120)
         finally:
             recovery.stop()
             fleet.stop_all()
-        book = chaos.check_ledger(chaos_db, ids)
+        book = check_ledger(chaos_db, ids)
         assert book["status"] == {"completed": len(ids)}, book["status"]
         spans = attempt_spans(chaos_db, task)
         assert len(spans) == len(ids)

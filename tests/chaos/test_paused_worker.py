@@ -16,17 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.conftest import (
-    Fleet,
-    RecoveryLoop,
-    RedisServer,
-    chaos_settings,
-    check_ledger,
-    mixed_jobs,
-    submit_jobs,
-    wait_terminal,
-)
-from tests.support.ledger import rows
+from tests.support.chaos import chaos_settings, mixed_jobs, submit_jobs
+from tests.support.fleet import Fleet, RecoveryLoop
+from tests.support.ledger import check_ledger, rows, wait_terminal
+from tests.support.private_servers import RedisServer
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos

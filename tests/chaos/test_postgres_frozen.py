@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.conftest import (
-    ApiSandbox,
+from tests.support.chaos import (
+    OUTAGE_BOUND,
     PrivatePostgres,
-    RedisServer,
     assert_unavailable,
     chaos_settings,
     create_database,
 )
-from tests.chaos.test_postgres_restart import OUTAGE_BOUND
+from tests.support.fleet import ApiSandbox
+from tests.support.private_servers import RedisServer
 
 pytestmark = pytest.mark.chaos
 

@@ -16,28 +16,23 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.chaos.conftest import (
-    ApiSandbox,
-    Fleet,
+from tests.support.chaos import (
+    OUTAGE_BOUND,
     PrivatePostgres,
-    RecoveryLoop,
-    RedisServer,
     assert_unavailable,
     chaos_settings,
-    check_ledger,
     create_database,
     mixed_jobs,
-    non_terminal,
     submit_jobs,
-    wait_terminal,
 )
-from tests.support.ledger import rows
+from tests.support.fleet import ApiSandbox, Fleet, RecoveryLoop
+from tests.support.ledger import check_ledger, non_terminal, rows, wait_terminal
+from tests.support.private_servers import RedisServer
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos
 
 JOBS = 300
-OUTAGE_BOUND = 15.0  # seconds an api call may take while Postgres is down
 
 
 def answers(pg: PrivatePostgres) -> bool:

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.conftest import ApiSandbox, Fleet, RedisServer, chaos_settings, submit_jobs
+from tests.support.chaos import chaos_settings, submit_jobs
+from tests.support.fleet import ApiSandbox, Fleet
 from tests.support.ledger import rows
+from tests.support.private_servers import RedisServer
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.chaos

@@ -13,17 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.conftest import (
-    Fleet,
-    RecoveryLoop,
-    RedisServer,
-    chaos_settings,
-    check_ledger,
-    mixed_jobs,
-    non_terminal,
-    submit_jobs,
-    wait_terminal,
-)
+from tests.support.chaos import chaos_settings, mixed_jobs, submit_jobs
+from tests.support.fleet import Fleet, RecoveryLoop
+from tests.support.ledger import check_ledger, non_terminal, wait_terminal
+from tests.support.private_servers import RedisServer
 
 pytestmark = pytest.mark.chaos
 

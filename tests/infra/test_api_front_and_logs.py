@@ -9,7 +9,7 @@ import json
 import pytest
 
 from asyncz_cdk.config import aws_stage
-from tests.infra.conftest import Synth, synthesize
+from tests.support.synth import Synth, synthesize
 from tests.support.templates import asyncz_functions, environment, resources
 
 pytestmark = pytest.mark.infra

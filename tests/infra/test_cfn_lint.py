@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra.conftest import Synth
+from tests.support.synth import Synth
 
 pytestmark = pytest.mark.infra
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from infra.app import ROOT
-from tests.infra.conftest import TIMINGS
 from tests.support.cdk_cli import CDK, offline_env, stacks_in
+from tests.support.synth import TIMINGS
 
 pytestmark = [pytest.mark.infra, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from tests.infra.conftest import Synth
+from tests.support.synth import Synth
 from tests.support.templates import asyncz_functions, export_target, resources
 
 pytestmark = pytest.mark.infra

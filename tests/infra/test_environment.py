@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asyncz.settings import Settings
-from tests.infra.conftest import Synth
+from tests.support.synth import Synth
 from tests.support.templates import asyncz_functions, environment, export_target, placeholder
 
 pytestmark = pytest.mark.infra
@@ -124,7 +124,7 @@ def test_a_stage_gives_its_task_limits_to_every_function_that_claims_or_reports(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     from asyncz_cdk.config import local_stage
-    from tests.infra.conftest import synthesize
+    from tests.support.synth import synthesize
 
     limits = '{"call_llm": {"concurrency": 3, "rate": "30/m"}}'
     synth = synthesize(

@@ -16,8 +16,8 @@ import pytest
 from asyncz_cdk import AsyncZ, AsyncZProps, LayerBuildError, local_stage
 from asyncz_cdk.code_asset import TaskCodeError
 from infra.app import ROOT
-from tests.infra.conftest import TIMINGS
 from tests.support.cdk_cli import CDK, offline_env
+from tests.support.synth import TIMINGS
 from tests.support.templates import asset_dir, asyncz_functions, environment, resources
 
 pytestmark = [pytest.mark.infra, pytest.mark.slow]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from asyncz_cdk.constructs.function_defaults import VPC_NETWORK_INTERFACE_ACTIONS
-from tests.infra.conftest import Synth
+from tests.support.synth import Synth
 from tests.support.templates import (
     actions,
     as_list,

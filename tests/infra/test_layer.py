@@ -10,7 +10,7 @@ import pytest
 from asyncz_cdk.config import local_stage
 from asyncz_cdk.layer_build import RUNTIME_REQUIREMENTS, cached_layer
 from infra.app import BUILD_DIR, ROOT
-from tests.infra.conftest import Synth, synthesize
+from tests.support.synth import Synth, synthesize
 from tests.support.templates import asset_dir, asyncz_functions, resources
 
 pytestmark = pytest.mark.infra

@@ -12,7 +12,7 @@ from cdk_nag import AwsSolutionsChecks
 from asyncz_cdk import AsyncZ, AsyncZProps, aws_stage
 from asyncz_cdk.construct import check_name
 from infra.app import BUILD_DIR
-from tests.infra.conftest import FAST_CONTEXT
+from tests.support.synth import FAST_CONTEXT
 
 pytestmark = pytest.mark.infra
 

@@ -16,8 +16,8 @@ import pytest
 from asyncz_cdk.budget import RESERVED_CONNECTIONS, check_connection_budget, max_connections
 from asyncz_cdk.config import aws_stage
 from asyncz_cdk.context import settings_from_context
-from tests.infra.conftest import Synth
 from tests.support.cdk_cli import CDK, offline_env, stacks_in
+from tests.support.synth import Synth
 from tests.support.templates import (
     actions,
     asyncz_functions,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.conftest import Synth
+from tests.support.synth import Synth
 from tests.support.templates import asyncz_functions, environment, resources
 
 pytestmark = pytest.mark.infra

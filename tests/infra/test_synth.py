@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.infra.conftest import Synth
+from tests.support.synth import Synth
 
 pytestmark = pytest.mark.infra
 

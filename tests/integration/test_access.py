@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the fixtures imported from test_api are parameters here
 """Named keys with scopes through the api handler (both flavours of API Gateway event): what
 each scope may do, the jobs a key submitted, the audit trail, per-key rates across sandboxes
 and revocation within the bound on every sandbox."""
@@ -14,15 +13,7 @@ import pytest
 from asyncz.access import KEY_RELOAD_SECONDS
 from asyncz.api import handler as api_handler
 from asyncz.settings import Settings
-from tests.integration.test_api import (  # noqa: F401 - fixtures
-    FLAVOURS,
-    KEY,
-    api,
-    api_settings,
-    flavour,
-    make_dead,
-    sandbox,
-)
+from tests.support.api_lambda import FLAVOURS, make_dead, sandbox
 from tests.support.apigw import call
 from tests.support.ledger import rows
 

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevRun, str]]:
-    database_url, redis_url = empty_backends("activity", 8)
+    database_url, redis_url = empty_backends("activity", 1)
     env = {**dev_env(database_url, redis_url, API_KEY), "ASYNCZ_WORKER_CONCURRENCY": "8"}
     run = DevRun(tmp_path_factory.mktemp("activity") / "data", env, API_KEY, port=free_port(),
                  args=["--workers", "1"])  # fmt: skip

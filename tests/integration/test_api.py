@@ -2,113 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis
 
-from asyncz.api import handler as api_handler
-from asyncz.api.app import Waker
 from asyncz.connections import hash_api_key
 from asyncz.maintenance.cost import architecture, dollars
 from asyncz.prices import PRICED_ON
 from asyncz.settings import Settings, get_settings
-from asyncz.worker.loop import WorkerLoop
-from tests.support.apigw import EVENTS, FakeContext, Reply, call
+from tests.support.api_lambda import FLAVOURS, KEY, drain, job_row, make_dead, sandbox
+from tests.support.apigw import EVENTS, FakeContext, call
 from tests.support.ledger import rows
-from tests.support.settings import make_settings, open_service, settings_env
-from tests.support.waiting import wait_until
+from tests.support.settings import make_settings
 
 pytestmark = pytest.mark.integration
 
-KEY = "test-key-" + "x" * 24
 SOON = (datetime.now(UTC) + timedelta(days=40)).date().isoformat()
 TOO_LATE = (datetime.now(UTC) + timedelta(days=400)).date().isoformat()
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$")
-
-
-@pytest.fixture(scope="module")
-def api_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
-    settings = make_settings(
-        pg_url,
-        redis_server_url,
-        api_key_hashes=hash_api_key(KEY),
-        max_payload_bytes=64 * 1024,
-        wake_worker=False,
-        queues="default,reports,other,q2",
-        cost_cache_seconds=0,  # each test reads its own counts
-    )
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in settings_env(settings).items():
-            if name.startswith("ASYNCZ_"):
-                mp.setenv(name, value)
-        mp.delenv("ASYNCZ_WORKER_FUNCTION_NAME", raising=False)
-        get_settings.cache_clear()
-        api_handler.reset()
-        yield get_settings()
-        get_settings.cache_clear()
-        api_handler.reset()
-
-
-# The api serves the events of both flavours of API Gateway: REST API (v1, as deployed) and
-# HTTP API (2.0). Submit tests run on both; the rest of the API on REST events.
-FLAVOURS = pytest.mark.parametrize("flavour", sorted(EVENTS))
-
-
-def sandbox(settings: Settings, waker: Waker | None = None) -> Any:
-    """An api sandbox as the handler builds it."""
-    return api_handler.build_sandbox(settings, waker=waker)
-
-
-@pytest.fixture
-def flavour() -> str:
-    return "rest"  # tests marked with FLAVOURS run on both
-
-
-@pytest.fixture
-def api(api_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
-    api_handler._sandbox = sandbox(api_settings)
-
-    def request(method: str, target: str, key: str | None = KEY, **kw: Any) -> Reply:
-        return call(api_handler.handler, method, target, api_key=key, flavour=flavour, **kw)
-
-    yield request
-    api_handler.reset()
-
-
-def job_row(settings: Settings, job_id: str) -> dict[str, Any]:
-    return rows(settings.database_url, "SELECT * FROM jobs WHERE id=%s", (job_id,))[0]
-
-
-def drain(settings: Settings, until: Any, timeout: float = 30) -> None:
-    """Run a worker loop on its own thread (and loop) until ``until()`` holds; the test's
-    thread stays free to call the api handler meanwhile."""
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def work() -> None:
-        async with open_service(settings) as svc:
-            box["stop"], box["loop"] = asyncio.Event(), asyncio.get_running_loop()
-            ready.set()
-            box["summary"] = await WorkerLoop(
-                svc, remaining_seconds=lambda: 3600, stop=box["stop"]
-            ).run()
-
-    thread = threading.Thread(target=lambda: asyncio.run(work()), daemon=True)
-    thread.start()
-    assert ready.wait(10), "worker loop did not start"
-    try:
-        wait_until(until, timeout=timeout, what="the jobs to finish")
-    finally:
-        box["loop"].call_soon_threadsafe(box["stop"].set)
-        thread.join(30)
 
 
 # --- submit ---------------------------------------------------------------------------------
@@ -235,7 +151,7 @@ def test_get_job_fields_unknown_and_malformed(api: Any) -> None:
     ):
         assert field in body
     assert ISO_UTC.match(body["created_at"]) and ISO_UTC.match(body["run_at"])
-    missing = api("GET", f"/jobs/{uuid.uuid4()}")
+    missing = api("GET", f"/jobs/{UNKNOWN_JOB}")
     assert missing.status == 404 and missing.json()["error"] == "job_not_found"
     bad = api("GET", "/jobs/not-a-uuid")
     assert bad.status == 422 and bad.json()["error"] == "validation_error"
@@ -277,7 +193,7 @@ def test_attempts_log(api: Any, api_settings: Settings) -> None:
     assert log["job_id"] == job_id
     assert [a["outcome"] for a in log["items"]] == ["failed", "completed"]
     assert "flaky failure 1 of 1" in log["items"][0]["error"]
-    assert api("GET", f"/jobs/{uuid.uuid4()}/attempts").status == 404
+    assert api("GET", f"/jobs/{UNKNOWN_JOB}/attempts").status == 404
 
 
 # --- cancel ---------------------------------------------------------------------------------
@@ -291,7 +207,7 @@ def test_cancel_queued_now_running_at_next_heartbeat_terminal_409(
     assert r.status == 200 and r.json()["status"] == "cancelled"
     again = api("POST", f"/jobs/{queued.json()['job_id']}/cancel")
     assert again.status == 409 and again.json()["error"] == "invalid_state"
-    assert api("POST", f"/jobs/{uuid.uuid4()}/cancel").status == 404
+    assert api("POST", f"/jobs/{UNKNOWN_JOB}/cancel").status == 404
 
     running = api("POST", "/jobs", body={"task": "sleep", "payload": {"seconds": 60}})
     job_id = running.json()["job_id"]
@@ -319,17 +235,6 @@ def test_cancel_queued_now_running_at_next_heartbeat_terminal_409(
 # --- DLQ ------------------------------------------------------------------------------------
 
 
-def make_dead(api: Any, settings: Settings, n: int, task: str = "fail") -> list[str]:
-    ids = [
-        api(
-            "POST", "/jobs", body={"task": task, "payload": {"message": f"m{i}"}, "max_retries": 0}
-        ).json()["job_id"]
-        for i in range(n)
-    ]
-    drain(settings, lambda: all(job_row(settings, i)["status"] == "dead" for i in ids))
-    return ids
-
-
 def test_dlq_list_replay_purge(api: Any, api_settings: Settings) -> None:
     ids = make_dead(api, api_settings, 5)
     page1 = api("GET", "/dlq?limit=3").json()
@@ -341,7 +246,7 @@ def test_dlq_list_replay_purge(api: Any, api_settings: Settings) -> None:
     one = api("POST", f"/dlq/{ids[0]}/replay")
     assert one.status == 200 and one.json()["status"] == "queued"
     assert api("POST", f"/dlq/{ids[0]}/replay").status == 409
-    assert api("POST", f"/dlq/{uuid.uuid4()}/replay").status == 404
+    assert api("POST", f"/dlq/{UNKNOWN_JOB}/replay").status == 404
 
     bulk = api("POST", "/dlq/replay", body={"task": "fail", "limit": 2})
     assert bulk.status == 200 and bulk.json()["replayed"] == 2
@@ -418,16 +323,17 @@ def test_stats_estimates_the_cost_of_the_last_hour_and_day(
 
 # --- auth and bad input ---------------------------------------------------------------------
 
+UNKNOWN_JOB = "00000000-0000-4000-8000-000000000001"  # a fixed id: test ids match on every worker
 ENDPOINTS = [
     ("POST", "/jobs"),
     ("GET", "/jobs"),
-    ("GET", f"/jobs/{uuid.uuid4()}"),
-    ("GET", f"/jobs/{uuid.uuid4()}/attempts"),
-    ("POST", f"/jobs/{uuid.uuid4()}/cancel"),
+    ("GET", f"/jobs/{UNKNOWN_JOB}"),
+    ("GET", f"/jobs/{UNKNOWN_JOB}/attempts"),
+    ("POST", f"/jobs/{UNKNOWN_JOB}/cancel"),
     ("GET", "/dlq"),
-    ("POST", f"/dlq/{uuid.uuid4()}/replay"),
+    ("POST", f"/dlq/{UNKNOWN_JOB}/replay"),
     ("POST", "/dlq/replay"),
-    ("DELETE", f"/dlq/{uuid.uuid4()}"),
+    ("DELETE", f"/dlq/{UNKNOWN_JOB}"),
     ("GET", "/stats"),
     ("GET", "/tasks"),
 ]

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the fixtures imported from test_api are parameters here
 """POST /jobs/batch: all-or-nothing validation, one INSERT and one enqueue,
 per-item idempotency, results in order, from REST API and HTTP API events alike."""
 
@@ -11,14 +10,7 @@ import pytest
 import redis
 
 from asyncz.settings import Settings
-from tests.integration.test_api import (  # noqa: F401 - fixtures
-    FLAVOURS,
-    api,
-    api_settings,
-    drain,
-    flavour,
-    job_row,
-)
+from tests.support.api_lambda import FLAVOURS, drain, job_row
 from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
@@ -119,7 +111,7 @@ def test_a_batch_runs_to_completion(api: Any, api_settings: Settings) -> None:
 
 def test_redis_down_still_accepts_the_batch(api_settings: Settings, clean: None) -> None:
     from asyncz.api import handler as api_handler
-    from tests.integration.test_api import KEY, sandbox
+    from tests.support.api_lambda import KEY, sandbox
     from tests.support.apigw import call
 
     down = api_settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})

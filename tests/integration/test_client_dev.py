@@ -44,7 +44,7 @@ def dev_environment(database_url: str, redis_url: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
     """One ``asyncz dev`` with two workers for the module, on empty backends of its own."""
-    database_url, redis_url = empty_backends("dev", 8)
+    database_url, redis_url = empty_backends("dev", 1)
     data_dir = tmp_path_factory.mktemp("client-dev") / "data"
     run = DevRun(
         data_dir,

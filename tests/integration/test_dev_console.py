@@ -24,7 +24,7 @@ HUMAN = re.compile(r"^\d\d:\d\d:\d\d \S+\s+\S")
 def run_one_job(tmp_path: Path, *args: str) -> tuple[str, str, list[str]]:
     """(job id, the whole console, the console's lines about the job), for one ``echo``
     submitted to a fresh ``asyncz dev`` that is stopped with Ctrl-C once it completed."""
-    database_url, redis_url = empty_backends("console", 11)
+    database_url, redis_url = empty_backends("console", 4)
     env = {**dev_env(database_url, redis_url, API_KEY), "ASYNCZ_FLEET_INTERVAL_SECONDS": "60",
            "ASYNCZ_RECOVERY_INTERVAL_SECONDS": "60"}  # fmt: skip
     run = DevRun(tmp_path / "data", env, API_KEY, quiet=False, args=["--workers", "1", *args])

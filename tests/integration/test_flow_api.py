@@ -16,9 +16,10 @@ from asyncz.api import handler as api_handler
 from asyncz.connections import hash_api_key
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
+from tests.support.api_lambda import handler_settings
 from tests.support.apigw import Reply, call
 from tests.support.ledger import rows, status_counts
-from tests.support.settings import make_settings, open_service, settings_env
+from tests.support.settings import make_settings, open_service
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -36,16 +37,8 @@ def flow_settings(pg_url: str, redis_server_url: str) -> Iterator[Settings]:
         queues="default,other",
         task_limits=json.dumps({"sleep": {"concurrency": 4, "key_concurrency": 1}}),
     )
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in settings_env(settings).items():
-            if name.startswith("ASYNCZ_"):
-                mp.setenv(name, value)
-        mp.delenv("ASYNCZ_WORKER_FUNCTION_NAME", raising=False)
-        get_settings.cache_clear()
-        api_handler.reset()
-        yield get_settings()
-        get_settings.cache_clear()
-        api_handler.reset()
+    with handler_settings(settings) as ready:
+        yield ready
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ API_KEY = "access-log-test-key"
 
 
 def test_ctrl_c_loses_no_access_line(tmp_path: Path) -> None:
-    database_url, redis_url = empty_backends("accesslog", 8)
+    database_url, redis_url = empty_backends("accesslog", 1)
     env = dev_env(database_url, redis_url, API_KEY)
     env["ASYNCZ_DEV_API_SANDBOXES"] = "2"
     run = DevRun(tmp_path / "data", env, API_KEY, quiet=False, args=["--log-format", "json"])

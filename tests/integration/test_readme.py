@@ -38,7 +38,7 @@ def quickstart_blocks() -> tuple[str, str]:
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[tuple[Path, str, dict[str, str]]]:
     """A user's folder with ``asyncz dev`` started in it (it writes .asyncz/api-key)."""
-    database_url, redis_url = empty_backends("dev", 8)
+    database_url, redis_url = empty_backends("dev", 1)
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / ".venv").symlink_to(sys.prefix)  # this checkout's .venv

@@ -65,7 +65,7 @@ class Collector:
 @pytest.fixture(scope="module")
 def traced_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevRun, Collector]]:
     collector = Collector()
-    env = dev_env(*empty_backends("trace", 10), API_KEY)
+    env = dev_env(*empty_backends("trace", 3), API_KEY)
     env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_BSP_SCHEDULE_DELAY": "200",
                 "OTEL_SERVICE_NAME": "asyncz-dev-test"})  # fmt: skip
     run = DevRun(tmp_path_factory.mktemp("trace") / "data", env, API_KEY)

@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 
 from asyncz.settings import Settings
-from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain
-from tests.integration.test_workflow_api import job
+from tests.support.api_lambda import FLAVOURS, KEY, drain, job
 from tests.support.apigw import handler_api
 from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
-__all__ = ["api_settings"]  # the module's fixture, used here
 
 TASKS = "tests.support.typed_app"
 

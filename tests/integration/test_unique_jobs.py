@@ -19,13 +19,12 @@ from asyncz.client import Client, UniqueKeyHeld
 from asyncz.jobs import NewJob, UniqueScope
 from asyncz.port_types import epoch_ms
 from asyncz.settings import Settings
-from tests.integration.test_api import FLAVOURS, KEY, api, api_settings, drain, flavour
+from tests.support.api_lambda import FLAVOURS, KEY, drain
 from tests.support.apigw import call
 from tests.support.ledger import rows
 from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
-__all__ = ["api", "api_settings", "flavour"]  # the module's fixtures, used here
 
 
 def count(settings: Settings) -> int:

@@ -11,12 +11,11 @@ import pytest
 
 from asyncz.jobs import MAX_PARENTS
 from asyncz.settings import Settings
-from tests.integration.test_api import FLAVOURS, KEY, api_settings, drain
+from tests.support.api_lambda import FLAVOURS, KEY, drain, job
 from tests.support.apigw import handler_api
 from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
-__all__ = ["api_settings"]  # the module's fixture, used here
 
 TASKS = "tests.support.workflow_tasks"
 
@@ -48,12 +47,6 @@ def diamond(b_task: str = "wf_part", rule: str = "fail") -> dict[str, Any]:
              "on_parent_failure": rule},
         ]
     }  # fmt: skip
-
-
-def job(api: Any, job_id: str) -> dict[str, Any]:
-    reply = api("GET", f"/jobs/{job_id}")
-    assert reply.status == 200, reply.body
-    return dict(reply.body)
 
 
 @FLAVOURS

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from tests.localstack.conftest import ENDPOINT, WORK, Stack, _unavailable, stage_key
+from tests.support.localstack import ENDPOINT, WORK, Stack, _unavailable, stage_key
 
 pytestmark = pytest.mark.localstack
 

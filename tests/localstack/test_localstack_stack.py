@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from tests.localstack.conftest import WORK
+from tests.support.localstack import WORK
 
 if TYPE_CHECKING:
-    from tests.localstack.conftest import Stack
+    from tests.support.localstack import Stack
 
 pytestmark = pytest.mark.localstack
 

@@ -3,6 +3,12 @@
 Every tier takes its servers from ``ASYNCZ_TEST_DATABASE_URL`` / ``ASYNCZ_TEST_REDIS_URL``
 (``scripts/test`` sets them). A test that needs a database of its own names it after the test
 database (:func:`sibling_url`), so two checkouts testing on one server never share one.
+
+Under pytest-xdist each worker (``PYTEST_XDIST_WORKER`` = ``gw0``, ``gw1``) tests on a
+database and a block of Redis dbs of its own, derived from those two variables, so workers
+never empty or flush each other's data. A run uses :data:`REDIS_DBS_PER_RUN` Redis dbs: its
+test db and the siblings at offsets 1 to 4; Redis has 16, so at most two workers fit beside
+the block of a run without xdist.
 """
 
 from __future__ import annotations
@@ -20,26 +26,59 @@ DEFAULT_DB = "postgresql://postgres@127.0.0.1:5432/asyncz_test"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/1"
 
 
+REDIS_DBS = 16  # a Redis server's default number of dbs
+REDIS_DBS_PER_RUN = 5  # the test db and its siblings (offsets 1 to 4)
+
+
+def xdist_worker() -> int | None:
+    """This pytest-xdist worker's number (``gw1`` -> 1), or None outside xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(name[2:]) if name.startswith("gw") else None
+
+
 def database_url() -> str:
-    return os.environ.get("ASYNCZ_TEST_DATABASE_URL", DEFAULT_DB)
+    """The test database: ``ASYNCZ_TEST_DATABASE_URL``'s, or a sibling of it per xdist worker."""
+    base = os.environ.get("ASYNCZ_TEST_DATABASE_URL", DEFAULT_DB)
+    worker = xdist_worker()
+    return base if worker is None else _suffixed(base, f"gw{worker}")
 
 
 def redis_url() -> str:
-    return os.environ.get("ASYNCZ_TEST_REDIS_URL", DEFAULT_REDIS)
+    """The test Redis db: ``ASYNCZ_TEST_REDIS_URL``'s, or per xdist worker the first db of the
+    worker's own block after it (modulo 16)."""
+    base = os.environ.get("ASYNCZ_TEST_REDIS_URL", DEFAULT_REDIS)
+    worker = xdist_worker()
+    if worker is None:
+        return base
+    if REDIS_DBS_PER_RUN * (worker + 2) > REDIS_DBS:
+        raise RuntimeError(
+            f"xdist worker gw{worker} has no Redis dbs of its own: {REDIS_DBS} dbs hold the "
+            f"blocks of {REDIS_DBS // REDIS_DBS_PER_RUN - 1} workers beside the main run"
+        )
+    return _redis_db(base, REDIS_DBS_PER_RUN * (worker + 1))
 
 
-def sibling_url(suffix: str, base: str | None = None) -> str:
-    """The URL of a database named after the test database plus ``_<suffix>``."""
-    base = base or database_url()
+def _suffixed(base: str, suffix: str) -> str:
     name = psycopg.conninfo.conninfo_to_dict(base).get("dbname") or "asyncz_test"
     return psycopg.conninfo.make_conninfo(base, dbname=f"{name}_{suffix}")
 
 
-def sibling_redis_url(offset: int) -> str:
-    """The test Redis server's db ``offset`` places after the test db (modulo 16)."""
-    parts = urlsplit(redis_url())
-    db = (int(parts.path.lstrip("/") or 0) + offset) % 16
+def _redis_db(base: str, offset: int) -> str:
+    parts = urlsplit(base)
+    db = (int(parts.path.lstrip("/") or 0) + offset) % REDIS_DBS
     return urlunsplit((parts.scheme, parts.netloc, f"/{db}", "", ""))
+
+
+def sibling_url(suffix: str, base: str | None = None) -> str:
+    """The URL of a database named after the test database plus ``_<suffix>``."""
+    return _suffixed(base or database_url(), suffix)
+
+
+def sibling_redis_url(offset: int) -> str:
+    """The test Redis server's db ``offset`` (1 to 4) places after the test db (modulo 16)."""
+    if not 0 < offset < REDIS_DBS_PER_RUN:
+        raise ValueError(f"a sibling Redis db is 1 to {REDIS_DBS_PER_RUN - 1} places on: {offset}")
+    return _redis_db(redis_url(), offset)
 
 
 def _admin(url: str) -> tuple[str, str]:

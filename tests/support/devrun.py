@@ -197,7 +197,7 @@ def dev_importing(
     stopped at the end."""
     from tests.support.databases import empty_backends
 
-    env = dev_env(*empty_backends("dev", 8), api_key)
+    env = dev_env(*empty_backends("dev", 1), api_key)
     path = str(import_from or folder)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [path, env.get("PYTHONPATH")]))
     run = DevRun(folder / "data", env, api_key, args=["--tasks", modules, *args])

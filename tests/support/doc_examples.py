@@ -47,7 +47,7 @@ def dev_as_documented(doc: Path, module_file: str, folder: Path) -> Iterator[Dev
     says; its key read from where it wrote it. Stopped at the end."""
     module, _ = module_and_examples(doc, module_file)
     (folder / module_file).write_text(module)
-    database_url, redis_url = empty_backends("dev", 8)
+    database_url, redis_url = empty_backends("dev", 1)
     env = newcomer_env(VENV_BIN)
     env |= {"ASYNCZ_DATABASE_URL": database_url, "ASYNCZ_REDIS_URL": redis_url}
     run = DevRun(folder / ".asyncz", env, "", shell_command=runner_command(doc), cwd=folder)
