@@ -65,57 +65,46 @@ class Monitoring(Construct):
         oldest_age = _gauge(namespace, "OldestQueuedAgeSeconds", alarm_period)
         queue_depth = _gauge(namespace, "QueueDepth", alarm_period)
 
-        self.dlq_alarm = cloudwatch.Alarm(
-            self,
-            "DlqDepth",
-            alarm_name=f"{name}-dlq-depth",
-            alarm_description="AsyncZ: at least one job is dead (status='dead'); see GET /dlq",
-            metric=dlq_depth,
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=1,
-            datapoints_to_alarm=1,
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-        )
-        self.oldest_queued_alarm = cloudwatch.Alarm(
-            self,
-            "OldestQueuedAge",
-            alarm_name=f"{name}-oldest-queued-age",
-            alarm_description="AsyncZ: the oldest due queued job has waited too long",
-            metric=oldest_age,
-            threshold=oldest_queued_age_threshold_seconds,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=3,
-            datapoints_to_alarm=2,
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-        )
-        self.degraded_alarm = cloudwatch.Alarm(
-            self,
-            "Degraded",
-            alarm_name=f"{name}-degraded",
-            alarm_description="AsyncZ: recovery could not reach PostgreSQL or Redis",
-            metric=_gauge(namespace, "Degraded", alarm_period),
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=2,
-            datapoints_to_alarm=2,
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-        )
-        self.steps_failed_alarm = cloudwatch.Alarm(
-            self,
-            "RecoveryStepsFailed",
-            alarm_name=f"{name}-recovery-steps-failed",
-            alarm_description=(
-                "AsyncZ: a step of the recovery sweep failed (its log line names the step; "
-                "the other steps still ran)"
-            ),
-            metric=_gauge(namespace, "RecoveryStepsFailed", alarm_period),
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=1,
-            datapoints_to_alarm=1,
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-        )
+        def gauge_alarm(
+            alarm_id: str, suffix: str, description: str, metric: cloudwatch.Metric,
+            threshold: float, periods: int = 1, datapoints: int = 1,
+        ) -> cloudwatch.Alarm:  # fmt: skip
+            """A gauge's alarm: at or over ``threshold``; missing data (silence from
+            recovery) is breaching."""
+            return cloudwatch.Alarm(
+                self,
+                alarm_id,
+                alarm_name=f"{name}-{suffix}",
+                alarm_description=f"AsyncZ: {description}",
+                metric=metric,
+                threshold=threshold,
+                comparison_operator=(
+                    cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+                ),
+                evaluation_periods=periods,
+                datapoints_to_alarm=datapoints,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            )
+
+        self.dlq_alarm = gauge_alarm(
+            "DlqDepth", "dlq-depth", "at least one job is dead (status='dead'); see GET /dlq",
+            dlq_depth, 1,
+        )  # fmt: skip
+        self.oldest_queued_alarm = gauge_alarm(
+            "OldestQueuedAge", "oldest-queued-age",
+            "the oldest due queued job has waited too long", oldest_age,
+            oldest_queued_age_threshold_seconds, periods=3, datapoints=2,
+        )  # fmt: skip
+        self.degraded_alarm = gauge_alarm(
+            "Degraded", "degraded", "recovery could not reach PostgreSQL or Redis",
+            _gauge(namespace, "Degraded", alarm_period), 1, periods=2, datapoints=2,
+        )  # fmt: skip
+        self.steps_failed_alarm = gauge_alarm(
+            "RecoveryStepsFailed", "recovery-steps-failed",
+            "a step of the recovery sweep failed (its log line names the step; the other "
+            "steps still ran)",
+            _gauge(namespace, "RecoveryStepsFailed", alarm_period), 1,
+        )  # fmt: skip
         self.function_alarms: list[cloudwatch.Alarm] = []
         for label, fn in functions.items():
             for kind, metric in (
