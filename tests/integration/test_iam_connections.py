@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 import redis
 
@@ -37,16 +38,17 @@ def acl_user(redis_server_url: str) -> Iterator[tuple[str, str]]:
 
 
 def iam_settings(settings: Settings, redis_user: str) -> Settings:
-    pg = urlsplit(settings.database_url or "")
+    # a URL or key=value conninfo alike (an xdist worker's database is the latter)
+    pg = psycopg.conninfo.conninfo_to_dict(settings.database_url or "")
     rd = urlsplit(settings.redis_url or "")
     return settings.model_copy(
         update={
             "database_url": None,
             "database_iam_auth": True,
-            "database_host": pg.hostname,
-            "database_port": pg.port or 5432,
-            "database_user": pg.username or "postgres",
-            "database_name": pg.path.lstrip("/"),
+            "database_host": pg.get("host") or "127.0.0.1",
+            "database_port": int(pg.get("port") or 5432),
+            "database_user": pg.get("user") or "postgres",
+            "database_name": pg.get("dbname"),
             "database_sslmode": "disable",  # the local server has no TLS
             "redis_url": f"redis://{rd.hostname}:{rd.port}{rd.path}",
             "redis_iam_user": redis_user,
