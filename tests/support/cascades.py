@@ -8,6 +8,7 @@ manager of a JobService."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -77,6 +78,9 @@ def test_a_cancelled_parent_settles_its_children_in_pages_and_the_sweep_resumes_
         assert report.failed == []
         assert await counts(svc, children) == {"cancelled": CHILDREN}
         assert not (await svc.get(parent)).cascade_pending
+        graph = await svc.graph(await svc.get(parent))
+        assert graph["dependents_total"] == CHILDREN
+        assert [c["job_id"] for c in graph["dependents"]] == sorted(children, key=uuid.UUID)
         for child in children[:3]:
             assert (await svc.get(child)).last_error == f"parent_failed: {parent}"
 

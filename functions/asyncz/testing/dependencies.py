@@ -236,7 +236,7 @@ class MemoryDependencies:
         children = sorted(
             (self.store.jobs[c] for c, parents in self.edges.items()
              if job_id in parents and c in self.store.jobs),
-            key=lambda j: (j["created_at"], uuid.UUID(j["id"])),
+            key=lambda j: (self.edges[j["id"]][job_id]["settled"], uuid.UUID(j["id"])),
         )  # fmt: skip
         rows = [
             {"job_id": j["id"], "status": str(j["status"]),

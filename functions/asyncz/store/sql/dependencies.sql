@@ -54,7 +54,8 @@ SELECT * FROM unnest(%(children)s::uuid[], %(parents)s::uuid[], %(rules)s::text[
 -- name: settle_parents
 -- These parents finished: one page of at most %(limit)s of their unsettled edges is settled
 -- (the flag is the guard, so a second call, or the sweep, changes nothing; the page seeks
--- to them along job_dependencies_parent_idx (parent_id, settled), so each page costs the same), and each waiting child
+-- to them along job_dependencies_parent_idx (parent_id, settled, child_id), so each page costs
+-- the same), and each waiting child
 -- counts down under its row lock (the last two parents finishing at once release it once).
 -- The parent's end is kept on the edge (parent_ended), for when retention has deleted it.
 -- A child whose parent failed (dead, cancelled, gone) under the `fail` rule ends at once:
@@ -247,12 +248,13 @@ SELECT d.child_id::text AS child_id, d.parent_id::text AS job_id, d.parent_ref A
  ORDER BY d.child_id, d.parent_id;
 
 -- name: list_dependents
--- A job's children, oldest first, at most %(limit)s (and how many there are).
+-- A job's children, at most %(limit)s, along job_dependencies_parent_idx: those its end has
+-- not reached yet first, then by id; and how many it has (counted along the index alone).
 SELECT d.child_id::text AS job_id, c.status, d.on_parent_failure,
-       count(*) OVER ()::int AS total
+       (SELECT count(*)::int FROM job_dependencies a WHERE a.parent_id = %(id)s) AS total
   FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
  WHERE d.parent_id = %(id)s
- ORDER BY c.created_at, c.id
+ ORDER BY d.settled, d.child_id
  LIMIT %(limit)s;
 
 -- name: mark_cascades
