@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable
+from datetime import datetime
 from typing import TypeVar
 
 from asyncz.errors import InvalidCursorError
@@ -66,8 +67,7 @@ class Recovery:
         await run_step(report, "cascades", self._cascades(), self.metrics)
         await run_step(report, "waiting", self._waiting(report), self.metrics)
         await run_step(report, "reenqueue", self._reenqueue(report), self.metrics)
-        queues = sorted(set(self.settings.queue_list))
-        await run_step(report, "promote", self._promote(queues), self.metrics)
+        await run_step(report, "promote", self._promote(), self.metrics)
         return report
 
     async def _stale_leases(self, report: RecoveryReport) -> None:
@@ -98,26 +98,20 @@ class Recovery:
     async def _waiting(self, report: RecoveryReport) -> None:
         """A bounded walk over waiting jobs that resumes where the last run stopped."""
         s = self.settings
-        try:
-            after = decode_cursor(await self.broker.scan_position("waiting"))
-        except InvalidCursorError:
-            after = None
+        after = await self._position("waiting")
         for _ in range(s.recovery_max_batches):
             page = await self.dependencies.sweep(after, s.recovery_batch_size)
             report.released += page.changed
             after = page.after
             if after is None:
                 break
-        await self.broker.save_scan_position(encode_cursor(*after) if after else None, "waiting")
+        await self._save_position(after, "waiting")
 
     async def _reenqueue(self, report: RecoveryReport) -> None:
         # The scan resumes where the last run stopped, so a backlog larger than one run's
         # cap is still covered in full (a lost position just restarts it from the start).
         s = self.settings
-        try:
-            after = decode_cursor(await self.broker.scan_position())
-        except InvalidCursorError:
-            after = None
+        after = await self._position("queued")
         for _ in range(s.recovery_max_batches):
             rows = await self.store.maintenance.scan_queued(after, s.recovery_batch_size)
             if rows:
@@ -128,10 +122,21 @@ class Recovery:
                 after = None  # reached the end: the next run starts over
                 break
             after = (rows[-1]["run_at"], str(rows[-1]["id"]))
-        await self.broker.save_scan_position(encode_cursor(*after) if after else None)
+        await self._save_position(after, "queued")
 
-    async def _promote(self, queues: list[str]) -> None:
-        await self.broker.promote_due(sorted(set(await self.broker.known_queues()) | set(queues)))
+    async def _position(self, scan: str) -> tuple[datetime, str] | None:
+        """Where a walk stopped last run (a lost or garbled position restarts it)."""
+        try:
+            return decode_cursor(await self.broker.scan_position(scan))
+        except InvalidCursorError:
+            return None
+
+    async def _save_position(self, after: tuple[datetime, str] | None, scan: str) -> None:
+        await self.broker.save_scan_position(encode_cursor(*after) if after else None, scan)
+
+    async def _promote(self) -> None:
+        known = set(await self.broker.known_queues()) | set(self.settings.queue_list)
+        await self.broker.promote_due(sorted(known))
 
     async def fold_counts(self) -> int:
         """Fold the jobs finished since the last run into GET /stats' per-queue counts (so

@@ -204,7 +204,7 @@ class MemoryDependencies:
             j, parents = self.store.jobs.get(child), self.edges.get(child, {})
             if not j or j["status"] != "waiting":
                 continue
-            if any(self._status(p) in LIVE for p in parents if p in self.store.jobs):
+            if any(self._status(p) in LIVE for p in parents):
                 continue
             ended = {p: self._ended_as(p, e) for p, e in parents.items()}
             failed = sorted(p for p, e in parents.items()

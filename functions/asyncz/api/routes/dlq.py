@@ -8,7 +8,7 @@ from uuid import UUID
 
 from fastapi import FastAPI, Query, Request, Response
 
-from asyncz.api.routes.jobs import CASCADING, about, cascading
+from asyncz.api.routes.jobs import CASCADE_RESPONSES, about, cascading
 from asyncz.api.routes.jobs_models import BulkReplay, BulkReplayed, JobOut, JobPage, JobState
 from asyncz.api.routes.keys import principal_of
 from asyncz.service import JobService
@@ -39,7 +39,7 @@ def mount_dlq(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> Non
         "/dlq/{job_id}/replay",
         response_model=JobState,
         summary="Replay one dead job",
-        responses={202: {"model": JobState, "description": CASCADING}},
+        responses=CASCADE_RESPONSES,
     )
     async def replay_job(job_id: UUID, request: Request) -> Any:
         svc = await service()

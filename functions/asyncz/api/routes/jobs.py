@@ -98,7 +98,7 @@ def mount_jobs(
         "/jobs/{job_id}/cancel",
         response_model=JobState,
         summary="Cancel a job",
-        responses={202: {"model": JobState, "description": CASCADING}},
+        responses=CASCADE_RESPONSES,
     )
     async def cancel_job(job_id: UUID, request: Request) -> Any:
         svc = await service()
@@ -125,6 +125,10 @@ def about(job_id: UUID) -> str:
 
 
 CASCADING = "done; the cascade to its children goes on (cascade_pending, see GET /jobs/{id})"
+# cancel's and replay's answer while a cascade goes on, for the OpenAPI document
+CASCADE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    202: {"model": JobState, "description": CASCADING}
+}
 
 
 def cascading(state: JobState) -> Any:
