@@ -261,6 +261,9 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ("lock_heal_page", {"ids": queued, "limit": 1000}, {"jobs_parent_failed_idx"}),
         ("pending_cascades", {"limit": 500}, {"jobs_cascade_pending_idx"}),
         ("finish_cascades", {"ids": queued}, {"jobs_parent_failed_idx"}),
+        # a heal page's jobs by their ids, never along a backlog index
+        ("reevaluate_waiting", {"ids": queued}, {"jobs_pkey"}),
+        ("revive_healed", {"ids": queued}, {"jobs_pkey"}),
         ("list_parents", {"ids": queued[:1], "results": True}, {"job_dependencies_pkey"}),
         ("list_dependents", {"id": queued[0], "limit": 1000}, {"job_dependencies_parent_idx"}),
     ]

@@ -206,7 +206,10 @@ UPDATE job_dependencies d
 -- left, or (a healed job) ended again by another parent that is still dead or cancelled (a
 -- parent retention deleted counts as it ended: its edge kept that).
 -- A job replayed by hand keeps running past a failed parent (the operator asked for it).
-WITH counted AS (
+-- The ids lead (their primary key): a status filter here let the planner walk the whole
+-- backlog index instead (each heal page of a 200,000-child family read all of it), so the
+-- statuses are checked once counted (MATERIALIZED: not pushed back in).
+WITH counted AS MATERIALIZED (
     SELECT c.id, c.status,
            count(*) FILTER (WHERE p.status IN ('waiting', 'queued', 'processing'))::int AS open,
            (array_agg(d.parent_id::text ORDER BY d.parent_id)
@@ -220,7 +223,7 @@ WITH counted AS (
       FROM jobs c
       JOIN job_dependencies d ON d.child_id = c.id
       LEFT JOIN jobs p ON p.id = d.parent_id
-     WHERE c.id = ANY(%(ids)s::uuid[]) AND c.status IN ('waiting', 'queued')
+     WHERE c.id = ANY(%(ids)s::uuid[])
      GROUP BY c.id, c.status
 )
 UPDATE jobs c
@@ -233,7 +236,7 @@ UPDATE jobs c
        finished_at = CASE WHEN k.status = 'waiting' AND k.failed_by IS NOT NULL THEN now() END,
        updated_at = now()
   FROM counted k
- WHERE c.id = k.id AND c.status = k.status
+ WHERE c.id = k.id AND c.status = k.status AND k.status IN ('waiting', 'queued')
 RETURNING c.id::text AS id, c.status, c.queue, c.priority, c.run_at, c.run_at <= now() AS due,
           c.has_dependents;
 
