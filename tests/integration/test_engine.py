@@ -78,11 +78,12 @@ def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
             interval=0.5,
             what="1,000 completed jobs",
         )
-    except AssertionError as exc:  # say where the rest are, and what the workers logged
-        outputs = [stop_worker(w) for w in workers]
+    except AssertionError as exc:  # say where the rest are (before the workers stop), and
+        # what the workers logged
         where = rows(settings.database_url, "SELECT status, worker_id, count(*) AS n, "
                      "max(heartbeat_at) AS heartbeat FROM jobs WHERE status <> 'completed' "
                      "GROUP BY 1, 2")  # fmt: skip
+        outputs = [stop_worker(w) for w in workers]
         logged = [line for out in outputs for line in out.splitlines()
                   if line and '"status":"completed"' not in line]  # fmt: skip
         raise AssertionError(f"{exc}: {where}\n" + "\n".join(logged[-60:])) from None

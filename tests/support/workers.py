@@ -1,5 +1,10 @@
 """The tests' one worker launcher: ``asyncz.worker.standalone`` in a process group of its own,
-configured by the settings' environment form."""
+configured by the settings' environment form.
+
+A worker writes a line per attempt to stdout (about 100 bytes): a pipe nobody reads while it
+runs fills at 64 KiB, about 650 jobs, and the worker's event loop then blocks on the write
+with its attempts half done. So by default its output goes to files, read back when it
+stops."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,12 +33,14 @@ def start_worker(
     seconds: float = 600,
     concurrency: int | None = None,
     env: dict[str, str] | None = None,
-    stdout: IO[Any] | int = subprocess.PIPE,
-    stderr: IO[Any] | int = subprocess.PIPE,
+    stdout: IO[Any] | int | None = None,
+    stderr: IO[Any] | int | None = None,
     text: bool = True,
     preexec_fn: Callable[[], None] | None = None,
 ) -> subprocess.Popen[Any]:
-    """Start one standalone worker; ``env`` adds to the settings' variables."""
+    """Start one standalone worker; ``env`` adds to the settings' variables. Its output
+    goes to temporary files (never a pipe: see the module's docstring) unless ``stdout`` and
+    ``stderr`` say where; :func:`stop_worker` returns it."""
     cmd = [
         sys.executable,
         "-m",
@@ -44,16 +52,24 @@ def start_worker(
     ]
     if concurrency:
         cmd += ["--concurrency", str(concurrency)]
-    return subprocess.Popen(
+    # closed by stop_worker
+    files = [tempfile.TemporaryFile() if to is None else None for to in (stdout, stderr)]  # noqa: SIM115
+    proc = subprocess.Popen(
         cmd,
         env={**settings_env(settings), **(env or {})},
         cwd=REPO,
-        stdout=stdout,
-        stderr=stderr,
+        stdout=files[0] or stdout,
+        stderr=files[1] or stderr,
         text=text,
         start_new_session=True,
         preexec_fn=preexec_fn,
     )
+    _output_files[proc.pid] = files
+    return proc
+
+
+# a worker's stdout and stderr files (None: the caller's), by pid
+_output_files: dict[int, list[IO[bytes] | None]] = {}
 
 
 def stop_worker(proc: subprocess.Popen[str], timeout: float = 30) -> str:
@@ -66,7 +82,13 @@ def stop_worker(proc: subprocess.Popen[str], timeout: float = 30) -> str:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
         out, err = proc.communicate()
-    return f"{out}\n{err}"
+    streams = [out, err]
+    for i, f in enumerate(_output_files.pop(proc.pid, [])):
+        if f is not None:
+            f.seek(0)
+            streams[i] = f.read().decode(errors="replace")
+            f.close()
+    return f"{streams[0]}\n{streams[1]}"
 
 
 @asynccontextmanager
