@@ -1,0 +1,47 @@
+"""The worker's side of a durable task's attempt: open its journal (the stored steps, read
+in pages) before the task runs, say how the attempt ended when a step decided it, and close
+the journal when the attempt is over. A plain task's attempt never comes here."""
+
+from __future__ import annotations
+
+from asyncz.durable.clock import Clock
+from asyncz.durable.journal import Journal, StepLimits
+from asyncz.errors import FinalTaskError, StepLeaseLostError, describe
+from asyncz.jobs import Lease
+from asyncz.settings import Settings
+from asyncz.store_ports import StepStore
+from asyncz.tasks.registry import TaskContext, TaskSpec
+
+
+async def open_steps(
+    store: StepStore, spec: TaskSpec, lease: Lease, ctx: TaskContext, settings: Settings,
+    clock: Clock,
+) -> None:  # fmt: skip
+    """Give a durable task's context its journal (a plain task's: nothing to do)."""
+    if not spec.durable:
+        return
+    limits = StepLimits(
+        settings.max_steps_per_job, settings.max_step_bytes_per_job, settings.max_result_bytes
+    )
+    ctx.journal = await Journal.open(store, lease, limits, clock, ctx.cancelled, spec.is_async)
+
+
+def verdict(ctx: TaskContext) -> BaseException | None:
+    """What a step decided for the whole attempt (nondeterminism, a lost lease), even if
+    the task caught it and returned."""
+    return ctx.journal.verdict if ctx.journal is not None else None
+
+
+def failure_of(ctx: TaskContext, exc: BaseException) -> tuple[str, bool] | None:
+    """How a failed attempt ends: its error and whether it is final (dead at once, no
+    retry); ``None`` when a step found the lease lost (the attempt writes nothing)."""
+    exc = verdict(ctx) or exc
+    if isinstance(exc, StepLeaseLostError):
+        return None
+    return describe(exc), isinstance(exc, FinalTaskError)
+
+
+def close_steps(ctx: TaskContext) -> None:
+    """The attempt is over: a thread it left behind can neither run nor store a step."""
+    if ctx.journal is not None:
+        ctx.journal.close()
