@@ -459,3 +459,28 @@ def test_a_step_whose_lease_was_taken_stores_nothing_and_its_attempt_stops() -> 
     assert svc.store.steps.rows.get(job_id, {}) == {}  # type: ignore[attr-defined]
     assert (row["status"], row["lease_token"]) == ("processing", "another-workers-token")
     assert svc.store.attempts[job_id][-1]["outcome"] is None  # type: ignore[attr-defined]
+
+
+def test_retention_deletes_a_durable_jobs_steps_in_bounded_pages_before_the_job() -> None:
+    from datetime import timedelta
+
+    reg = TaskRegistry()
+
+    @task("five", durable=True, registry=reg)
+    def five(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        return [ctx.step(f"s:{i}", lambda: 1) for i in range(5)]
+
+    run = run_durable(five, registry=reg, retain_finished_seconds=1, cascade_page_size=2)
+    store: Any = run.service.store
+    store.jobs[run.job_id]["finished_at"] -= timedelta(seconds=5)
+    pages: list[int] = []
+    prune = store.steps.prune
+
+    async def counted(kind: str, older_than: float, jobs: int, limit: int) -> int:
+        pages.append(n := await prune(kind, older_than, jobs, limit))
+        assert limit == 2
+        return n
+
+    store.steps.prune = counted
+    assert asyncio.run(run.service.prune()) == 1
+    assert pages == [2, 2, 1, 0] and run.job_id not in store.jobs and store.steps.rows == {}
