@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 from collections import Counter
@@ -24,7 +25,9 @@ def _counted(calls: Counter[str], name: str, value: Any = None) -> Any:
     return value if value is not None else name
 
 
-def test_a_failing_third_step_retries_the_job_and_the_first_two_run_once() -> None:
+def test_a_failing_third_step_retries_the_job_and_the_first_two_run_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     reg, calls = TaskRegistry(), Counter[str]()
 
     def third() -> str:
@@ -49,6 +52,10 @@ def test_a_failing_third_step_retries_the_job_and_the_first_two_run_once() -> No
     assert (steps["first"]["attempts"], steps["first"]["job_attempt"]) == (1, 1)
     assert (steps["third"]["attempts"], steps["third"]["job_attempt"]) == (3, 3)
     assert all(s["status"] == "completed" for s in run.steps)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    # each attempt's outcome line: the steps it ran, and the one it stopped at
+    assert [(line["status"], line["steps"], line["step"]) for line in lines] == [
+        ("retrying", 2, "third"), ("retrying", 0, "third"), ("completed", 1, "third")]  # fmt: skip
 
 
 def test_a_step_renamed_between_attempts_ends_dead_naming_both_and_a_reset_replay_runs_it() -> None:

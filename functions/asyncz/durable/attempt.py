@@ -4,6 +4,8 @@ the journal when the attempt is over. A plain task's attempt never comes here.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from asyncz.durable.clock import Clock
 from asyncz.durable.journal import Journal, StepLimits
 from asyncz.errors import FinalTaskError, StepLeaseLostError, describe
@@ -39,6 +41,15 @@ def failure_of(ctx: TaskContext, exc: BaseException) -> tuple[str, bool] | None:
     if isinstance(exc, StepLeaseLostError):
         return None
     return describe(exc), isinstance(exc, FinalTaskError)
+
+
+def step_summary(ctx: TaskContext) -> dict[str, Any] | None:
+    """For the attempt's outcome line: how many steps it ran (the rest replayed) and the
+    last step it asked for (where a failed attempt stopped)."""
+    journal = ctx.journal
+    if journal is None or journal.last_asked is None:
+        return None
+    return {"steps": len(journal.ran), "step": journal.last_asked[:200]}
 
 
 def close_steps(ctx: TaskContext) -> None:

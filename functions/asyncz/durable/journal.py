@@ -53,6 +53,7 @@ class Journal:
         self.asked: set[str] = set()
         self.new_steps = 0  # steps stored for the first time by this attempt (or reserved)
         self.ran: list[str] = []  # steps this attempt ran (the rest it asked for replayed)
+        self.last_asked: str | None = None  # the step the attempt asked for last
         self.verdict: BaseException | None = None
         self.running = 0  # steps executing now (async): they may still ask for more
         self._changed = asyncio.Event()
@@ -156,6 +157,7 @@ class Journal:
         after = last[1] if last is not None and last[0] == id(self) else None
         _LAST.set((id(self), name))
         self.asked.add(name)
+        self.last_asked = name
         if self.is_async:
             self._changed.set()
         try:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asyncz.attempt_logs import reset_attempt_fields, set_attempt_fields
-from asyncz.durable.attempt import close_steps, failure_of, open_steps, verdict
+from asyncz.durable.attempt import close_steps, failure_of, open_steps, step_summary, verdict
 from asyncz.durable.clock import SYSTEM_CLOCK, Clock
 from asyncz.errors import (
     BrokerUnavailableError,
@@ -286,7 +286,8 @@ class WorkerLoop:
             status, error = running.outcome or ("lost", None)
             self.task_metrics.record(lease.task, status, duration_ms)
             if running.outcome is not None:
-                log_outcome(lease, status, duration_ms, error, trace_id=trace.trace_id)
+                log_outcome(lease, status, duration_ms, error, trace_id=trace.trace_id,
+                            steps=step_summary(running.ctx))  # fmt: skip
             trace.end(status, error)
             reset_attempt_fields(fields)
 
