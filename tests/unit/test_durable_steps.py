@@ -13,7 +13,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
+from asyncz.errors import InvalidPayloadError
 from asyncz.tasks.registry import TaskContext, TaskRegistry, task
 from asyncz.testing import ManualClock, run_durable
 
@@ -491,3 +493,119 @@ def test_retention_deletes_a_durable_jobs_steps_in_bounded_pages_before_the_job(
     store.steps.prune = counted
     assert asyncio.run(run.service.prune()) == 1
     assert pages == [2, 2, 1, 0] and run.job_id not in store.jobs and store.steps.rows == {}
+
+
+class Order(BaseModel):
+    items: list[str]
+
+
+class Shipped(BaseModel):
+    count: int
+    labels: list[str]
+
+
+def test_a_durable_task_keeps_typed_payloads_limits_dependencies_and_span_events() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from asyncz import tracing
+    from asyncz.jobs import Dependency, NewJob
+    from tests.support import memory
+    from tests.support.workers import running_worker
+
+    svc = memory.service(worker_poll_seconds=0.05)
+
+    @task("ship", durable=True, concurrency=1, registry=svc.registry)
+    def ship(payload: Order, ctx: TaskContext) -> Shipped:
+        labels = [ctx.step(f"label:{i}", str.upper, item) for i, item in enumerate(payload.items)]
+        return Shipped(count=len(labels), labels=labels)
+
+    @task("notify", durable=True, registry=svc.registry)
+    def notify(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        [parent] = ctx.each_parent()
+        return ctx.step("count", lambda: parent.result["count"])
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use(provider.get_tracer("asyncz"))
+
+    async def go() -> tuple[Any, Any]:
+        parent = await svc.submit(NewJob(task="ship", payload={"items": ["a", "b"]}))
+        child = await svc.submit(
+            NewJob(task="notify", payload={}, depends_on=(Dependency(parent.job_id),))
+        )
+        async with running_worker(svc, concurrency=2):
+            while not (await svc.get(child.job_id)).status.terminal:
+                await asyncio.sleep(0.01)
+        return await svc.get(parent.job_id), await svc.get(child.job_id)
+
+    try:
+        parent, child = asyncio.run(go())
+    finally:
+        tracing.reset()
+        provider.shutdown()
+    assert (parent.status.value, parent.result) == ("completed", {"count": 2, "labels": ["A", "B"]})
+    assert (child.status.value, child.result) == ("completed", 2)
+    [span] = [s for s in exporter.get_finished_spans() if s.name == "ship"]
+    assert [e.attributes["asyncz.step"] for e in span.events] == ["label:0", "label:1"]
+    with pytest.raises(InvalidPayloadError):
+        asyncio.run(svc.submit(NewJob(task="ship", payload={"items": 3})))
+
+
+@pytest.mark.parametrize("committed", [False, True])
+def test_a_step_write_lost_to_a_database_outage_fails_the_attempt_and_the_retry_mends_it(
+    committed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asyncz.errors import StoreOutcomeUnknownError, StoreUnavailableError
+    from asyncz.testing import durable
+    from asyncz.testing.store import MemoryStore
+
+    reg, calls = TaskRegistry(), Counter[str]()
+
+    @task("outage_write", durable=True, registry=reg)
+    def outage_write(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        return ctx.step("charge", _counted, calls, "charge", "receipt")
+
+    class Flaky(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            save, failed = self.steps.save, []
+
+            async def once(job_id: str, token: str, row: Any) -> bool:
+                if not failed:
+                    failed.append(1)
+                    if committed:  # stored, but the answer was lost
+                        await save(job_id, token, row)
+                        raise StoreOutcomeUnknownError("no answer")
+                    raise StoreUnavailableError("down")
+                return await save(job_id, token, row)
+
+            self.steps.save = once  # type: ignore[method-assign]
+
+    monkeypatch.setattr(durable, "MemoryStore", Flaky)
+    run = run_durable(outage_write, max_retries=2, registry=reg)
+    assert run.status == "completed" and run.result == "receipt"
+    assert [a.outcome for a in run.attempts] == ["failed", "completed"]
+    # not stored: the step runs again (at least once); stored: the retry replays it
+    assert calls["charge"] == (1 if committed else 2)
+
+
+def test_a_long_history_is_read_back_a_page_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from asyncz.durable import journal
+
+    monkeypatch.setattr(journal, "HISTORY_PAGE", 2)
+    reg, calls, tries = TaskRegistry(), Counter[str](), Counter[str]()
+
+    @task("long", durable=True, registry=reg)
+    def long(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        tries["n"] += 1
+        values = [ctx.step(f"s:{i}", _counted, calls, f"s:{i}", i) for i in range(7)]
+        if tries["n"] == 1:
+            raise RuntimeError("retry")
+        return sum(values)
+
+    run = run_durable(long, max_retries=1, registry=reg)
+    assert run.status == "completed" and run.result == 21
+    assert set(calls.values()) == {1}  # all seven replayed from four pages
