@@ -609,3 +609,32 @@ def test_a_long_history_is_read_back_a_page_at_a_time(monkeypatch: pytest.Monkey
     run = run_durable(long, max_retries=1, registry=reg)
     assert run.status == "completed" and run.result == 21
     assert set(calls.values()) == {1}  # all seven replayed from four pages
+
+
+def test_a_caught_step_failure_whose_step_succeeds_next_time_is_never_a_silent_new_path() -> None:
+    reg, calls, tries = TaskRegistry(), Counter[str](), Counter[str]()
+
+    def primary() -> str:
+        calls["primary"] += 1
+        if calls["primary"] == 1:
+            raise ConnectionError("primary down")
+        return "p"
+
+    @task("fallback", durable=True, registry=reg)
+    def fallback(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        tries["n"] += 1
+        try:
+            answer = ctx.step("primary", primary)
+        except ConnectionError:
+            answer = ctx.step("backup", lambda: "b")
+        done = ctx.step("finish", lambda: answer)
+        if tries["n"] == 1:
+            raise RuntimeError("a later failure")
+        return done
+
+    run = run_durable(fallback, max_retries=2, registry=reg)
+    assert run.status == "dead" and run.error is not None
+    assert run.error.startswith(
+        "nondeterministic: step 'finish' ran after step 'backup'; the task now asks for it "
+        "after step 'primary'"
+    )

@@ -19,7 +19,7 @@ from typing import Any
 
 from asyncz.durable.clock import Clock
 from asyncz.durable.history import COMPLETED, History, StoredStep
-from asyncz.durable.running import IN_STEP, StepCall, encode, run_async, run_sync
+from asyncz.durable.running import IN_STEP, StepCall, run_async, run_sync
 from asyncz.errors import NondeterministicError, StepLeaseLostError, StepLimitError, StepUsageError
 from asyncz.jobs import Lease
 from asyncz.store_ports import StepStore
@@ -225,5 +225,3 @@ class Journal:
         """A step finished (async): a new step waiting on the history may decide now."""
         self._changed.set()
 
-
-__all__ = ["Journal", "StepCall", "StepLimits", "encode"]
