@@ -208,3 +208,21 @@ def test_a_steps_write_holds_the_job_row_so_a_lease_change_waits_for_its_commit(
         names = [r[0] for r in other.execute("SELECT name FROM job_steps WHERE job_id = %s",
                                              (job_id,))]  # fmt: skip
     assert names == ["s"]
+
+
+def test_a_submit_only_key_reads_the_steps_of_its_own_jobs_and_no_others(api: Any) -> None:
+    keys = {}
+    for name in ("alice", "bob"):
+        reply = api("POST", "/keys", body={"name": name, "scopes": ["submit"]})
+        assert reply.status == 201, reply.body
+        keys[name] = reply.json()["key"]
+    body = {"task": "echo", "payload": {}}
+    job = api("POST", "/jobs", key=keys["alice"], body=body).json()["job_id"]
+    mine = api("GET", f"/jobs/{job}/steps", key=keys["alice"])
+    assert (mine.status, mine.json()["items"]) == (200, [])
+    theirs = api("GET", f"/jobs/{job}/steps", key=keys["bob"])
+    assert (theirs.status, theirs.json()["error"]) == (403, "forbidden")
+    assert (
+        api("POST", f"/dlq/{job}/replay", key=keys["alice"], body={"reset_steps": True}).status
+        == 403
+    )
