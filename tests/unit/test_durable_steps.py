@@ -638,3 +638,32 @@ def test_a_caught_step_failure_whose_step_succeeds_next_time_is_never_a_silent_n
         "nondeterministic: step 'finish' ran after step 'backup'; the task now asks for it "
         "after step 'primary'"
     )
+
+
+def test_a_step_an_async_task_never_awaited_fails_it_and_an_async_step_in_a_sync_task_too() -> None:
+    reg, calls = TaskRegistry(), Counter[str]()
+
+    async def send() -> str:
+        calls["send"] += 1
+        return "sent"
+
+    @task("forgot_await", durable=True, registry=reg)
+    async def forgot_await(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        ctx.step("notify", send)  # no await: the step would silently never run
+        return "done"
+
+    @task("sync_awaits", durable=True, registry=reg)
+    def sync_awaits(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        return ctx.step("notify", send)
+
+    with pytest.warns(RuntimeWarning, match="never awaited"):
+        run = run_durable(forgot_await, max_retries=2, registry=reg)
+        import gc
+
+        gc.collect()
+    assert run.status == "dead" and run.error is not None
+    assert run.error.startswith("step_usage: step 'notify' was never awaited")
+    run = run_durable(sync_awaits, max_retries=2, registry=reg)
+    assert run.status == "dead" and run.error is not None
+    assert run.error.startswith("step_usage: step 'notify' returned an awaitable")
+    assert calls == {}

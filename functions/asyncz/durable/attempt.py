@@ -29,15 +29,17 @@ async def open_steps(
 
 
 def verdict(ctx: TaskContext) -> BaseException | None:
-    """What a step decided for the whole attempt (nondeterminism, a lost lease), even if
-    the task caught it and returned."""
-    return ctx.journal.verdict if ctx.journal is not None else None
+    """Why an attempt whose task returned fails all the same: what a step decided for the
+    whole attempt (nondeterminism, a lost lease) though the task caught it, or a step an
+    async task never awaited."""
+    journal = ctx.journal
+    return None if journal is None else journal.verdict or journal.unawaited()
 
 
 def failure_of(ctx: TaskContext, exc: BaseException) -> tuple[str, bool] | None:
     """How a failed attempt ends: its error and whether it is final (dead at once, no
     retry); ``None`` when a step found the lease lost (the attempt writes nothing)."""
-    exc = verdict(ctx) or exc
+    exc = (ctx.journal.verdict if ctx.journal is not None else None) or exc
     if isinstance(exc, StepLeaseLostError):
         return None
     return describe(exc), isinstance(exc, FinalTaskError)

@@ -59,6 +59,7 @@ class Journal:
         self._changed = asyncio.Event()
         self._thread: int | None = None
         self._counters: dict[str, int] = {}
+        self._unawaited: dict[str, None] = {}  # async steps asked for, never awaited yet
 
     @classmethod
     async def open(cls, store: StepStore, lease: Lease, limits: StepLimits, clock: Clock,
@@ -90,6 +91,7 @@ class Journal:
     def call(self, call: StepCall) -> Any:
         """Replay or run one step: its value (a sync task) or a coroutine of it (async)."""
         if self.is_async:
+            self._unawaited[call.name] = None
             return self._acall(call)
         after, stored = self._ask(call)
         if stored is not None and stored.status == COMPLETED:
@@ -101,7 +103,16 @@ class Journal:
         self._counters[kind] = n = self._counters.get(kind, 0) + 1
         return f"{kind}:{n}"
 
+    def unawaited(self) -> StepUsageError | None:
+        """An async task that returned with a step it never awaited (the step never ran)."""
+        if not self._unawaited:
+            return None
+        name = next(iter(self._unawaited))
+        return StepUsageError(f"step {name!r} was never awaited, so it never ran: in an async "
+                              f"task, await ctx.step(...)")  # fmt: skip
+
     async def _acall(self, call: StepCall) -> Any:
+        self._unawaited.pop(call.name, None)
         after, stored = await self._aask(call)
         if stored is not None and stored.status == COMPLETED:
             return call.decode(stored.result)
@@ -224,4 +235,3 @@ class Journal:
     def changed(self) -> None:
         """A step finished (async): a new step waiting on the history may decide now."""
         self._changed.set()
-

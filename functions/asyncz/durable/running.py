@@ -143,6 +143,13 @@ def run_sync(journal: Journal, call: StepCall, seq: int, after: str | None) -> A
             continue
         finally:
             IN_STEP.reset(token)
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()
+            raise StepUsageError(
+                f"step {call.name!r} returned an awaitable: a sync task's steps are plain "
+                f"functions (make the task async to await them)"
+            )
         text, size = encode(call.name, value, journal.max_result_bytes)
         journal.save_from_thread(_row(call, seq, after, runs, started, text, size), size)
         journal.stored(call.name)
