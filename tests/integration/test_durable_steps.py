@@ -226,3 +226,34 @@ def test_a_submit_only_key_reads_the_steps_of_its_own_jobs_and_no_others(api: An
         api("POST", f"/dlq/{job}/replay", key=keys["alice"], body={"reset_steps": True}).status
         == 403
     )
+
+
+@task("durable_limits", durable=True)
+async def _durable_limits(payload: dict[str, Any], ctx: TaskContext) -> Any:
+    kind = payload["kind"]
+    if kind == "big":
+        return await ctx.step("big", lambda: "x" * 2000)
+    if kind == "many":
+        return [await ctx.step(f"s:{i}", int, i) for i in range(4)]
+    await ctx.step("twice", lambda: 1)
+    return await ctx.step("twice", lambda: 2)
+
+
+@pytest.mark.parametrize(
+    ("kind", "error", "stored"),
+    [
+        ("big", "step_limit: step 'big' returned 2002 bytes of JSON; the limit is 1000", []),
+        ("many", "step_limit: step 's:3' was not run", ["s:0", "s:1", "s:2"]),
+        ("twice", "step_usage: step name 'twice' is used twice in this job", ["twice"]),
+    ],
+)
+def test_an_async_durable_job_past_a_limit_or_reusing_a_name_ends_dead_at_once(
+    settings: Settings, api: Any, kind: str, error: str, stored: list[str]
+) -> None:
+    tight = settings.model_copy(update={"max_result_bytes": 1000, "max_steps_per_job": 3})
+    new = NewJob(task="durable_limits", payload={"kind": kind}, max_retries=3)
+    job_id = _run_until_done(tight, new)
+    job = api("GET", f"/jobs/{job_id}").json()
+    assert (job["status"], job["attempts"]) == ("dead", 1)
+    assert job["last_error"].startswith(error), job["last_error"]
+    assert [s["name"] for s in api("GET", f"/jobs/{job_id}/steps").json()["items"]] == stored

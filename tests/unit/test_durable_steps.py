@@ -667,3 +667,21 @@ def test_a_step_an_async_task_never_awaited_fails_it_and_an_async_step_in_a_sync
     assert run.status == "dead" and run.error is not None
     assert run.error.startswith("step_usage: step 'notify' returned an awaitable")
     assert calls == {}
+
+
+def test_a_plain_replay_of_a_dead_job_keeps_its_steps_and_replays_them() -> None:
+    reg, calls, broken = TaskRegistry(), Counter[str](), [True]
+
+    @task("fixable", durable=True, registry=reg)
+    def fixable(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        paid = ctx.step("pay", _counted, calls, "pay", "receipt")
+        if broken[0]:
+            raise RuntimeError("the shipping service is down")
+        return ctx.step("ship", lambda: f"shipped {paid}")
+
+    run = run_durable(fixable, max_retries=0, registry=reg)
+    assert run.status == "dead" and run.error == "RuntimeError: the shipping service is down"
+    broken[0] = False
+    run.replay()
+    assert run.status == "completed" and run.result == "shipped receipt"
+    assert calls == {"pay": 1}  # paid once, across the replay
