@@ -3,10 +3,12 @@
 
 -- name: save_step
 -- THE FENCE of a step: store its outcome only while the attempt holds the job's lease, in
--- one statement. FOR SHARE holds the job row until this commits, so a claim that takes the
--- job meanwhile waits for it (and its attempt then reads this step), while a write that
--- comes after such a claim sees the new token and stores nothing: no row back = the lease
--- is lost, and the attempt stops. A 'failed' row (the step raised) is overwritten by the
+-- one statement. FOR SHARE holds the job row until this commits, so a statement that ends
+-- the attempt or moves its lease waits for it (recovery's SKIP LOCKED passes the row over
+-- until its next run), and any later attempt reads this step; a write that comes after such
+-- a change sees another token (or none) and stores nothing: no row back = the lease is
+-- lost, and the attempt stops. (Should the lease move to a table of its own, the holder
+-- CTE reads and locks that row instead.) A 'failed' row (the step raised) is overwritten by the
 -- next run's outcome; a 'completed' one never is. started_at is now() less the run's time.
 WITH holder AS (
     SELECT id FROM jobs
