@@ -166,8 +166,40 @@ class InvalidResultError(AsyncZError):
     code = "invalid_result"
 
 
+class FinalTaskError(AsyncZError):
+    """A failure the job's retries cannot mend: the attempt ends the job ``dead`` at once,
+    its ``last_error`` starting with the code (durable tasks' steps, docs/durable.md)."""
+
+    code = "final"
+
+
+class NondeterministicError(FinalTaskError):
+    """A durable task asked for steps its stored history does not match (a changed task)."""
+
+    code = "nondeterministic"
+
+
+class StepLimitError(FinalTaskError):
+    """A step result over ``ASYNCZ_MAX_RESULT_BYTES``, or a job over its steps' caps."""
+
+    code = "step_limit"
+
+
+class StepUsageError(FinalTaskError):
+    """A step asked for wrongly: a name used twice, nested steps, a bad retry policy."""
+
+    code = "step_usage"
+
+
+class StepLeaseLostError(AsyncZError):
+    """A step's write found the attempt's lease gone (or the attempt ended): nothing was
+    stored, and the attempt stops without writing anything more."""
+
+    code = "lease_lost"
+
+
 # a failed attempt's `last_error` starts with the code of these, not the class name
-_CODED = (InvalidPayloadError, InvalidResultError)
+_CODED = (InvalidPayloadError, InvalidResultError, FinalTaskError)
 
 
 def describe(exc: BaseException, limit: int = 4000) -> str:

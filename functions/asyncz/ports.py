@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
         DependencyStore,
         LimitStore,
         MaintenanceStore,
+        StepStore,
         UniqueStore,
     )
 
@@ -173,6 +174,11 @@ class JobStore(Protocol):
     @property
     def unique(self) -> UniqueStore:
         """The queries of unique jobs (insert under a held key, read the holders)."""
+        ...
+
+    @property
+    def steps(self) -> StepStore:
+        """The queries of durable tasks' steps (the fenced write, history, listing)."""
         ...
 
     @property

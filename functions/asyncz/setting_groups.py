@@ -89,6 +89,11 @@ class JobSettings(BaseModel):
     max_payload_bytes: int = Field(default=256 * 1024, ge=1)
     # A larger result fails its attempt: GET /jobs/{id} must fit a 6 MB Lambda response.
     max_result_bytes: int = Field(default=1024 * 1024, ge=1, le=4 * 1024 * 1024)
+    # A durable task's stored steps (docs/durable.md): one result is bounded by
+    # max_result_bytes, a job's steps by number and by their results' total (an attempt
+    # reads them all back into memory when it starts).
+    max_steps_per_job: int = Field(default=1000, ge=1, le=100_000)
+    max_step_bytes_per_job: int = Field(default=16 * 1024 * 1024, ge=1, le=256 * 1024 * 1024)
     queues: str = "default"  # comma-separated queues a worker polls
     task_modules: str = ""  # comma-separated modules imported at worker start
 

@@ -1,6 +1,6 @@
 """The protocols of the job store's parts (``store.dependencies``, ``.maintenance``,
-``.access``, ``.activity``, ``.limits``, ``.unique``): what each concern of the service needs
-from PostgreSQL, beside :class:`asyncz.ports.JobStore`. Protocols only."""
+``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``): what each concern of the
+service needs from PostgreSQL, beside :class:`asyncz.ports.JobStore`. Protocols only."""
 
 from __future__ import annotations
 
@@ -201,3 +201,30 @@ class MaintenanceStore(Protocol):
     async def last_periodic_runs(self, tasks: Sequence[str]) -> dict[str, Row]: ...
     async def mark_periodic_seen(self, task: str, slot: datetime) -> None: ...
     async def insert_periodic_job(self, job_id: str, slot: datetime, new: NewJob) -> Row | None: ...
+
+
+class StepStore(Protocol):
+    """What durable tasks' steps (:mod:`asyncz.durable`) need from Postgres (see
+    :mod:`asyncz.store.steps`)."""
+
+    async def save(self, job_id: str, token: str, step: Row) -> bool:
+        """Store a step's outcome in one statement fenced by the lease ``token``; False:
+        the lease is lost and nothing was stored."""
+        ...
+
+    async def load(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
+        """One page of the job's stored steps after ``after_seq``, by seq."""
+        ...
+
+    async def list(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
+        """One page of the job's steps for people (no results), by seq."""
+        ...
+
+    async def reset(self, job_id: str) -> int:
+        """Delete a dead job's steps; how many went (none unless the job is dead)."""
+        ...
+
+    async def prune(self, kind: str, older_than: float, jobs: int, limit: int) -> int:
+        """Retention: up to ``limit`` step rows of the next ``jobs`` ``kind`` ("finished",
+        "dead") jobs older than ``older_than`` seconds."""
+        ...

@@ -228,6 +228,15 @@ class AttemptTrace:
             self._token = None
 
 
+def step_event(name: str) -> None:
+    """A durable task's step ran and was stored: an event on the attempt's span."""
+    if tracer() is None:
+        return
+    from opentelemetry import trace
+
+    trace.get_current_span().add_event("asyncz.step", {"asyncz.step": name})
+
+
 def start_attempt(
     job_id: str, task: str, queue: str, attempt: int, traceparent: str | None,
     tracestate: str | None,

@@ -34,3 +34,29 @@ def chaos_oom(payload: dict[str, Any]) -> int:
         hoard.append(chunk)
         if len(hoard) > 10_000:  # never reached under the test's RLIMIT_AS
             return len(hoard)
+
+
+def _mark(folder: str, name: str) -> int:
+    """Append a line to ``folder/name`` (a side effect that outlives the process); how many."""
+    path = os.path.join(folder, name)
+    with open(path, "a") as f:
+        f.write("x\n")
+    with open(path) as f:
+        return len(f.readlines())
+
+
+def _exit_once(folder: str) -> str:
+    """The first run takes the whole worker process down mid-task; later runs return."""
+    if _mark(folder, "crash") == 1:
+        os._exit(3)
+    return "survived"
+
+
+@task("chaos_durable_exit", durable=True)
+def chaos_durable_exit(payload: dict[str, Any], ctx: Any) -> list[Any]:
+    """Three steps; the worker dies inside the second the first time it runs."""
+    folder = payload["folder"]
+    before = ctx.step("before", _mark, folder, "before")
+    crash = ctx.step("crash", _exit_once, folder)
+    after = ctx.step("after", _mark, folder, "after")
+    return [before, crash, after]

@@ -84,6 +84,22 @@ EXPECTED_ATTEMPTS = {
     "task": "text",  # 0014: rate windows are rebuilt from one index range per task
 }
 
+EXPECTED_STEPS = {  # 0018: durable tasks' steps
+    "job_id": "uuid",
+    "seq": "integer",
+    "name": "text",
+    "kind": "text",
+    "after_name": "text",
+    "status": "text",
+    "result": "jsonb",
+    "result_bytes": "integer",
+    "error": "text",
+    "attempts": "integer",
+    "job_attempt": "integer",
+    "started_at": "timestamp with time zone",
+    "finished_at": "timestamp with time zone",
+}
+
 
 @pytest.fixture
 def fresh_db() -> str:
@@ -120,6 +136,9 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert columns(fresh_db, "periodic_runs") == EXPECTED_PERIODIC_RUNS
     assert columns(fresh_db, "job_counts") == EXPECTED_JOB_COUNTS
     assert columns(fresh_db, "job_dependencies") == EXPECTED_DEPENDENCIES
+    assert columns(fresh_db, "job_steps") == EXPECTED_STEPS
+    indexes = rows(fresh_db, "SELECT indexname FROM pg_indexes WHERE tablename = 'job_steps'")
+    assert indexes == [{"indexname": "job_steps_pkey"}]  # one index: each step writes one
     assert columns(fresh_db, "queue_pauses") == {
         "queue": "text", "paused_at": "timestamp with time zone", "paused_by": "text"}  # fmt: skip
     assert columns(fresh_db, "job_counts_folded") == {

@@ -128,7 +128,7 @@ def scale_db() -> Iterator[str]:
         if not _shape_ok(conn):
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
-                conn.execute("TRUNCATE jobs, job_attempts, job_dependencies")
+                conn.execute("TRUNCATE jobs, job_steps, job_attempts, job_dependencies")
                 conn.execute(GENERATE, {"rows": ROWS})
             assert _shape_ok(conn), "generated table has the wrong shape"
             conn.execute("VACUUM ANALYZE jobs")
@@ -177,6 +177,11 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _ids(conn: psycopg.Connection[Any], where: str, n: int = 10) -> list[uuid.UUID]:
     return [r[0] for r in conn.execute(f"SELECT id FROM jobs WHERE {where} LIMIT {n}")]
+
+
+STEP = {"seq": 1, "name": "s", "kind": "step", "after_name": None, "status": "completed",
+        "result": "1", "result_bytes": 1, "error": None, "attempts": 1, "job_attempt": 1,
+        "seconds": 0.0}  # fmt: skip
 
 
 def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set[str]]]:
@@ -237,6 +242,19 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ("prune_finished", {"older_than": 1.0, "limit": 500}, {"jobs_finished_idx"}),
         ("prune_dead", {"older_than": 30 * 86400.0, "limit": 500}, {"jobs_dead_finished_idx"}),
         ("prune_dead", {"older_than": 1.0, "limit": 500}, {"jobs_dead_finished_idx"}),
+        # durable steps: retention's pages walk the jobs it would prune, never the table
+        (
+            "prune_finished_steps",
+            {"older_than": 1.0, "jobs": 500, "limit": 1000},
+            {"jobs_finished_idx"},
+        ),
+        (
+            "prune_dead_steps",
+            {"older_than": 1.0, "jobs": 500, "limit": 1000},
+            {"jobs_dead_finished_idx"},
+        ),
+        ("save_step", STEP | {"job_id": some[0], "token": tokens[0]}, {"jobs_pkey"}),
+        ("reset_steps", {"job_id": some[0]}, {"jobs_pkey"}),
         (
             "claim_jobs",
             {"ids": queued, "worker_id": "w", "max_timeout": 900, "nonce": "n"},

@@ -35,6 +35,7 @@ from asyncz.api.routes.jobs import mount_jobs
 from asyncz.api.routes.keys import mount_access
 from asyncz.api.routes.queues import mount_queues
 from asyncz.api.routes.stats import mount_stats
+from asyncz.api.routes.steps import mount_steps
 from asyncz.api.routes.tasks import mount_tasks
 from asyncz.api.routes.tasks_models import TaskList, task_list
 from asyncz.api.ui import mount_ui
@@ -137,6 +138,7 @@ def create_app(
         return json_response(unexpected_reply())
 
     mount_jobs(app, state.service, state.scale_out)
+    mount_steps(app, state.service)
     mount_dlq(app, state.service)
     mount_stats(app, state.service, state.health)
     mount_tasks(app, state.service, state.tasks)

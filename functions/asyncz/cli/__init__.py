@@ -28,6 +28,7 @@ from asyncz.cli.ops import (
     cmd_replay,
     cmd_stats,
     cmd_status,
+    cmd_steps,
     cmd_submit,
 )
 from asyncz.client import AsyncZClientError, ConnectionFailed
@@ -187,7 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--queue", help="with --all: only this queue")
     p.add_argument("--task", help="with --all: only this task")
+    p.add_argument(
+        "--reset-steps", action="store_true", help="a durable job's stored steps go first"
+    )
     p.set_defaults(func=cmd_replay)
+
+    p = add("steps", "list a durable job's stored steps")
+    p.add_argument("job_id")
+    p.set_defaults(func=cmd_steps)
 
     p = add("purge", "delete dead jobs from the dead-letter queue")
     p.add_argument("job_ids", nargs="+", metavar="JOB_ID")

@@ -161,6 +161,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+STEP_COLUMNS = [
+    ("seq", "#"), ("name", "STEP"), ("kind", "KIND"), ("status", "STATUS"),
+    ("attempts", "RUNS"), ("job_attempt", "BY ATTEMPT"), ("started_at", "STARTED (UTC)"),
+    ("duration_ms", "MS"), ("result_bytes", "BYTES"), ("error", "ERROR"),
+]  # fmt: skip
+
+
+def cmd_steps(args: argparse.Namespace) -> int:
+    """A durable job's stored steps (docs/durable.md)."""
+    with make_client(args) as client:
+        steps = client.steps(args.job_id)
+    emit(args, {"job_id": args.job_id, "items": steps},
+         table(steps, STEP_COLUMNS) if steps else "no stored steps")  # fmt: skip
+    return 0
+
+
 def _listing(args: argparse.Namespace, jobs: Iterator[Job]) -> list[Job]:
     return list(jobs if args.all else itertools.islice(jobs, args.limit))
 
@@ -188,6 +204,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if args.all:
             if args.job_ids:
                 raise CliError("give JOB_IDs or --all, not both", 2)
+            if args.reset_steps:
+                raise CliError("--reset-steps replays JOB_IDs one by one, not --all", 2)
             with _progress(args, "replaying") as bar:
                 task = bar.add_task("replay", total=None)
                 ids = client.replay_all(
@@ -197,7 +215,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             return 0
         if not args.job_ids:
             raise CliError("give one or more JOB_IDs, or --all", 2)
-        jobs = [client.replay(j) for j in args.job_ids]
+        jobs = [client.replay(j, reset_steps=args.reset_steps) for j in args.job_ids]
     emit(args, jobs if len(jobs) > 1 else jobs[0], "\n".join(f"{j.id}  {j.status}" for j in jobs))
     return 0
 

@@ -31,6 +31,7 @@ from asyncz.client.errors import (
     WaitTimeout,
 )
 from asyncz.client.models import Attempt, Health, Job, QueueStats, Stats
+from asyncz.client.steps import Step
 from asyncz.client.sync import Client
 from asyncz.client.typed import TaskInfo
 
@@ -56,6 +57,7 @@ __all__ = [
     "RateLimited",
     "ServerError",
     "Stats",
+    "Step",
     "TaskInfo",
     "Unauthorized",
     "Unavailable",

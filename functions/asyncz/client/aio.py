@@ -26,6 +26,7 @@ from asyncz.client.errors import (
 )
 from asyncz.client.limits import with_concurrency_key
 from asyncz.client.models import Attempt, Health, Job, Stats
+from asyncz.client.steps import Step, all_steps_async, replay_call
 from asyncz.client.trace_context import send_trace_context_async
 from asyncz.client.typed import Payload, TaskInfo, TaskRef, parse_as, payload_json, task_infos
 from asyncz.client.unique import answered, unique_fields
@@ -69,11 +70,9 @@ class AsyncClient:
         await self._http.aclose()
 
     async def _send(self, call: Call) -> tuple[httpx.Response, bool]:
-        """The response, after retries, and whether an earlier try may have been carried
-        out (its answer was lost: a connection error after sending, a 502/504, a 503
-        ``outcome_unknown``)."""
-        attempt = 0
-        uncertain = False
+        """The response, after retries, and whether an earlier try may have been carried out
+        (its answer lost: a connection error after sending, a 502/504, a 503 outcome_unknown)."""
+        attempt, uncertain = 0, False
         while True:
             try:
                 response = await self._http.request(
@@ -94,8 +93,7 @@ class AsyncClient:
             return response, uncertain
 
     async def _json(self, call: Call) -> Any:
-        response, uncertain = await self._send(call)
-        return _core.decode(response, uncertain)
+        return _core.decode(*(await self._send(call)))
 
     # --- submit --------------------------------------------------------------------------
 
@@ -208,6 +206,10 @@ class AsyncClient:
         reply = await self._json(Call("GET", f"/jobs/{quote(job_id)}/attempts"))
         return [Attempt.from_api(a) for a in reply["items"]]
 
+    async def steps(self, job_id: str) -> list[Step]:
+        """A durable job's stored steps, every page, in the order first stored."""
+        return await all_steps_async(self._json, job_id)
+
     async def wait(self, job_id: str, timeout: float | None = 60.0) -> Job:
         """Poll (with growing pauses, one kept connection) until the job is finished;
         raises :class:`WaitTimeout` after ``timeout`` seconds (``None``: no limit)."""
@@ -297,8 +299,7 @@ class AsyncClient:
     # --- operator actions ----------------------------------------------------------------
 
     async def cancel(self, job_id: str) -> Job:
-        """Cancel the job (retried like a read: a second try that finds it cancelled by the
-        first is a success)."""
+        """Cancel the job (retried like a read: a second try finding it cancelled succeeds)."""
         try:
             reply = await self._json(Call("POST", f"/jobs/{quote(job_id)}/cancel"))
         except InvalidState as exc:
@@ -307,11 +308,11 @@ class AsyncClient:
             raise
         return Job.from_api(reply)
 
-    async def replay(self, job_id: str) -> Job:
-        """Replay a dead job (a second try that finds it replayed by the first is a
-        success)."""
+    async def replay(self, job_id: str, *, reset_steps: bool = False) -> Job:
+        """Replay a dead job (``reset_steps``: a durable job's stored steps go first); a
+        second try that finds it replayed by the first is a success."""
         try:
-            reply = await self._json(Call("POST", f"/dlq/{quote(job_id)}/replay"))
+            reply = await self._json(replay_call(job_id, reset_steps))
         except InvalidState as exc:
             if _core.already_done(exc, _core.REPLAYED):
                 return Job(id=job_id, status=str(exc.job_status))

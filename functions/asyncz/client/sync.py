@@ -25,6 +25,7 @@ from asyncz.client.errors import (
 )
 from asyncz.client.limits import with_concurrency_key
 from asyncz.client.models import Attempt, Health, Job, Stats
+from asyncz.client.steps import Step, all_steps, replay_call
 from asyncz.client.trace_context import send_trace_context
 from asyncz.client.typed import Payload, TaskInfo, TaskRef, parse_as, payload_json, task_infos
 from asyncz.client.unique import answered, unique_fields
@@ -72,8 +73,7 @@ class Client:
         """The response, after retries, and whether an earlier try may have been carried
         out (its answer was lost: a connection error after sending, a 502/504, a 503
         ``outcome_unknown``)."""
-        attempt = 0
-        uncertain = False
+        attempt, uncertain = 0, False
         while True:
             try:
                 response = self._http.request(
@@ -94,8 +94,7 @@ class Client:
             return response, uncertain
 
     def _json(self, call: Call) -> Any:
-        response, uncertain = self._send(call)
-        return _core.decode(response, uncertain)
+        return _core.decode(*(self._send(call)))
 
     # --- submit --------------------------------------------------------------------------
 
@@ -208,6 +207,10 @@ class Client:
         reply = self._json(Call("GET", f"/jobs/{quote(job_id)}/attempts"))
         return [Attempt.from_api(a) for a in reply["items"]]
 
+    def steps(self, job_id: str) -> list[Step]:
+        """A durable job's stored steps, every page, in the order first stored."""
+        return all_steps(self._json, job_id)
+
     def wait(self, job_id: str, timeout: float | None = 60.0) -> Job:
         """Poll (with growing pauses, one kept connection) until the job is finished;
         raises :class:`WaitTimeout` after ``timeout`` seconds (``None``: no limit)."""
@@ -304,11 +307,11 @@ class Client:
             raise
         return Job.from_api(reply)
 
-    def replay(self, job_id: str) -> Job:
-        """Replay a dead job (a second try that finds it replayed by the first is a
-        success)."""
+    def replay(self, job_id: str, *, reset_steps: bool = False) -> Job:
+        """Replay a dead job (``reset_steps``: a durable job's stored steps go first); a
+        second try that finds it replayed by the first is a success."""
         try:
-            reply = self._json(Call("POST", f"/dlq/{quote(job_id)}/replay"))
+            reply = self._json(replay_call(job_id, reset_steps))
         except InvalidState as exc:
             if _core.already_done(exc, _core.REPLAYED):
                 return Job(id=job_id, status=str(exc.job_status))

@@ -23,14 +23,23 @@ class Retention:
         can sustain (20 batches of 500 a minute: 167 jobs/s)."""
         s = self.settings
         pruned = 0
-        for older_than, prune in (
-            (s.retain_finished_seconds, self.store.maintenance.prune_finished),
-            (s.retain_dead_seconds, self.store.maintenance.prune_dead),
+        for kind, older_than, prune in (
+            ("finished", s.retain_finished_seconds, self.store.maintenance.prune_finished),
+            ("dead", s.retain_dead_seconds, self.store.maintenance.prune_dead),
         ):
             if older_than <= 0:  # 0 keeps forever
                 continue
             ends = time.monotonic() + s.retention_seconds_per_run
             while True:
+                # the next batch's durable steps first, a page at a time: the jobs' delete
+                # then cascades to none, and no statement grows with a job's steps
+                page = s.cascade_page_size
+                while (
+                    await self.store.steps.prune(kind, older_than, s.recovery_batch_size, page)
+                    == page
+                    and time.monotonic() < ends
+                ):
+                    pass
                 n = await prune(older_than, s.recovery_batch_size)
                 pruned += n
                 if n < s.recovery_batch_size or time.monotonic() >= ends:

@@ -124,9 +124,10 @@ class JobService:
         return await self.leases.save_progress(reports)
 
     async def fail(
-        self, lease: Lease, error: str, outcome: AttemptOutcome = AttemptOutcome.FAILED
-    ) -> FailOutcome | None:
-        return await self.leases.fail(lease, error, outcome)
+        self, lease: Lease, error: str, outcome: AttemptOutcome = AttemptOutcome.FAILED,
+        *, final: bool = False,
+    ) -> FailOutcome | None:  # fmt: skip
+        return await self.leases.fail(lease, error, outcome, final=final)
 
     # --- maintenance (asyncz.maintenance) -------------------------------------------------
 
@@ -213,6 +214,11 @@ class JobService:
         await self.get(job_id)
         return await self.store.list_attempts(job_id)
 
+    async def steps(self, job_id: str, limit: int = 100, after: int = 0) -> list[Row]:
+        """One page of a durable job's steps after position ``after`` (no results)."""
+        await self.get(job_id)
+        return await self.store.steps.list(job_id, after, limit)
+
     async def list_jobs(
         self,
         *,
@@ -268,8 +274,12 @@ class JobService:
             await self.dependencies.settle_ids([str(row["id"])], flagged=True)
         return JobStatus(row["status"])
 
-    async def replay(self, job_id: str) -> Job:
+    async def replay(self, job_id: str, *, reset_steps: bool = False) -> Job:
+        """A dead job runs again; ``reset_steps``: a durable task's stored steps go first
+        (its fixed code starts over)."""
         with _outcome_of("replay", job_id):
+            if reset_steps:
+                await self.store.steps.reset(job_id)
             row = await self.store.replay(job_id)
         if row is None:
             job = await self.get(job_id)

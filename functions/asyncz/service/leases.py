@@ -141,13 +141,19 @@ class Leases:
         return await self.store.save_progress(reports) if reports else set()
 
     async def fail(
-        self, lease: Lease, error: str, outcome: AttemptOutcome = AttemptOutcome.FAILED
+        self,
+        lease: Lease,
+        error: str,
+        outcome: AttemptOutcome = AttemptOutcome.FAILED,
+        *,
+        final: bool = False,
     ) -> FailOutcome | None:
-        """Record a failed attempt: retry later with backoff, or dead-letter; None = lease lost."""
+        """Record a failed attempt: retry later with backoff, or dead-letter (at once when
+        ``final``: a failure retries cannot mend); None = lease lost."""
         delay = 0.0
         if outcome is AttemptOutcome.CANCELLED:
             status = JobStatus.CANCELLED
-        elif out_of_retries(lease.tries_used, lease.max_retries):
+        elif final or out_of_retries(lease.tries_used, lease.max_retries):
             status = JobStatus.DEAD
         else:
             status = JobStatus.QUEUED

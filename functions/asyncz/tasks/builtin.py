@@ -47,6 +47,12 @@ class FlakyOut(BaseModel):
     succeeded_on_attempt: int
 
 
+class FlakyStepsIn(_Lenient):
+    steps: int = Field(default=3, ge=1, le=100, description="how many steps (step:0, step:1...)")
+    fail_at: int = Field(default=-1, description="the step that fails (-1: none)")
+    failures: int = Field(default=1, description="how many attempts it fails first")
+
+
 class EmailIn(_Lenient):
     user_id: int | str | None = None
     to: str | None = Field(default=None, description="user-<user_id>@example.invalid if unset")
@@ -98,6 +104,18 @@ def flaky(payload: FlakyIn, ctx: TaskContext) -> FlakyOut:
     if ctx.attempt <= payload.failures:
         raise TaskFailedError(f"flaky failure {ctx.attempt} of {payload.failures}")
     return FlakyOut(succeeded_on_attempt=ctx.attempt)
+
+
+def flaky_steps(payload: FlakyStepsIn, ctx: TaskContext) -> list[int]:
+    """A durable task (docs/durable.md) of ``payload.steps`` steps; step ``fail_at`` fails
+    the first ``failures`` attempts, and the steps before it run once all the same."""
+
+    def step(i: int) -> int:
+        if i == payload.fail_at and ctx.attempt <= payload.failures:
+            raise TaskFailedError(f"step:{i} failed on attempt {ctx.attempt}")
+        return i
+
+    return [ctx.step(f"step:{i}", step, i) for i in range(payload.steps)]
 
 
 # A warm Lambda sandbox keeps /tmp (512 MB by default) for hours: the demo tasks keep only
@@ -164,5 +182,6 @@ def register(registry: TaskRegistry) -> None:
     registry.register("sleep", sleep)
     registry.register("fail", fail)
     registry.register("flaky", flaky)
+    registry.register("flaky_steps", flaky_steps, durable=True)
     registry.register("email_send", email_send, timeout_seconds=60)
     registry.register("pdf_generate", pdf_generate, timeout_seconds=120)

@@ -6,12 +6,15 @@ import contextlib
 import inspect
 import math
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from asyncz.errors import InvalidPayloadError, UnknownTaskError
+from asyncz.durable.journal import Journal
+from asyncz.durable.running import StepCall
+from asyncz.errors import InvalidPayloadError, StepUsageError, UnknownTaskError
 from asyncz.tasks.limits import TaskLimits
 from asyncz.tasks.schedule import Schedule
 from asyncz.tasks.signatures import Signature
@@ -61,6 +64,7 @@ class TaskContext:
     artifact_dir: str
     cancelled: threading.Event = field(default_factory=threading.Event)
     parents: dict[str, ParentResult] = field(default_factory=dict)
+    journal: Journal | None = None  # a durable task's steps (docs/durable.md)
     _progress: tuple[float, str | None] | None = None
     _progress_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -74,6 +78,39 @@ class TaskContext:
         text = None if message is None else str(message).replace("\x00", "")
         with self._progress_lock:
             self._progress = (value, text[:PROGRESS_MESSAGE_MAX] if text is not None else None)
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, retries: int = 0,
+             backoff: float = 1.0, **kwargs: Any) -> Any:  # fmt: skip
+        """Run ``fn(*args, **kwargs)`` once per job as step ``name`` (a durable task's): its
+        result is stored before the task goes on, and a later attempt gets it back without
+        calling ``fn``. ``retries``: more runs when it raises, ``backoff`` seconds apart
+        (doubling, jittered, each wait at most 10 s) before the attempt fails. In an
+        ``async`` task, ``await`` it. docs/durable.md."""
+        call = StepCall(name, "step", fn, args, kwargs, retries, backoff)
+        return self._steps().call(call)
+
+    def now(self, name: str | None = None) -> Any:
+        """The time (UTC) as a recorded step: a replay gets the same value (``await`` it in
+        an async task). Unnamed: ``now:1``, ``now:2``… in the order asked."""
+        journal = self._steps()
+        name = name or journal.auto_name("now")
+        now = journal.clock.now
+        return journal.call(StepCall(name, "now", lambda: now().isoformat(),
+                                     decode=datetime.fromisoformat, inline=True))  # fmt: skip
+
+    def uuid(self, name: str | None = None) -> Any:
+        """A random UUID as a recorded step (``await`` it in an async task); unnamed:
+        ``uuid:1``, ``uuid:2``…"""
+        journal = self._steps()
+        name = name or journal.auto_name("uuid")
+        return journal.call(
+            StepCall(name, "uuid", lambda: str(uuid.uuid4()), decode=uuid.UUID, inline=True)
+        )
+
+    def _steps(self) -> Journal:
+        if self.journal is None:
+            raise StepUsageError("steps are for durable tasks: @task(name, durable=True)")
+        return self.journal
 
     def each_parent(self) -> list[ParentResult]:
         """The parents, each once (``parents`` holds each under its job id and its ref)."""
@@ -97,6 +134,7 @@ class TaskSpec:
     schedule: Schedule | None = None
     signature: Signature | None = None
     limits: TaskLimits = field(default_factory=TaskLimits)
+    durable: bool = False  # its steps are stored and replayed (docs/durable.md)
 
     def call(self, payload: dict[str, Any], ctx: TaskContext) -> Any:
         """Run the task on its payload parsed into its declared type and give its result's
@@ -134,6 +172,7 @@ class TaskRegistry:
         max_retries: int | None = None,
         schedule: Schedule | None = None,
         limits: TaskLimits | None = None,
+        durable: bool = False,
     ) -> TaskSpec:
         if not name or len(name) > 200:
             raise ValueError("a task name is 1 to 200 characters")
@@ -152,7 +191,10 @@ class TaskRegistry:
             schedule=schedule,
             signature=signature,
             limits=limits or TaskLimits(),
+            durable=durable,
         )
+        if durable and not spec.wants_context:
+            raise ValueError(f"durable task {name!r} takes (payload, ctx): its steps are ctx.step")
         self._tasks[name] = spec
         return spec
 
@@ -215,6 +257,7 @@ def task(
     key_concurrency: int | None = None,
     rate: str | None = None,
     key_rate: str | None = None,
+    durable: bool = False,
     registry: TaskRegistry = REGISTRY,
 ) -> Callable[[TaskFn], TaskFn]:
     """Register ``fn(payload)`` or ``fn(payload, ctx)`` (sync or ``async``) as task ``name``.
@@ -231,6 +274,9 @@ def task(
     Limits hold across the whole fleet (docs/flow-control.md): ``concurrency`` jobs of the
     task running at once, ``key_concurrency`` per ``concurrency_key`` given at submit,
     ``rate`` starts per period (``"60/m"``), ``key_rate`` per key.
+
+    ``durable``: its ``ctx.step(name, fn, ...)`` calls run once per job, their results
+    stored and replayed on later attempts (docs/durable.md).
     """
     plan = Schedule.parse(schedule, timezone=timezone, catch_up=catch_up) if schedule else None
     limits = TaskLimits.build(concurrency, key_concurrency, rate, key_rate)
@@ -243,6 +289,7 @@ def task(
             max_retries=max_retries,
             schedule=plan,
             limits=limits,
+            durable=durable,
         )
         with contextlib.suppress(AttributeError, TypeError):  # how the client finds its name
             setattr(fn, TASK_NAME_ATTRIBUTE, name)

@@ -21,6 +21,7 @@ from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.listings import MemoryListings
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+from asyncz.testing.steps import MemorySteps
 from asyncz.testing.store_limits import MemoryStoreLimits
 from asyncz.testing.unique import MemoryUnique
 
@@ -40,6 +41,7 @@ class MemoryStore(MemoryListings):
         self.access = MemoryAccess()
         self.activity = MemoryActivity(self)
         self.unique = MemoryUnique(self)
+        self.steps = MemorySteps(self)
 
     # --- submit and read -----------------------------------------------------------------
 
@@ -261,6 +263,7 @@ class MemoryStore(MemoryListings):
         """A job goes with its attempts and its own dependency rows (not its children's)."""
         del self.jobs[job_id], self.attempts[job_id]
         self.dependencies.forget(job_id)
+        self.steps.forget(job_id)
 
 
 def _found(j: dict[str, Any]) -> Row:

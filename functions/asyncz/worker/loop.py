@@ -19,12 +19,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asyncz.attempt_logs import reset_attempt_fields, set_attempt_fields
+from asyncz.durable.attempt import close_steps, failure_of, open_steps, step_summary, verdict
+from asyncz.durable.clock import SYSTEM_CLOCK, Clock
 from asyncz.errors import (
-    AsyncZError,
     BrokerUnavailableError,
     InvalidInputError,
     StoreUnavailableError,
-    describe,
 )
 from asyncz.jobs import AttemptOutcome, Lease
 from asyncz.ports import JobBroker
@@ -33,6 +33,7 @@ from asyncz.tasks.registry import ParentResult, TaskContext
 from asyncz.tracing import start_attempt
 from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, call_task, check_storable
+from asyncz.worker.finishing import ids, retrying
 from asyncz.worker.outcomes import log_outcome
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
 from asyncz.worker.task_metrics import Publish, TaskMetrics
@@ -40,7 +41,6 @@ from asyncz.worker.upkeep import Upkeep
 
 log = logging.getLogger("asyncz.worker")
 
-_FINISH_TRIES = 3
 COALESCE_SECONDS = 0.002  # the longest a free slot waits for others before a claim
 
 
@@ -78,6 +78,7 @@ class WorkerLoop:
         self._completions = CompletionBatcher(service)
         self._threads = TaskThreads(max_idle=self.concurrency)
         self._freed = asyncio.Event()  # a running task returned (or ended)
+        self.step_clock: Clock = SYSTEM_CLOCK  # what durable steps see (a test sets its own)
 
     # --- budget ---------------------------------------------------------------------------
 
@@ -235,8 +236,10 @@ class WorkerLoop:
                     rows = await self.service.parents_of(lease.job_id)
                     running.ctx.parents = ParentResult.by_key(rows)
                 async with asyncio.timeout(lease.timeout_seconds):
-                    hold = self.service.limits.hold_while_thread_runs
-                    result = await call_task(spec, lease, running.ctx, self._threads, hold)
+                    ctx, hold = running.ctx, self.service.limits.hold_while_thread_runs
+                    await open_steps(self.service.store.steps, spec, lease, ctx, self.settings,
+                                     self.step_clock)  # fmt: skip
+                    result = await call_task(spec, lease, ctx, self._threads, hold)
                 # a result Postgres cannot store, or too large to read back, fails the attempt
                 check_storable(result, self.settings.max_result_bytes)
             except TimeoutError:
@@ -262,16 +265,19 @@ class WorkerLoop:
                     )
                 else:
                     self.stats.lost_leases += 1
-                    log.warning("lease lost; abandoning the attempt", extra=_ids(lease))
+                    log.warning("lease lost; abandoning the attempt", extra=ids(lease))
             except Exception as exc:  # noqa: BLE001 - any task error is a failed attempt
                 self._finishing(running)
-                self.stats.failed += 1
-                await self._finish_failed(lease, describe(exc), AttemptOutcome.FAILED)
+                await self._failed(running, exc)
             else:
                 self._finishing(running)
-                mates_running = any(not m.finishing for m in running.mates)
-                await self._finish_completed(lease, result, mates_running)
+                if (decided := verdict(running.ctx)) is not None:  # a step's, task caught it
+                    await self._failed(running, decided)
+                else:
+                    mates_running = any(not m.finishing for m in running.mates)
+                    await self._finish_completed(lease, result, mates_running)
         finally:
+            close_steps(running.ctx)
             self.running.pop(lease.job_id, None)
             self._freed.set()
             # 0.1 ms, as the outcome line: a full float is ~13 more bytes a job in the EMF line
@@ -280,7 +286,8 @@ class WorkerLoop:
             status, error = running.outcome or ("lost", None)
             self.task_metrics.record(lease.task, status, duration_ms)
             if running.outcome is not None:
-                log_outcome(lease, status, duration_ms, error, trace_id=trace.trace_id)
+                log_outcome(lease, status, duration_ms, error, trace_id=trace.trace_id,
+                            steps=step_summary(running.ctx))  # fmt: skip
             trace.end(status, error)
             reset_attempt_fields(fields)
 
@@ -291,7 +298,7 @@ class WorkerLoop:
     async def _finish_completed(self, lease: Lease, result: Any, mates_running: bool) -> None:
         await self.upkeep.write_progress([lease.job_id])  # the last report, while the lease holds
         try:
-            ok = await self._retrying(
+            ok = await retrying(
                 lambda: self._completions.complete(lease, result, mates_running=mates_running)
             )
         except InvalidInputError as exc:  # the database refused this result alone
@@ -305,13 +312,24 @@ class WorkerLoop:
             self._record(lease, "completed", None)
         elif ok is False:
             self.stats.lost_leases += 1
-            log.warning("lease lost before completion; result discarded", extra=_ids(lease))
+            log.warning("lease lost before completion; result discarded", extra=ids(lease))
 
-    async def _finish_failed(self, lease: Lease, error: str, outcome: AttemptOutcome) -> None:
+    async def _failed(self, running: Running, exc: BaseException) -> None:
+        """The attempt fails (dead at once when final), or is abandoned (a step lost the lease)."""
+        if (ended := failure_of(running.ctx, exc)) is None:
+            self.stats.lost_leases += 1
+            log.warning("lease lost at a step; abandoning the attempt", extra=ids(running.lease))
+            return
+        self.stats.failed += 1
+        await self._finish_failed(running.lease, ended[0], AttemptOutcome.FAILED, ended[1])
+
+    async def _finish_failed(
+        self, lease: Lease, error: str, outcome: AttemptOutcome, final: bool = False
+    ) -> None:
         await self.upkeep.write_progress([lease.job_id])
-        done = await self._retrying(lambda: self.service.fail(lease, error, outcome))
+        done = await retrying(lambda: self.service.fail(lease, error, outcome, final=final))
         if done is None:
-            log.warning("could not record the failed attempt (lease lost)", extra=_ids(lease))
+            log.warning("could not record the failed attempt (lease lost)", extra=ids(lease))
         else:
             status = "retrying" if done.status.value == "queued" else done.status.value
             self._record(lease, status, error)
@@ -321,20 +339,3 @@ class WorkerLoop:
         running = self.running.get(lease.job_id)
         if running is not None:
             running.outcome = (status, error)
-
-    async def _retrying(self, call: Callable[[], Any]) -> Any:
-        """A finish survives a short outage; past that, recovery re-runs the job (at least
-        once), which the attempt log shows as ``lost``."""
-        for n in range(_FINISH_TRIES):
-            try:
-                return await call()
-            except StoreUnavailableError as exc:
-                log.warning("finish failed (%s), try %d", exc, n + 1)
-                await asyncio.sleep(0.5 * (n + 1))
-            except AsyncZError:
-                raise
-        return None
-
-
-def _ids(lease: Lease) -> dict[str, Any]:
-    return {"job_id": lease.job_id, "attempt": lease.attempt}

@@ -21,8 +21,9 @@ LEVELS = {"completed": "INFO", "retrying": "INFO", "cancelled": "INFO", "dead": 
 
 
 def outcome_line(
-    lease: Lease, status: str, duration_ms: float, error: str | None, trace_id: str | None = None
-) -> str:
+    lease: Lease, status: str, duration_ms: float, error: str | None, trace_id: str | None = None,
+    steps: dict[str, Any] | None = None,
+) -> str:  # fmt: skip
     """No timestamp of its own: CloudWatch stamps every event (and ``asyncz dev`` prints the
     line as the sandbox wrote it). Short keys, no message that repeats the status, the
     queue only when it is not the default one, and the level only when it is not INFO
@@ -40,6 +41,8 @@ def outcome_line(
         record["queue"] = lease.queue
     if trace_id:
         record["trace_id"] = trace_id
+    if steps:  # a durable task's: steps run by this attempt, and the last it asked for
+        record |= steps
     if error:
         record["error"] = error[:500]
     return json.dumps(record, separators=(",", ":")) + "\n"
@@ -52,5 +55,6 @@ def log_outcome(
     error: str | None,
     out: TextIO | None = None,
     trace_id: str | None = None,
+    steps: dict[str, Any] | None = None,
 ) -> None:
-    (out or sys.stdout).write(outcome_line(lease, status, duration_ms, error, trace_id))
+    (out or sys.stdout).write(outcome_line(lease, status, duration_ms, error, trace_id, steps))

@@ -9,7 +9,14 @@ from uuid import UUID
 from fastapi import FastAPI, Query, Request, Response
 
 from asyncz.api.routes.jobs import CASCADE_RESPONSES, about, cascading
-from asyncz.api.routes.jobs_models import BulkReplay, BulkReplayed, JobOut, JobPage, JobState
+from asyncz.api.routes.jobs_models import (
+    BulkReplay,
+    BulkReplayed,
+    JobOut,
+    JobPage,
+    JobState,
+    ReplayOne,
+)
 from asyncz.api.routes.keys import principal_of
 from asyncz.service import JobService
 
@@ -41,10 +48,12 @@ def mount_dlq(app: FastAPI, service: Callable[[], Awaitable[JobService]]) -> Non
         summary="Replay one dead job",
         responses=CASCADE_RESPONSES,
     )
-    async def replay_job(job_id: UUID, request: Request) -> Any:
+    async def replay_job(job_id: UUID, request: Request, body: ReplayOne | None = None) -> Any:
+        body = body or ReplayOne()
         svc = await service()
-        async with svc.access.audited(principal_of(request), "replay", str(job_id), {}):
-            job = await svc.replay(about(job_id))
+        detail = {"reset_steps": True} if body.reset_steps else {}
+        async with svc.access.audited(principal_of(request), "replay", str(job_id), detail):
+            job = await svc.replay(about(job_id), reset_steps=body.reset_steps)
         return cascading(
             JobState(job_id=job.id, status=job.status.value, cascade_pending=job.cascade_pending)
         )

@@ -326,6 +326,12 @@ class BulkReplay(BaseModel):
     limit: int = Field(default=100, ge=1, le=1000)
 
 
+class ReplayOne(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reset_steps: bool = False  # a durable job's stored steps go first: its task starts over
+
+
 class BulkReplayed(BaseModel):
     replayed: int
     job_ids: list[str]

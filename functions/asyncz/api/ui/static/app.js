@@ -409,10 +409,12 @@ function jobPage(r) {
   const fields = el("dl", { class: "fields" });
   const data = el("div");
   const timeline = el("ol", { class: "timeline", id: "attempts" });
+  const steps = el("div");
   const frame = el("div", {}, el("p", {}, el("a", { href: "#/jobs" }, "← jobs")), head,
-    el("div", { class: "card" }, fields), data, el("h2", {}, "Attempts"), timeline);
+    el("div", { class: "card" }, fields), data, el("h2", {}, "Attempts"), timeline, steps);
   async function refresh(live) {
-    const [job, attempts] = await Promise.all([api("jobs/" + id), api("jobs/" + id + "/attempts")]);
+    const [job, attempts, stored] = await Promise.all([api("jobs/" + id),
+      api("jobs/" + id + "/attempts"), api("jobs/" + id + "/steps?limit=200")]);
     if (!live()) return;
     const buttons = [];
     if (!may("operate")) {
@@ -424,6 +426,11 @@ function jobPage(r) {
     if (may("operate") && job.status === "dead") {
       buttons.push(el("button", { type: "button", class: "primary", onclick: () => act("replay",
         () => api("dlq/" + id + "/replay", { method: "POST" })) }, "Replay"));
+      if (stored.items.length) {
+        buttons.push(el("button", { type: "button", onclick: () => act("replay", () =>
+          api("dlq/" + id + "/replay", { method: "POST", body: { reset_steps: true } })) },
+          "Replay, steps reset"));
+      }
       buttons.push(el("button", { type: "button", class: "danger", onclick: () => act("purge",
         async () => { await api("dlq/" + id, { method: "DELETE" }); go("dlq"); }) }, "Purge"));
     }
@@ -460,6 +467,16 @@ function jobPage(r) {
           when(a.started_at)}`),
         a.error ? el("pre", {}, a.error) : null)));
     if (!attempts.items.length) timeline.append(el("li", { class: "muted" }, "no attempt yet"));
+    // a durable job's steps, in the order first stored (docs/durable.md)
+    steps.replaceChildren(...(stored.items.length ? [el("h2", {}, "Steps"),
+      el("ol", { class: "timeline", id: "steps" }, ...stored.items.map((s) =>
+        el("li", { class: "outcome-" + s.status },
+          el("strong", { class: "mono" }, s.name), ` ${s.status}`,
+          el("span", { class: "muted" }, ` · ${s.kind} · ${s.attempts} run(s) · attempt ${
+            s.job_attempt} · ${s.duration_ms} ms · ${s.result_bytes} B · ${when(s.started_at)}`),
+          s.error ? el("pre", {}, s.error) : null))),
+      stored.next_cursor ? el("p", { class: "muted" }, "more steps: asyncz steps " + id) : null]
+      : []).filter(Boolean));
   }
   return { frame, refresh };
 }

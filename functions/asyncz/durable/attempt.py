@@ -1,0 +1,60 @@
+"""The worker's side of a durable task's attempt: open its journal (the stored steps, read
+in pages) before the task runs, say how the attempt ended when a step decided it, and close
+the journal when the attempt is over. A plain task's attempt never comes here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asyncz.durable.clock import Clock
+from asyncz.durable.journal import Journal, StepLimits
+from asyncz.errors import FinalTaskError, StepLeaseLostError, describe
+from asyncz.jobs import Lease
+from asyncz.settings import Settings
+from asyncz.store_ports import StepStore
+from asyncz.tasks.registry import TaskContext, TaskSpec
+
+
+async def open_steps(
+    store: StepStore, spec: TaskSpec, lease: Lease, ctx: TaskContext, settings: Settings,
+    clock: Clock,
+) -> None:  # fmt: skip
+    """Give a durable task's context its journal (a plain task's: nothing to do)."""
+    if not spec.durable:
+        return
+    limits = StepLimits(
+        settings.max_steps_per_job, settings.max_step_bytes_per_job, settings.max_result_bytes
+    )
+    ctx.journal = await Journal.open(store, lease, limits, clock, ctx.cancelled, spec.is_async)
+
+
+def verdict(ctx: TaskContext) -> BaseException | None:
+    """Why an attempt whose task returned fails all the same: what a step decided for the
+    whole attempt (nondeterminism, a lost lease) though the task caught it, or a step an
+    async task never awaited."""
+    journal = ctx.journal
+    return None if journal is None else journal.verdict or journal.unawaited()
+
+
+def failure_of(ctx: TaskContext, exc: BaseException) -> tuple[str, bool] | None:
+    """How a failed attempt ends: its error and whether it is final (dead at once, no
+    retry); ``None`` when a step found the lease lost (the attempt writes nothing)."""
+    exc = (ctx.journal.verdict if ctx.journal is not None else None) or exc
+    if isinstance(exc, StepLeaseLostError):
+        return None
+    return describe(exc), isinstance(exc, FinalTaskError)
+
+
+def step_summary(ctx: TaskContext) -> dict[str, Any] | None:
+    """For the attempt's outcome line: how many steps it ran (the rest replayed) and the
+    last step it asked for (where a failed attempt stopped)."""
+    journal = ctx.journal
+    if journal is None or journal.last_asked is None:
+        return None
+    return {"steps": len(journal.ran), "step": journal.last_asked[:200]}
+
+
+def close_steps(ctx: TaskContext) -> None:
+    """The attempt is over: a thread it left behind can neither run nor store a step."""
+    if ctx.journal is not None:
+        ctx.journal.close()

@@ -1,0 +1,46 @@
+"""The PostgreSQL adapter's queries of durable tasks' steps (``sql/steps.sql``): the store's
+``steps`` part (:class:`asyncz.store_ports.StepStore`). ``save`` is the lease fence of a step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asyncz.port_types import Row
+from asyncz.store.runner import QueryRunner
+
+
+class StepQueries:
+    def __init__(self, run: QueryRunner) -> None:
+        self._run = run
+
+    async def save(self, job_id: str, token: str, step: Row) -> bool:
+        """Store one step's outcome while the lease holds (``step``: seq, name, kind,
+        after_name, status, result as JSON text or None, result_bytes, error, attempts,
+        job_attempt, seconds); False: the lease is lost, nothing was stored."""
+        row = await self._run.one("save_step", {"job_id": job_id, "token": token, **step})
+        return row is not None
+
+    async def load(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
+        """One page of a job's history after ``after_seq``: seq, name, kind, after_name,
+        status, result, result_bytes, attempts."""
+        return await self._run.rows(
+            "load_steps", {"job_id": job_id, "after_seq": after_seq, "limit": limit}
+        )
+
+    async def list(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
+        """One page of a job's steps for people (no results): seq, name, kind, status,
+        attempts, job_attempt, started_at, finished_at, duration_ms, result_bytes, error."""
+        return await self._run.rows(
+            "list_steps", {"job_id": job_id, "after_seq": after_seq, "limit": limit}
+        )
+
+    async def reset(self, job_id: str) -> int:
+        """Delete a dead job's steps (a replay that starts over); how many went."""
+        return len(await self._run.rows("reset_steps", {"job_id": job_id}))
+
+    async def prune(self, kind: str, older_than: float, jobs: int, limit: int) -> int:
+        """Up to ``limit`` step rows of the next ``jobs`` jobs retention deletes (``kind``:
+        "finished" or "dead"); how many went."""
+        params: dict[str, Any] = {"older_than": float(older_than), "jobs": jobs, "limit": limit}
+        row = await self._run.one(f"prune_{'dead' if kind == 'dead' else 'finished'}_steps", params)
+        return int(row["n"]) if row else 0

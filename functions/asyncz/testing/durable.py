@@ -1,0 +1,134 @@
+"""Unit-test a durable task without a cloud or a server: :func:`run_durable` runs it the
+way a worker does (the same worker loop, journal and lease fence) against the in-memory
+store and broker, with a clock the test controls (docs/durable.md, "Testing")."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from asyncz.jobs import Attempt, Job, NewJob
+from asyncz.port_types import Row
+from asyncz.service import JobService
+from asyncz.settings import Settings
+from asyncz.tasks.registry import REGISTRY, TASK_NAME_ATTRIBUTE, TaskRegistry
+from asyncz.testing.broker import MemoryBroker
+from asyncz.testing.store import MemoryStore
+from asyncz.worker.loop import WorkerLoop
+
+
+class ManualClock:
+    """A clock that moves only when told to (``advance``) or when a step's retry waits on
+    it (the wait passes at once; ``slept`` lists each)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
+        self.slept: list[float] = []
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.advance(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        self.sleep(seconds)
+        await asyncio.sleep(0)
+
+
+@dataclass
+class DurableRun:
+    """A durable job run to its end: the job, its attempts and its steps (each a dict with
+    ``name``, ``kind``, ``status``, ``attempts``, ``result_bytes``...)."""
+
+    service: JobService
+    job_id: str
+    clock: ManualClock
+    job: Job | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    steps: list[Row] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        assert self.job is not None
+        return self.job.status.value
+
+    @property
+    def result(self) -> Any:
+        assert self.job is not None
+        return self.job.result
+
+    @property
+    def error(self) -> str | None:
+        assert self.job is not None
+        return self.job.last_error
+
+    def replay(self, *, reset_steps: bool = False) -> DurableRun:
+        """Replay the dead job (``reset_steps``: its stored steps go first) and run it to
+        its end again."""
+
+        async def go() -> None:
+            await self.service.replay(self.job_id, reset_steps=reset_steps)
+            await _drive(self)
+
+        asyncio.run(go())
+        return self
+
+
+def run_durable(
+    task: str | Callable[..., Any],
+    payload: dict[str, Any] | None = None,
+    *,
+    max_retries: int = 0,
+    timeout_seconds: int = 60,
+    clock: ManualClock | None = None,
+    registry: TaskRegistry = REGISTRY,
+    **settings: Any,
+) -> DurableRun:
+    """Submit one job of ``task`` (its name, or the function ``@task`` registered) and run it
+    with an in-process worker until it ends: ``completed``, ``dead`` (its retries spent, or
+    a final error such as ``nondeterministic``) or ``cancelled``. Retries follow at once;
+    ``settings`` override any other setting (``max_steps_per_job=10``)."""
+    name = task if isinstance(task, str) else getattr(task, TASK_NAME_ATTRIBUTE)
+    values: dict[str, Any] = {"backoff_base_seconds": 0.001, "backoff_max_seconds": 0.001,
+                              "worker_poll_seconds": 0.02}  # fmt: skip
+    config = Settings(database_url="postgresql://unused", redis_url="redis://unused",
+                      **(values | settings))  # fmt: skip
+    store: Any = MemoryStore()  # the store port, on dicts
+    service = JobService(store, MemoryBroker(), registry, config, rand=lambda: 0.0)
+    run = DurableRun(service, "", clock or ManualClock())
+
+    async def go() -> None:
+        new = NewJob(task=name, payload=payload or {}, max_retries=max_retries,
+                     timeout_seconds=timeout_seconds)  # fmt: skip
+        run.job_id = (await service.submit(new)).job_id
+        await _drive(run)
+
+    asyncio.run(go())
+    return run
+
+
+async def _drive(run: DurableRun) -> None:
+    """Run a worker until the job ends, then read what it left."""
+    stop = asyncio.Event()
+    worker = WorkerLoop(run.service, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
+    worker.step_clock = run.clock
+    working = asyncio.create_task(worker.run())
+    try:
+        while not (await run.service.get(run.job_id)).status.terminal:
+            if working.done():
+                await working  # the worker failed: say why
+            await asyncio.sleep(0.005)
+    finally:
+        stop.set()
+        await working
+    run.job = await run.service.get(run.job_id)
+    run.attempts = await run.service.attempts(run.job_id)
+    run.steps = await run.service.steps(run.job_id, limit=100_000)

@@ -1,0 +1,34 @@
+"""How the worker writes an attempt's end: a write that meets a short outage is tried again;
+past that, recovery re-runs the job (at least once), which the attempt log shows as ``lost``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from asyncz.errors import AsyncZError, StoreUnavailableError
+from asyncz.jobs import Lease
+
+log = logging.getLogger("asyncz.worker")
+
+FINISH_TRIES = 3
+
+
+async def retrying(call: Callable[[], Any]) -> Any:
+    """``call()``'s answer, tried up to ``FINISH_TRIES`` times over an outage; else None."""
+    for n in range(FINISH_TRIES):
+        try:
+            return await call()
+        except StoreUnavailableError as exc:
+            log.warning("finish failed (%s), try %d", exc, n + 1)
+            await asyncio.sleep(0.5 * (n + 1))
+        except AsyncZError:
+            raise
+    return None
+
+
+def ids(lease: Lease) -> dict[str, Any]:
+    """The log fields that name an attempt."""
+    return {"job_id": lease.job_id, "attempt": lease.attempt}
