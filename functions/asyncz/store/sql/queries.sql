@@ -75,15 +75,28 @@ SELECT * FROM jobs WHERE id = %(id)s;
 
 -- name: list_attempts
 -- The latest 1,000 attempts (each error is at most 4,000 characters), oldest first: the
--- answer stays well under a Lambda response's 6 MB however often a job was replayed.
-SELECT * FROM (SELECT * FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt DESC LIMIT 1000) a
+-- answer stays well under a Lambda response's 6 MB however often a job was replayed. The
+-- attempt running now has no row yet (it is written when the attempt ends): the job's row
+-- says who runs it since when. (A row opened at claim by the previous release is read as is.)
+SELECT * FROM (
+    SELECT job_id, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms
+      FROM job_attempts WHERE job_id = %(id)s
+    UNION ALL
+    SELECT id, attempts, worker_id, started_at, NULL, NULL, NULL, NULL
+      FROM jobs j
+     WHERE id = %(id)s AND status = 'processing'
+       AND NOT EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = j.id
+                          AND a.attempt = j.attempts)
+     ORDER BY attempt DESC LIMIT 1000) a
  ORDER BY attempt;
 
 -- name: claim_jobs
 -- One statement claims every id that is still queued and due (and not in a paused queue:
 -- a worker's view of the pauses may be a second old, this one is not), each with a fresh
--- lease token, and opens its attempt row (progress starts again: it is the attempt's). Ids that
--- fail the guard are simply not returned. The token is derived from the claim's random nonce
+-- lease token (progress starts again: it is the attempt's). Ids that fail the guard are simply
+-- not returned. The attempt's row is written once, when the attempt ends (completion,
+-- failure, or recovery's `lost`): until then the job's row (worker_id, started_at,
+-- attempts) is the running attempt. The token is derived from the claim's random nonce
 -- and the id (a 128-bit secret of this claim): a worker whose answer was lost reads back the
 -- leases it took (adopt_claim) instead of leaving them to recovery's lease expiry.
 WITH claimed AS (
@@ -96,11 +109,7 @@ WITH claimed AS (
        AND NOT cancel_requested AND timeout_seconds <= %(max_timeout)s
        AND NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = jobs.queue)
     RETURNING id, lease_token, task, payload, queue, priority, attempts, attempt_base,
-              max_retries, timeout_seconds, worker_id, started_at, depth, concurrency_key,
-              traceparent, tracestate
-), opened AS (
-    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, task)
-    SELECT id, attempts, worker_id, started_at, task FROM claimed
+              max_retries, timeout_seconds, depth, concurrency_key, traceparent, tracestate
 )
 SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
        attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,
@@ -136,12 +145,13 @@ WITH done AS (
        SET status = 'completed', result = %(result)s, finished_at = now(), updated_at = now(),
            lease_token = NULL, heartbeat_at = NULL, last_error = NULL
      WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
-    RETURNING id, attempts, finished_at, has_dependents
+    RETURNING id, attempts, worker_id, started_at, finished_at, task, has_dependents
 ), closed AS (
-    UPDATE job_attempts a
-       SET finished_at = d.finished_at, outcome = 'completed',
-           duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
-      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome,
+                              duration_ms, task)
+    SELECT id, attempts, worker_id, started_at, finished_at, 'completed',
+           floor(extract(epoch FROM finished_at - started_at) * 1000)::int, task
+      FROM done
 )
 SELECT id, has_dependents FROM done;
 
@@ -158,12 +168,14 @@ WITH input AS (
            lease_token = NULL, heartbeat_at = NULL, last_error = NULL
       FROM input i
      WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'processing'
-    RETURNING j.id, j.attempts, j.finished_at, j.has_dependents
+    RETURNING j.id, j.attempts, j.worker_id, j.started_at, j.finished_at, j.task,
+              j.has_dependents
 ), closed AS (
-    UPDATE job_attempts a
-       SET finished_at = d.finished_at, outcome = 'completed',
-           duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
-      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome,
+                              duration_ms, task)
+    SELECT id, attempts, worker_id, started_at, finished_at, 'completed',
+           floor(extract(epoch FROM finished_at - started_at) * 1000)::int, task
+      FROM done
 )
 SELECT id::text AS id, has_dependents FROM done;
 
@@ -181,12 +193,14 @@ WITH done AS (
                               THEN NULL ELSE now() END,
            last_error = %(error)s, updated_at = now(), lease_token = NULL, heartbeat_at = NULL
      WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
-    RETURNING id, attempts, status, queue, priority, run_at, updated_at, has_dependents
+    RETURNING id, attempts, status, queue, priority, run_at, updated_at, has_dependents,
+              worker_id, started_at, task
 ), closed AS (
-    UPDATE job_attempts a
-       SET finished_at = d.updated_at, outcome = %(outcome)s, error = %(error)s,
-           duration_ms = floor(extract(epoch FROM d.updated_at - a.started_at) * 1000)::int
-      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome,
+                              error, duration_ms, task)
+    SELECT id, attempts, worker_id, started_at, updated_at, %(outcome)s, %(error)s,
+           floor(extract(epoch FROM updated_at - started_at) * 1000)::int, task
+      FROM done
 )
 SELECT id, status, queue, priority, run_at, has_dependents FROM done;
 
@@ -359,7 +373,8 @@ SELECT count(*)::bigint AS n FROM jobs WHERE status = 'dead';
 
 -- name: recover_stale_leases
 -- Processing rows whose worker stopped heartbeating: back to queued (dead when out of
--- retries, cancelled when a cancel was requested), the open attempt closed as 'lost'.
+-- retries, cancelled when a cancel was requested), the attempt written as 'lost' (or, when
+-- the previous release's claim opened its row, that row closed so).
 -- Bounded, and SKIP LOCKED so two recovery runs never fight over a row.
 WITH stale AS (
     SELECT id FROM jobs
@@ -380,12 +395,18 @@ WITH stale AS (
                         || ' stopped heartbeating'
       FROM stale WHERE j.id = stale.id
     RETURNING j.id, j.status, j.queue, j.priority, j.run_at, j.attempts, j.last_error,
-              j.has_dependents
+              j.has_dependents, j.worker_id, j.started_at, j.task
 ), closed AS (
-    UPDATE job_attempts a
-       SET finished_at = now(), outcome = 'lost', error = m.last_error,
-           duration_ms = floor(extract(epoch FROM now() - a.started_at) * 1000)::int
-      FROM moved m WHERE a.job_id = m.id AND a.attempt = m.attempts AND a.outcome IS NULL
+    INSERT INTO job_attempts AS a (job_id, attempt, worker_id, started_at, finished_at,
+                                   outcome, error, duration_ms, task)
+    SELECT id, attempts, worker_id, started_at, now(), 'lost', last_error,
+           floor(extract(epoch FROM now() - started_at) * 1000)::int, task
+      FROM moved
+    ON CONFLICT (job_id, attempt) DO UPDATE
+       SET finished_at = EXCLUDED.finished_at, outcome = 'lost', error = EXCLUDED.error,
+           duration_ms = floor(extract(epoch FROM EXCLUDED.finished_at - a.started_at)
+                               * 1000)::int
+     WHERE a.outcome IS NULL
 )
 SELECT id, status, queue, priority, run_at, has_dependents FROM moved;
 
