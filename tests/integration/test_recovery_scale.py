@@ -12,6 +12,7 @@ The time bound on the sweep guards against a hang; it is not a benchmark (see
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -152,6 +153,8 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
     dead_after = (datetime.now(UTC), uuid.uuid4())
     some = _ids(conn, "status = 'processing'", 3)
     tokens = [uuid.uuid4() for _ in some]
+    done = json.dumps([{"id": str(i), "token": str(t), "result": {}}
+                       for i, t in zip(some, tokens, strict=True)])  # fmt: skip
     return [
         (
             "recover_stale_leases",
@@ -212,6 +215,8 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ("get_unclaimed", {"ids": queued}, {"jobs_pkey"}),
         ("heartbeat_jobs", {"ids": some, "tokens": tokens}, {"jobs_pkey"}),
         ("complete_job", {"id": some[0], "token": tokens[0], "result": Jsonb({})}, {"jobs_pkey"}),
+        ("complete_jobs", {"done": done}, {"jobs_pkey"}),
+        ("adopt_claim", {"ids": some, "nonce": "n"}, {"jobs_pkey"}),
         # job dependencies: along the waiting jobs' index and the edges' keys
         # (the sweep walks waiting jobs a page at a time, and looks only at that page)
         ("scan_waiting", {"after_at": None, "after_id": None, "limit": 500}, {"jobs_waiting_idx"}),

@@ -99,13 +99,17 @@ SELECT * FROM (
 -- attempts) is the running attempt. The token is derived from the claim's random nonce
 -- and the id (a 128-bit secret of this claim): a worker whose answer was lost reads back the
 -- leases it took (adopt_claim) instead of leaving them to recovery's lease expiry.
+-- The rows are found by primary key, whatever the statistics say: the status guard is
+-- spelt IS NOT DISTINCT FROM (the same test: status is never NULL) so that no partial index
+-- of jobs matches it. With `status = 'queued'`, statistics that had not seen the backlog
+-- yet made the planner walk every queued row along jobs_queued_run_at_idx for each claim.
 WITH claimed AS (
     UPDATE jobs
        SET status = 'processing', lease_token = md5(%(nonce)s || id::text)::uuid,
            worker_id = %(worker_id)s,
            attempts = attempts + 1, heartbeat_at = now(), started_at = now(), updated_at = now(),
            progress = NULL, progress_message = NULL
-     WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND run_at <= now()
+     WHERE id = ANY(%(ids)s::uuid[]) AND status IS NOT DISTINCT FROM 'queued' AND run_at <= now()
        AND NOT cancel_requested AND timeout_seconds <= %(max_timeout)s
        AND NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = jobs.queue)
     RETURNING id, lease_token, task, payload, queue, priority, attempts, attempt_base,
@@ -118,25 +122,30 @@ SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, p
 
 -- name: adopt_claim
 -- After a claim whose answer was lost: the leases it took, if it committed (by its tokens).
+-- By primary key (as claim_jobs).
 SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
        attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,
        concurrency_key, traceparent, tracestate
   FROM jobs
- WHERE id = ANY(%(ids)s::uuid[]) AND status = 'processing'
+ WHERE id = ANY(%(ids)s::uuid[]) AND status IS NOT DISTINCT FROM 'processing'
    AND lease_token = md5(%(nonce)s || id::text)::uuid;
 
 -- name: get_unclaimed
 -- After a claim, the ids that were not claimed but are still queued: the caller puts
--- each back where it belongs (ready if due, delayed if not).
+-- each back where it belongs (ready if due, delayed if not). By primary key (as claim_jobs).
 SELECT id, queue, priority, run_at, run_at <= now() AS due, task, concurrency_key
-  FROM jobs WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND NOT cancel_requested;
+  FROM jobs
+ WHERE id = ANY(%(ids)s::uuid[]) AND status IS NOT DISTINCT FROM 'queued'
+   AND NOT cancel_requested;
 
 -- name: heartbeat_jobs
--- Renews every lease the worker holds in one statement. A missing id = a lost lease.
+-- Renews every lease the worker holds in one statement. A missing id = a lost lease. By
+-- primary key (as complete_jobs).
 UPDATE jobs j
    SET heartbeat_at = now(), updated_at = now()
   FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
- WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'processing'
+ WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = l.id AND j.lease_token = l.token
+   AND j.status IS NOT DISTINCT FROM 'processing'
 RETURNING j.id, j.cancel_requested;
 
 -- name: complete_job
@@ -160,6 +169,8 @@ SELECT id, has_dependents FROM done;
 -- row still needs its own lease token; the ids returned are the ones completed. The batch
 -- comes as ONE JSON array of {id, token, result}: one json.dumps for the batch instead of
 -- three arrays adapted element by element in Python (most of a worker's CPU per batch).
+-- By primary key, as claim_jobs: the ids as an array (a join let the planner hash every
+-- running job, read along jobs_processing_heartbeat_idx or the whole table).
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(done)s::jsonb) AS i(id uuid, token uuid, result jsonb)
 ), done AS (
@@ -167,7 +178,8 @@ WITH input AS (
        SET status = 'completed', result = i.result, finished_at = now(), updated_at = now(),
            lease_token = NULL, heartbeat_at = NULL, last_error = NULL
       FROM input i
-     WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'processing'
+     WHERE j.id = ANY(ARRAY(SELECT id FROM input)) AND j.id = i.id AND j.lease_token = i.token
+       AND j.status IS NOT DISTINCT FROM 'processing'
     RETURNING j.id, j.attempts, j.worker_id, j.started_at, j.finished_at, j.task,
               j.has_dependents
 ), closed AS (
@@ -506,11 +518,13 @@ DELETE FROM periodic_runs r
 
 -- name: save_progress
 -- What running tasks reported, for every attempt the worker still holds, in one statement.
+-- By primary key (as complete_jobs).
 UPDATE jobs j
    SET progress = p.fraction, progress_message = p.message, updated_at = now()
   FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(fractions)s::real[], %(messages)s::text[])
        AS p(id, token, fraction, message)
- WHERE j.id = p.id AND j.lease_token = p.token AND j.status = 'processing'
+ WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = p.id AND j.lease_token = p.token
+   AND j.status IS NOT DISTINCT FROM 'processing'
 RETURNING j.id;
 
 -- name: last_periodic_runs
