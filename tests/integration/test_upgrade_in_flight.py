@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from asyncz.errors import DuplicateJobError
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
 from asyncz.store.migrations import apply_migrations, available_migrations
@@ -26,7 +27,7 @@ from tests.support.settings import make_settings, open_service
 
 pytestmark = pytest.mark.integration
 
-# The first migration the previous release did not have (none yet: every migration is older)
+# The first migration the previous release did not have
 NEW_SINCE = "0017"
 OLD: dict[str, Any] = {}
 _parse((Path(__file__).parents[1] / "support" / "previous_release.sql").read_text(), OLD)
@@ -41,7 +42,7 @@ def old(conn: psycopg.Connection[Any], name: str, **params: Any) -> list[dict[st
 
 @pytest.fixture
 def upgraded() -> Settings:
-    """A database at the previous release's schema, then migrated to this one's."""
+    """A database at the previous release's schema (the test migrates it)."""
     database_url, redis_url = empty_backends("upgrade", 1)
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY,"
@@ -51,6 +52,22 @@ def upgraded() -> Settings:
                 conn.execute(sql)  # type: ignore[arg-type]  # our own migration file
                 conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
     return make_settings(database_url, redis_url)
+
+
+async def submit_keyed(settings: Settings) -> list[str]:
+    """Three jobs with idempotency keys, one alone and two in a batch, each submitted
+    twice: the ids of the jobs that hold the keys."""
+    async with open_service(settings) as svc:
+        try:
+            one = (await svc.submit(NewJob(task="echo", payload={}, idempotency_key="k1"))).job_id
+        except DuplicateJobError as held:
+            one = held.job_id
+        with pytest.raises(DuplicateJobError) as again:
+            await svc.submit(NewJob(task="echo", payload={}, idempotency_key="k1"))
+        batch = [NewJob(task="echo", payload={}, idempotency_key=k) for k in ("k2", "k3", "k2")]
+        many = [item.job_id for item in await svc.submit_many(batch)]
+    assert again.value.job_id == one and many[0] == many[2] != many[1]
+    return [one, *many[:2]]  # type: ignore[list-item]
 
 
 def test_jobs_in_flight_across_the_upgrade_all_end_with_each_attempt_once(
@@ -64,6 +81,8 @@ def test_jobs_in_flight_across_the_upgrade_all_end_with_each_attempt_once(
                     for i in range(n)]  # fmt: skip
 
     ids = asyncio.run(submit(6))
+    # the new code runs before the migrations do (a deploy updates the functions first)
+    keyed = asyncio.run(submit_keyed(upgraded))
     finishing, dying, failing, to_fail_dead, queued, claimed_late = ids
     with psycopg.connect(url, autocommit=True) as conn:
         # before the upgrade: the old release claims three jobs (rows opened at claim) and
@@ -76,6 +95,8 @@ def test_jobs_in_flight_across_the_upgrade_all_end_with_each_attempt_once(
                    status="dead", outcome="failed", error="boom", delay_seconds=0.0)  # fmt: skip
     applied = apply_migrations(url)
     assert applied == [v for v, _ in available_migrations() if v >= NEW_SINCE]
+    assert asyncio.run(submit_keyed(upgraded)) == keyed  # the same keys, the same jobs
+    ids += sorted(set(keyed))
 
     async def read_attempts(job_id: str) -> list[Any]:
         async with open_service(upgraded) as svc:
@@ -119,8 +140,8 @@ def test_jobs_in_flight_across_the_upgrade_all_end_with_each_attempt_once(
 
     asyncio.run(drain())
     book = check_ledger(url, ids)  # every job ended, attempts == rows, none left open
-    assert book["status"] == {"completed": 6}
-    outcomes = {i: list(book["jobs"][i]["outcomes"]) for i in ids}
+    assert book["status"] == {"completed": 9}
+    outcomes = {i: list(book["jobs"][i]["outcomes"]) for i in ids[:6]}
     assert outcomes == {
         finishing: ["completed"],
         dying: ["lost", "completed"],

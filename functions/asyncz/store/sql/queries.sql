@@ -16,7 +16,7 @@ RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at 
 
 -- name: insert_job_idempotent
 -- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
--- the existing job. The UNIQUE constraint, not a pre-check, decides.
+-- the existing job. The unique index of the keys given (0017), not a pre-check, decides.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
                   idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key,
                   traceparent,
@@ -26,7 +26,7 @@ VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
         %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s,
         %(tracestate)s)
-ON CONFLICT (idempotency_key) DO NOTHING
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: insert_jobs
@@ -51,7 +51,7 @@ SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_se
                             submitted_by_key_id,
                             concurrency_key, traceparent, tracestate, n)
  ORDER BY i.n
-ON CONFLICT (idempotency_key) DO NOTHING
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: get_jobs_by_idempotency_keys
