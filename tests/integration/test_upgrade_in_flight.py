@@ -153,3 +153,25 @@ def test_jobs_in_flight_across_the_upgrade_all_end_with_each_attempt_once(
     workers = rows(url, "SELECT job_id::text AS id, array_agg(worker_id ORDER BY attempt) AS w"
                         " FROM job_attempts GROUP BY 1")  # fmt: skip
     assert {r["id"]: r["w"] for r in workers}[dying] == ["old", "new"]
+
+
+def test_a_running_job_without_a_start_time_is_recovered_with_its_lost_attempt(
+    upgraded: Settings,
+) -> None:
+    """The lost attempt's row takes its start from the job's row: a row written by hand or
+    by older code without one is still recovered (its attempt starts when it is lost)."""
+    apply_migrations(upgraded.database_url or "")
+    url = upgraded.database_url or ""
+    job = str(uuid.uuid4())
+    rows(url, "INSERT INTO jobs (id, task, status, attempts, lease_token, worker_id,"
+              " heartbeat_at) VALUES (%s, 'echo', 'processing', 1, gen_random_uuid(), 'gone',"
+              " now() - interval '1 hour')", (job,))  # fmt: skip
+
+    async def recover() -> Any:
+        async with open_service(upgraded) as svc:
+            return await svc.recover()
+
+    report = asyncio.run(recover())
+    assert report.requeued == [job] and not report.failed
+    [attempt] = rows(url, "SELECT attempt, worker_id, outcome, duration_ms FROM job_attempts")
+    assert attempt == {"attempt": 1, "worker_id": "gone", "outcome": "lost", "duration_ms": 0}

@@ -411,8 +411,8 @@ WITH stale AS (
 ), closed AS (
     INSERT INTO job_attempts AS a (job_id, attempt, worker_id, started_at, finished_at,
                                    outcome, error, duration_ms, task)
-    SELECT id, attempts, worker_id, started_at, now(), 'lost', last_error,
-           floor(extract(epoch FROM now() - started_at) * 1000)::int, task
+    SELECT id, attempts, worker_id, coalesce(started_at, now()), now(), 'lost', last_error,
+           floor(extract(epoch FROM now() - coalesce(started_at, now())) * 1000)::int, task
       FROM moved
     ON CONFLICT (job_id, attempt) DO UPDATE
        SET finished_at = EXCLUDED.finished_at, outcome = 'lost', error = EXCLUDED.error,
