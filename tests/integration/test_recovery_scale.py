@@ -12,7 +12,7 @@ The time bound on the sweep guards against a hang; it is not a benchmark (see
 from __future__ import annotations
 
 import asyncio
-import re
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,9 +24,9 @@ import pytest
 import redis
 from psycopg.types.json import Jsonb
 
-from asyncz.store.queries import QUERIES
 from tests.support import databases
 from tests.support.databases import ensure_database, sibling_url
+from tests.support.plans import plan_nodes, prepared_plan
 from tests.support.settings import make_settings, open_service
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -142,38 +142,6 @@ def scale_db() -> Iterator[str]:
 
 # --- EXPLAIN ------------------------------------------------------------------------------
 
-_PARAM = re.compile(r"%\((\w+)\)s")
-
-
-def _plan(conn: psycopg.Connection[Any], name: str, params: dict[str, Any], mode: str) -> Any:
-    """EXPLAIN the named query as a prepared statement, the way a warm worker runs it, under
-    ``plan_cache_mode`` ``mode`` (custom = planned for these values; generic = for any)."""
-    names: list[str] = []
-
-    def number(m: re.Match[str]) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
-
-    sql = _PARAM.sub(number, QUERIES[name]).replace("%%", "%")  # as psycopg sends it
-    stmt = f"scale_{name}"
-    conn.execute(f"SET plan_cache_mode = {mode}")
-    conn.execute(f"PREPARE {stmt} AS {sql}")
-    try:
-        cur = psycopg.ClientCursor(conn)
-        args = f"({', '.join(['%s'] * len(names))})" if names else ""
-        cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {stmt}{args}", [params[n] for n in names])
-        return cur.fetchone()[0][0]["Plan"]  # type: ignore[index]
-    finally:
-        conn.execute(f"DEALLOCATE {stmt}")
-        conn.execute("RESET plan_cache_mode")
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
-
 
 def _ids(conn: psycopg.Connection[Any], where: str, n: int = 10) -> list[uuid.UUID]:
     return [r[0] for r in conn.execute(f"SELECT id FROM jobs WHERE {where} LIMIT {n}")]
@@ -190,6 +158,8 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
     dead_after = (datetime.now(UTC), uuid.uuid4())
     some = _ids(conn, "status = 'processing'", 3)
     tokens = [uuid.uuid4() for _ in some]
+    done = json.dumps([{"id": str(i), "token": str(t), "result": {}}
+                       for i, t in zip(some, tokens, strict=True)])  # fmt: skip
     return [
         (
             "recover_stale_leases",
@@ -263,6 +233,11 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ("get_unclaimed", {"ids": queued}, {"jobs_pkey"}),
         ("heartbeat_jobs", {"ids": some, "tokens": tokens}, {"jobs_pkey"}),
         ("complete_job", {"id": some[0], "token": tokens[0], "result": Jsonb({})}, {"jobs_pkey"}),
+        ("complete_jobs", {"done": done}, {"jobs_pkey"}),
+        ("adopt_claim", {"ids": some, "nonce": "n"}, {"jobs_pkey"}),
+        # idempotency keys: the partial unique index of the keys given (0017)
+        ("get_jobs_by_idempotency_keys", {"keys": ["k1", "k2"]}, {"jobs_idempotency_key_idx"}),
+        ("get_job_by_idempotency_key", {"idempotency_key": "k1"}, {"jobs_idempotency_key_idx"}),
         # job dependencies: along the waiting jobs' index and the edges' keys
         # (the sweep walks waiting jobs a page at a time, and looks only at that page)
         ("scan_waiting", {"after_at": None, "after_id": None, "limit": 500}, {"jobs_waiting_idx"}),
@@ -319,7 +294,7 @@ def test_recovery_dlq_and_claim_queries_use_their_indexes(scale_db: str, mode: s
     with psycopg.connect(scale_db, autocommit=True) as conn:
         cases = _cases(conn) + (_listings() if mode == "force_custom_plan" else [])
         for name, params, wanted in cases:
-            nodes = list(_nodes(_plan(conn, name, params, mode)))
+            nodes = list(plan_nodes(prepared_plan(conn, name, params, mode)))
             seq = [
                 n
                 for n in nodes

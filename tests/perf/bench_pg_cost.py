@@ -80,17 +80,17 @@ class Meter:
         return {"statements": calls, "db_ms": ms, "wal": float(lsn[0]),  # type: ignore[index]
                 "cpu_s": server_cpu_s(self.pg), "t": time.perf_counter()}  # fmt: skip
 
-    def by_statement(self) -> dict[str, tuple[int, float]]:
-        """Calls and database ms of each statement of this database so far."""
+    def by_statement(self) -> dict[str, tuple[int, float, float]]:
+        """Calls, database ms and WAL bytes of each statement of this database so far."""
         rows = self.admin.execute(
-            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70), calls, total_exec_time"
-            " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database"
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70), calls, total_exec_time,"
+            " wal_bytes FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database"
             " WHERE datname = %s)", (self.dbname,),
         ).fetchall()  # fmt: skip
-        out: dict[str, tuple[int, float]] = {}
-        for text, calls, ms in rows:
-            c, m = out.get(text, (0, 0.0))
-            out[text] = (c + calls, m + ms)
+        out: dict[str, tuple[int, float, float]] = {}
+        for text, calls, ms, wal in rows:
+            c, m, w = out.get(text, (0, 0.0, 0.0))
+            out[text] = (c + calls, m + ms, w + float(wal))
         return out
 
     def phase(self, run: Any) -> dict[str, float]:
@@ -162,10 +162,12 @@ def ours(pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: in
     before = meter.by_statement()
     phases = {"submit": submitted, "drain": meter.phase(lambda: run_child(worker, env))}
     after = meter.by_statement()
-    top = sorted(((after[q][1] - before.get(q, (0, 0.0))[1], after[q][0] - before.get(q, (0, 0))[0],
-                   q) for q in after), reverse=True)[:4]  # fmt: skip
-    print(f"# {name} drain, database µs/job by statement: " + "; ".join(
-        f"{1000 * ms / n:.0f} µs ({calls} calls) {q}" for ms, calls, q in top), flush=True)
+    was = {q: before.get(q, (0, 0.0, 0.0)) for q in after}
+    top = sorted(((after[q][1] - was[q][1], after[q][0] - was[q][0], after[q][2] - was[q][2], q)
+                  for q in after), reverse=True)[:4]  # fmt: skip
+    print(f"# {name} drain, database µs/job and WAL B/job by statement: " + "; ".join(
+        f"{1000 * ms / n:.0f} µs {wal / n:,.0f} B ({calls} calls) {q}"
+        for ms, calls, wal, q in top), flush=True)  # fmt: skip
     empty = time.perf_counter()
     run_child(worker, env)  # the same process on an empty queue: its start and its exit
     phases["drain"]["empty_s"] = time.perf_counter() - empty

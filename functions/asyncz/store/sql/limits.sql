@@ -28,12 +28,21 @@ SELECT id::text AS id, task, concurrency_key,
 -- name: recent_starts
 -- Per rated task, its newest attempts started inside its window (%(seconds)s, the longest of
 -- its rates' periods), at most %(limit)s of them, and how long ago each started: the rate
--- windows Redis held, to put back after it lost them.
+-- windows Redis held, to put back after it lost them. An attempt that still runs has no row
+-- yet (it is written when it ends): the running ones are read from their jobs, through the
+-- processing jobs' heartbeat index (as many as run).
 SELECT t.task, j.concurrency_key, a.job_id::text AS job_id, a.attempt,
        (extract(epoch FROM now() - a.started_at) * 1000)::bigint AS age_ms
   FROM unnest(%(tasks)s::text[], %(seconds)s::float8[]) AS t(task, seconds)
  CROSS JOIN LATERAL (
-        SELECT job_id, attempt, started_at FROM job_attempts
-         WHERE task = t.task AND started_at > now() - make_interval(secs => t.seconds)
+        SELECT job_id, attempt, started_at FROM (
+            (SELECT job_id, attempt, started_at FROM job_attempts
+              WHERE task = t.task AND started_at > now() - make_interval(secs => t.seconds)
+              ORDER BY started_at DESC LIMIT %(limit)s)
+            UNION
+            (SELECT id, attempts, started_at FROM jobs
+              WHERE status = 'processing' AND heartbeat_at IS NOT NULL AND task = t.task
+                AND started_at > now() - make_interval(secs => t.seconds)
+              LIMIT %(limit)s)) s
          ORDER BY started_at DESC LIMIT %(limit)s) a
   JOIN jobs j ON j.id = a.job_id;

@@ -16,7 +16,7 @@ RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at 
 
 -- name: insert_job_idempotent
 -- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
--- the existing job. The UNIQUE constraint, not a pre-check, decides.
+-- the existing job. The unique index of the keys given (0017), not a pre-check, decides.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
                   idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key,
                   traceparent,
@@ -26,7 +26,7 @@ VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
         %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s,
         %(tracestate)s)
-ON CONFLICT (idempotency_key) DO NOTHING
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: insert_jobs
@@ -51,7 +51,7 @@ SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_se
                             submitted_by_key_id,
                             concurrency_key, traceparent, tracestate, n)
  ORDER BY i.n
-ON CONFLICT (idempotency_key) DO NOTHING
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: get_jobs_by_idempotency_keys
@@ -75,32 +75,45 @@ SELECT * FROM jobs WHERE id = %(id)s;
 
 -- name: list_attempts
 -- The latest 1,000 attempts (each error is at most 4,000 characters), oldest first: the
--- answer stays well under a Lambda response's 6 MB however often a job was replayed.
-SELECT * FROM (SELECT * FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt DESC LIMIT 1000) a
+-- answer stays well under a Lambda response's 6 MB however often a job was replayed. The
+-- attempt running now has no row yet (it is written when the attempt ends): the job's row
+-- says who runs it since when. (A row opened at claim by the previous release is read as is.)
+SELECT * FROM (
+    SELECT job_id, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms
+      FROM job_attempts WHERE job_id = %(id)s
+    UNION ALL
+    SELECT id, attempts, worker_id, started_at, NULL, NULL, NULL, NULL
+      FROM jobs j
+     WHERE id = %(id)s AND status = 'processing'
+       AND NOT EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = j.id
+                          AND a.attempt = j.attempts)
+     ORDER BY attempt DESC LIMIT 1000) a
  ORDER BY attempt;
 
 -- name: claim_jobs
 -- One statement claims every id that is still queued and due (and not in a paused queue:
 -- a worker's view of the pauses may be a second old, this one is not), each with a fresh
--- lease token, and opens its attempt row (progress starts again: it is the attempt's). Ids that
--- fail the guard are simply not returned. The token is derived from the claim's random nonce
+-- lease token (progress starts again: it is the attempt's). Ids that fail the guard are simply
+-- not returned. The attempt's row is written once, when the attempt ends (completion,
+-- failure, or recovery's `lost`): until then the job's row (worker_id, started_at,
+-- attempts) is the running attempt. The token is derived from the claim's random nonce
 -- and the id (a 128-bit secret of this claim): a worker whose answer was lost reads back the
 -- leases it took (adopt_claim) instead of leaving them to recovery's lease expiry.
+-- The rows are found by primary key, whatever the statistics say: the status guard is
+-- spelt IS NOT DISTINCT FROM (the same test: status is never NULL) so that no partial index
+-- of jobs matches it. With `status = 'queued'`, statistics that had not seen the backlog
+-- yet made the planner walk every queued row along jobs_queued_run_at_idx for each claim.
 WITH claimed AS (
     UPDATE jobs
        SET status = 'processing', lease_token = md5(%(nonce)s || id::text)::uuid,
            worker_id = %(worker_id)s,
            attempts = attempts + 1, heartbeat_at = now(), started_at = now(), updated_at = now(),
            progress = NULL, progress_message = NULL
-     WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND run_at <= now()
+     WHERE id = ANY(%(ids)s::uuid[]) AND status IS NOT DISTINCT FROM 'queued' AND run_at <= now()
        AND NOT cancel_requested AND timeout_seconds <= %(max_timeout)s
        AND NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = jobs.queue)
     RETURNING id, lease_token, task, payload, queue, priority, attempts, attempt_base,
-              max_retries, timeout_seconds, worker_id, started_at, depth, concurrency_key,
-              traceparent, tracestate
-), opened AS (
-    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, task)
-    SELECT id, attempts, worker_id, started_at, task FROM claimed
+              max_retries, timeout_seconds, depth, concurrency_key, traceparent, tracestate
 )
 SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
        attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,
@@ -109,25 +122,30 @@ SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, p
 
 -- name: adopt_claim
 -- After a claim whose answer was lost: the leases it took, if it committed (by its tokens).
+-- By primary key (as claim_jobs).
 SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
        attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,
        concurrency_key, traceparent, tracestate
   FROM jobs
- WHERE id = ANY(%(ids)s::uuid[]) AND status = 'processing'
+ WHERE id = ANY(%(ids)s::uuid[]) AND status IS NOT DISTINCT FROM 'processing'
    AND lease_token = md5(%(nonce)s || id::text)::uuid;
 
 -- name: get_unclaimed
 -- After a claim, the ids that were not claimed but are still queued: the caller puts
--- each back where it belongs (ready if due, delayed if not).
+-- each back where it belongs (ready if due, delayed if not). By primary key (as claim_jobs).
 SELECT id, queue, priority, run_at, run_at <= now() AS due, task, concurrency_key
-  FROM jobs WHERE id = ANY(%(ids)s::uuid[]) AND status = 'queued' AND NOT cancel_requested;
+  FROM jobs
+ WHERE id = ANY(%(ids)s::uuid[]) AND status IS NOT DISTINCT FROM 'queued'
+   AND NOT cancel_requested;
 
 -- name: heartbeat_jobs
--- Renews every lease the worker holds in one statement. A missing id = a lost lease.
+-- Renews every lease the worker holds in one statement. A missing id = a lost lease. By
+-- primary key (as complete_jobs).
 UPDATE jobs j
    SET heartbeat_at = now(), updated_at = now()
   FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS l(id, token)
- WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'processing'
+ WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = l.id AND j.lease_token = l.token
+   AND j.status IS NOT DISTINCT FROM 'processing'
 RETURNING j.id, j.cancel_requested;
 
 -- name: complete_job
@@ -136,12 +154,13 @@ WITH done AS (
        SET status = 'completed', result = %(result)s, finished_at = now(), updated_at = now(),
            lease_token = NULL, heartbeat_at = NULL, last_error = NULL
      WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
-    RETURNING id, attempts, finished_at, has_dependents
+    RETURNING id, attempts, worker_id, started_at, finished_at, task, has_dependents
 ), closed AS (
-    UPDATE job_attempts a
-       SET finished_at = d.finished_at, outcome = 'completed',
-           duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
-      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome,
+                              duration_ms, task)
+    SELECT id, attempts, worker_id, started_at, finished_at, 'completed',
+           floor(extract(epoch FROM finished_at - started_at) * 1000)::int, task
+      FROM done
 )
 SELECT id, has_dependents FROM done;
 
@@ -150,6 +169,8 @@ SELECT id, has_dependents FROM done;
 -- row still needs its own lease token; the ids returned are the ones completed. The batch
 -- comes as ONE JSON array of {id, token, result}: one json.dumps for the batch instead of
 -- three arrays adapted element by element in Python (most of a worker's CPU per batch).
+-- By primary key, as claim_jobs: the ids as an array (a join let the planner hash every
+-- running job, read along jobs_processing_heartbeat_idx or the whole table).
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(done)s::jsonb) AS i(id uuid, token uuid, result jsonb)
 ), done AS (
@@ -157,13 +178,16 @@ WITH input AS (
        SET status = 'completed', result = i.result, finished_at = now(), updated_at = now(),
            lease_token = NULL, heartbeat_at = NULL, last_error = NULL
       FROM input i
-     WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'processing'
-    RETURNING j.id, j.attempts, j.finished_at, j.has_dependents
+     WHERE j.id = ANY(ARRAY(SELECT id FROM input)) AND j.id = i.id AND j.lease_token = i.token
+       AND j.status IS NOT DISTINCT FROM 'processing'
+    RETURNING j.id, j.attempts, j.worker_id, j.started_at, j.finished_at, j.task,
+              j.has_dependents
 ), closed AS (
-    UPDATE job_attempts a
-       SET finished_at = d.finished_at, outcome = 'completed',
-           duration_ms = floor(extract(epoch FROM d.finished_at - a.started_at) * 1000)::int
-      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome,
+                              duration_ms, task)
+    SELECT id, attempts, worker_id, started_at, finished_at, 'completed',
+           floor(extract(epoch FROM finished_at - started_at) * 1000)::int, task
+      FROM done
 )
 SELECT id::text AS id, has_dependents FROM done;
 
@@ -181,12 +205,14 @@ WITH done AS (
                               THEN NULL ELSE now() END,
            last_error = %(error)s, updated_at = now(), lease_token = NULL, heartbeat_at = NULL
      WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
-    RETURNING id, attempts, status, queue, priority, run_at, updated_at, has_dependents
+    RETURNING id, attempts, status, queue, priority, run_at, updated_at, has_dependents,
+              worker_id, started_at, task
 ), closed AS (
-    UPDATE job_attempts a
-       SET finished_at = d.updated_at, outcome = %(outcome)s, error = %(error)s,
-           duration_ms = floor(extract(epoch FROM d.updated_at - a.started_at) * 1000)::int
-      FROM done d WHERE a.job_id = d.id AND a.attempt = d.attempts
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome,
+                              error, duration_ms, task)
+    SELECT id, attempts, worker_id, started_at, updated_at, %(outcome)s, %(error)s,
+           floor(extract(epoch FROM updated_at - started_at) * 1000)::int, task
+      FROM done
 )
 SELECT id, status, queue, priority, run_at, has_dependents FROM done;
 
@@ -359,7 +385,8 @@ SELECT count(*)::bigint AS n FROM jobs WHERE status = 'dead';
 
 -- name: recover_stale_leases
 -- Processing rows whose worker stopped heartbeating: back to queued (dead when out of
--- retries, cancelled when a cancel was requested), the open attempt closed as 'lost'.
+-- retries, cancelled when a cancel was requested), the attempt written as 'lost' (or, when
+-- the previous release's claim opened its row, that row closed so).
 -- Bounded, and SKIP LOCKED so two recovery runs never fight over a row.
 WITH stale AS (
     SELECT id FROM jobs
@@ -380,12 +407,18 @@ WITH stale AS (
                         || ' stopped heartbeating'
       FROM stale WHERE j.id = stale.id
     RETURNING j.id, j.status, j.queue, j.priority, j.run_at, j.attempts, j.last_error,
-              j.has_dependents
+              j.has_dependents, j.worker_id, j.started_at, j.task
 ), closed AS (
-    UPDATE job_attempts a
-       SET finished_at = now(), outcome = 'lost', error = m.last_error,
-           duration_ms = floor(extract(epoch FROM now() - a.started_at) * 1000)::int
-      FROM moved m WHERE a.job_id = m.id AND a.attempt = m.attempts AND a.outcome IS NULL
+    INSERT INTO job_attempts AS a (job_id, attempt, worker_id, started_at, finished_at,
+                                   outcome, error, duration_ms, task)
+    SELECT id, attempts, worker_id, coalesce(started_at, now()), now(), 'lost', last_error,
+           floor(extract(epoch FROM now() - coalesce(started_at, now())) * 1000)::int, task
+      FROM moved
+    ON CONFLICT (job_id, attempt) DO UPDATE
+       SET finished_at = EXCLUDED.finished_at, outcome = 'lost', error = EXCLUDED.error,
+           duration_ms = floor(extract(epoch FROM EXCLUDED.finished_at - a.started_at)
+                               * 1000)::int
+     WHERE a.outcome IS NULL
 )
 SELECT id, status, queue, priority, run_at, has_dependents FROM moved;
 
@@ -485,11 +518,13 @@ DELETE FROM periodic_runs r
 
 -- name: save_progress
 -- What running tasks reported, for every attempt the worker still holds, in one statement.
+-- By primary key (as complete_jobs).
 UPDATE jobs j
    SET progress = p.fraction, progress_message = p.message, updated_at = now()
   FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(fractions)s::real[], %(messages)s::text[])
        AS p(id, token, fraction, message)
- WHERE j.id = p.id AND j.lease_token = p.token AND j.status = 'processing'
+ WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = p.id AND j.lease_token = p.token
+   AND j.status IS NOT DISTINCT FROM 'processing'
 RETURNING j.id;
 
 -- name: last_periodic_runs
