@@ -235,9 +235,9 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ("complete_job", {"id": some[0], "token": tokens[0], "result": Jsonb({})}, {"jobs_pkey"}),
         ("complete_jobs", {"done": done}, {"jobs_pkey"}),
         ("adopt_claim", {"ids": some, "nonce": "n"}, {"jobs_pkey"}),
-        # idempotency keys: the partial unique index of the keys given (0017)
-        ("get_jobs_by_idempotency_keys", {"keys": ["k1", "k2"]}, {"jobs_idempotency_key_idx"}),
-        ("get_job_by_idempotency_key", {"idempotency_key": "k1"}, {"jobs_idempotency_key_idx"}),
+        # idempotency keys: their unique constraint's index
+        ("get_jobs_by_idempotency_keys", {"keys": ["k1", "k2"]}, {"jobs_idempotency_key_key"}),
+        ("get_job_by_idempotency_key", {"idempotency_key": "k1"}, {"jobs_idempotency_key_key"}),
         # job dependencies: along the waiting jobs' index and the edges' keys
         # (the sweep walks waiting jobs a page at a time, and looks only at that page)
         ("scan_waiting", {"after_at": None, "after_id": None, "limit": 500}, {"jobs_waiting_idx"}),

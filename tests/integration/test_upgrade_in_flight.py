@@ -115,6 +115,15 @@ def test_jobs_in_flight_across_the_upgrade_all_end_with_each_attempt_once(
         assert [r["id"] for r in old(conn, "complete_jobs", done=done)] == [finishing]
         assert old(conn, "finish_failed_job", id=failing, token=leases[failing],
                    status="queued", outcome="failed", error="flaky", delay_seconds=0.0)  # fmt: skip
+        # the old api's keyed submit: a second one with the same key inserts nothing
+        keyed = {"task": "echo", "payload": "{}", "queue": "default", "priority": 0,
+                 "max_retries": 0, "timeout_seconds": 30, "idempotency_key": "old-k",
+                 "run_at": None, "delay_seconds": 0.0, "submitted_by": "old",
+                 "submitted_by_key_id": None, "concurrency_key": None, "traceparent": None,
+                 "tracestate": None}  # fmt: skip
+        assert len(old(conn, "insert_job_idempotent", id=str(uuid.uuid4()), **keyed)) == 1
+        assert old(conn, "insert_job_idempotent", id=str(uuid.uuid4()), **keyed) == []
+        conn.execute("DELETE FROM jobs WHERE idempotency_key = 'old-k'")  # not in the ledger
         # and claims a job the new release enqueued, then completes it
         [late] = old(conn, "claim_jobs", ids=[claimed_late], worker_id="old", max_timeout=900,
                      nonce=uuid.uuid4().hex)  # fmt: skip

@@ -1,8 +1,8 @@
 -- The worker's statements of the release before an attempt's row was written once (its claim
--- opened the row, its completion or failure closed it), word for word. During a deploy, workers
--- of that release still run (an invocation lasts up to 15 minutes) after the new release's
--- migrations ran: tests/integration/test_upgrade_in_flight.py runs these against the current
--- schema beside the current code.
+-- opened the row, its completion or failure closed it), and its api's keyed submit, word for
+-- word. During a deploy, functions of that release still run (a worker's invocation lasts up
+-- to 15 minutes) after the new release's migrations ran: tests/integration/
+-- test_upgrade_in_flight.py runs these against the current schema beside the current code.
 
 -- name: claim_jobs
 -- One statement claims every id that is still queued and due (and not in a paused queue:
@@ -85,3 +85,17 @@ WITH done AS (
 )
 SELECT id, status, queue, priority, run_at, has_dependents FROM done;
 
+-- name: insert_job_idempotent
+-- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
+-- the existing job. The UNIQUE constraint, not a pre-check, decides.
+INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
+                  idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key,
+                  traceparent,
+                  tracestate)
+VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
+        %(timeout_seconds)s, %(idempotency_key)s,
+        coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
+        %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s,
+        %(tracestate)s)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;

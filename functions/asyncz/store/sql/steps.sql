@@ -1,5 +1,5 @@
 -- Named queries of durable tasks' steps (see queries.sql for the conventions; migration
--- 0018 for the table).
+-- 0017 for the table).
 
 -- name: save_step
 -- THE FENCE of a step: store its outcome only while the attempt holds the job's lease, in
