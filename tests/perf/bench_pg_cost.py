@@ -129,14 +129,19 @@ def fresh_db(pg: DebianPostgres, name: str) -> str:
 # --------------------------------------------------------------------------- ours
 
 
-def ours(pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: int) -> dict[str, Any]:  # noqa: E501
-    name = f"ours_{shape}_{concurrency}"
+def ours(
+    pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: int, task: str = "echo"
+) -> dict[str, Any]:
+    """``task``: the built-in sync ``echo`` (the default rows), or ``async_noop`` (a labelled
+    variant: the peers' no-ops are ``async``; tests/perf/pg_cost_tasks.py)."""
+    name = f"ours_{shape}_{concurrency}" + ("_async" if task != "echo" else "")
     db = fresh_db(pg, name)
     apply_migrations(db)
     settings = Settings(
         database_url=db, redis_url=redis_url, redis_prefix=name, api_key_hashes="0" * 64,
         worker_function_name="asyncz-worker", publish_gauges=False,
         retain_finished_seconds=1, worker_concurrency=concurrency,
+        task_modules="" if task == "echo" else "tests.perf.pg_cost_tasks",
     )  # fmt: skip
     meter = Meter(pg, name)
 
@@ -144,10 +149,10 @@ def ours(pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: in
         async with open_service(settings) as svc:
             if shape == "single":
                 for _ in range(n):
-                    await svc.submit(NewJob(task="echo", payload={}))
+                    await svc.submit(NewJob(task=task, payload={}))
             else:
                 for i in range(0, n, 100):
-                    await svc.submit_many([NewJob(task="echo", payload={})] * min(100, n - i))
+                    await svc.submit_many([NewJob(task=task, payload={})] * min(100, n - i))
 
     async def maintain() -> None:
         async with open_service(settings) as svc:
@@ -182,9 +187,13 @@ def ours(pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: in
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,), "retention left rows"
     meter.admin.close()
-    return {"name": f"AsyncZ, {shape} submit, worker concurrency {concurrency}",
-            "phases": phases,
-            "knobs": "defaults (heartbeat 10 s: a no-op never beats), one standalone worker"}
+    label = "" if task == "echo" else ", async no-op (variant)"
+    return {
+        "name": f"AsyncZ, {shape} submit, worker concurrency {concurrency}{label}",
+        "phases": phases,
+        "knobs": "defaults (heartbeat 10 s: a no-op never beats), one standalone worker"
+        + ("" if task == "echo" else "; an `async def` no-op task"),
+    }
 
 
 # --------------------------------------------------------------------------- peers
@@ -292,9 +301,11 @@ def main() -> None:
             print(f"# server: {conn.execute('SELECT version()').fetchone()[0]}, "  # type: ignore[index]
                   "defaults + pg_stat_statements", flush=True)  # fmt: skip
         if "ours" in args.only:
-            for shape, concurrency in (("single", 10), ("batch", 10), ("batch", 1), ("batch", 50)):
+            for shape, concurrency, task in (("single", 10, "echo"), ("batch", 10, "echo"),
+                                             ("batch", 1, "echo"), ("batch", 50, "echo"),
+                                             ("batch", 10, "async_noop")):  # fmt: skip
                 redis_server.client().flushall()
-                results.append(ours(pg, redis_server.url, args.jobs, shape, concurrency))
+                results.append(ours(pg, redis_server.url, args.jobs, shape, concurrency, task))
                 print(f"# done: {results[-1]['name']}", flush=True)
         for who in ("pgqueuer", "procrastinate", "graphile-worker"):
             if who in args.only:
