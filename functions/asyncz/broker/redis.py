@@ -145,6 +145,18 @@ class RedisBroker:
                 )
         return moved
 
+    async def next_due(self, queues: Sequence[str]) -> int | None:
+        """The lowest score over the queues' delayed sets (one ZRANGE 0 0 each, one round trip)."""
+        if not queues:
+            return None
+        with _guard():
+            async with self._r.pipeline(transaction=False) as pipe:
+                for q in queues:
+                    pipe.zrange(self.keys.delayed_key(q), 0, 0, withscores=True)
+                firsts = await pipe.execute()
+        scores = [int(first[0][1]) for first in firsts if first]
+        return min(scores, default=None)
+
     async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]:
         """Block up to ``timeout`` s for the first queue (in priority order) that has ids,
         and take up to ``max_items`` of them: one BZMPOP, one round trip (Redis 7+/Valkey)."""

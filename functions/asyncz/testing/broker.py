@@ -76,6 +76,10 @@ class MemoryBroker:
                 moved += 1
         return moved
 
+    async def next_due(self, queues: Sequence[str]) -> int | None:
+        scores = [ms for q in queues for ms in self.delayed.get(q, {}).values()]
+        return min(scores, default=None)
+
     async def pop(self, queues: Sequence[str], max_items: int, timeout: float) -> list[str]:
         deadline = time.monotonic() + timeout
         while True:
