@@ -85,7 +85,9 @@ def test_fleet_async_invokes_the_shortfall_of_workers(aws_env: Settings) -> None
     )
     submit(aws_env, 250)
     out = fleet_handler.handler({}, FakeContext(function_name="asyncz-fleet"))
-    assert out == {"backlog": 250, "live_workers": 0, "starting_workers": 0, "started": 3}
+    assert out == {
+        "backlog": 250, "live_workers": 0, "starting_workers": 0, "started": 3, "wakes": 0
+    }  # fmt: skip
     assert len(calls) == 3
     assert all(c["headers"].get("X-Amz-Invocation-Type") == "Event" for c in calls)
     assert {c["url_path"].split("/")[3] for c in calls} == {aws_env.worker_function_name}

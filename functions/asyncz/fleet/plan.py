@@ -44,10 +44,13 @@ async def plan_workers(broker: JobBroker, settings: Settings) -> Plan:
     return Plan(backlog, live, starting, start)
 
 
+async def active_queues(broker: JobBroker, declared: Sequence[str]) -> list[str]:
+    """Every queue known to Redis or declared, but the paused ones."""
+    return sorted((set(await broker.known_queues()) | set(declared)) - await broker.limits.paused())
+
+
 async def ready_backlog(broker: JobBroker, declared: Sequence[str]) -> int:
     """Jobs ready to run now across every queue but the paused ones (Redis only: no
     database round trip; held-back jobs are not in the ready sets)."""
-    queues = sorted(
-        (set(await broker.known_queues()) | set(declared)) - await broker.limits.paused()
-    )
+    queues = await active_queues(broker, declared)
     return sum(ready for ready, _ in (await broker.backlog(queues)).values())
