@@ -38,6 +38,7 @@ from asyncz.worker.outcomes import log_outcome
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
 from asyncz.worker.task_metrics import Publish, TaskMetrics
 from asyncz.worker.upkeep import Upkeep
+from asyncz.worker.wakes import NextWake
 
 log = logging.getLogger("asyncz.worker")
 
@@ -79,6 +80,7 @@ class WorkerLoop:
         self._threads = TaskThreads(max_idle=self.concurrency)
         self._freed = asyncio.Event()  # a running task returned (or ended)
         self.step_clock: Clock = SYSTEM_CLOCK  # what durable steps see (a test sets its own)
+        self.wake = NextWake(service.broker, self.queues)  # looked up while no job comes
 
     # --- budget ---------------------------------------------------------------------------
 
@@ -102,7 +104,7 @@ class WorkerLoop:
         heartbeats = asyncio.create_task(self.upkeep.heartbeat_loop(), name="heartbeat")
         progress = asyncio.create_task(self.upkeep.progress_loop(), name="progress")
         idle_since, last_promote = time.monotonic(), 0.0
-        worked = False  # claimed a job since the last once-a-second look
+        worked, starved = False, True  # claimed a job since the last promote; got none
         try:
             await self._announce()
             while not (reason := self._should_stop()):
@@ -110,7 +112,7 @@ class WorkerLoop:
                 if free <= 0:
                     continue
                 now = time.monotonic()
-                if now - last_promote >= 1.0:
+                if self.wake.take_due() or now - last_promote >= 1.0:
                     last_promote = now
                     await self._quietly(self.service.promote(self.queues))
                     if self.scale_out is not None and (worked or self.running):
@@ -119,6 +121,9 @@ class WorkerLoop:
                 wait = min(self.settings.worker_poll_seconds, self.budget() - self.longest_timeout)
                 if self.idle_exit_seconds and not self.running:
                     wait = min(wait, max(0.05, self.idle_exit_seconds - (now - idle_since)))
+                if starved:  # about to wait: end the poll when the next wake falls due
+                    await self._quietly(self.wake.look())
+                    wait = self.wake.bound(wait)
                 asked = time.monotonic()
                 leases = await self._quietly(
                     self.service.claim_next(
@@ -129,6 +134,7 @@ class WorkerLoop:
                     # ids came back but none was claimable (duplicates, or put back because
                     # they do not fit this worker's budget): do not spin on them.
                     await asyncio.sleep(0.1)
+                starved = not leases
                 if leases:
                     idle_since = time.monotonic()
                     worked = True
@@ -141,8 +147,10 @@ class WorkerLoop:
                     self.idle_exit_seconds
                     and time.monotonic() - idle_since >= self.idle_exit_seconds
                 ):
-                    reason = "idle"
-                    break
+                    if not self.wake.within(self.idle_exit_seconds):
+                        reason = "idle"
+                        break
+                    idle_since = time.monotonic()  # a wake is near: stay for it
             self.stats.stopped_because = reason
             await self._drain()
             self.task_metrics.flush()
