@@ -57,7 +57,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Wait for the wakes due within this invocation, less a margin: one tick ends before
     # the next (the timeout is the rule's minute; reserved concurrency 1).
     remaining = context.get_remaining_time_in_millis() / 1000 - WAKE_MARGIN_SECONDS
-    summary = scale(lambda: invoke_worker(name), time.monotonic() + remaining)
+    until = time.monotonic() + remaining if remaining > 0 else None
+    summary = scale(lambda: invoke_worker(name), until)
     metrics.add_metric(name="WorkersStarted", unit="Count", value=summary["started"])
     logger.info("fleet scaled", extra=summary)
     return summary

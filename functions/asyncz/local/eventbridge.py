@@ -20,8 +20,10 @@ class RateRule:
         interval_s: float,
         make_sandbox: Callable[[], SandboxProcess],
         stopping: threading.Event,
+        timeout_s: float = 900.0,
     ) -> None:
         self.name = name
+        self.timeout_s = timeout_s  # each invocation's, as its Lambda's timeout
         self.interval_s = interval_s
         self.make_sandbox = make_sandbox
         self.stopping = stopping
@@ -40,7 +42,7 @@ class RateRule:
                         self.sandbox.stop(grace_s=0)
                     self.sandbox = self.make_sandbox()
                     self.sandbox.wait_ready()
-                reply = self.sandbox.invoke({}, 900.0)
+                reply = self.sandbox.invoke({}, self.timeout_s)
                 log_line(
                     self.name,
                     "REPORT",
@@ -59,3 +61,12 @@ class RateRule:
         if self.sandbox is not None:
             self.sandbox.stop(grace_s)
         self.thread.join(grace_s + 5)
+
+
+def fleet_rule(
+    interval_s: float, make_sandbox: Callable[[], SandboxProcess], stopping: threading.Event
+) -> RateRule:
+    """The fleet's rule. Each tick's timeout is the interval, as the stack gives the fleet
+    the rule's minute: the fleet waits for the wakes due before its timeout (less a margin),
+    so one tick ends before the next is due."""
+    return RateRule("fleet", interval_s, make_sandbox, stopping, timeout_s=interval_s)

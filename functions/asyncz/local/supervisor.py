@@ -34,7 +34,7 @@ from asyncz.local.config import (
 )
 from asyncz.local.console import rendering
 from asyncz.local.context import log_line
-from asyncz.local.eventbridge import RateRule
+from asyncz.local.eventbridge import RateRule, fleet_rule
 from asyncz.local.lambda_.endpoint import LambdaEndpoint
 from asyncz.local.lambda_.pool import SandboxPool
 from asyncz.local.lambda_.sandbox import SandboxError, SandboxProcess, SandboxSpec
@@ -179,12 +179,7 @@ class DevRunner:
         ]
         if not opts.workers:
             rules.append(
-                RateRule(
-                    "fleet",
-                    opts.fleet_interval_s,
-                    sandbox("fleet", FLEET_HANDLER),
-                    self.stopping,
-                )
+                fleet_rule(opts.fleet_interval_s, sandbox("fleet", FLEET_HANDLER), self.stopping)
             )
         for rule in rules:
             rule.start()
