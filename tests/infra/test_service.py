@@ -65,6 +65,23 @@ def test_schedules_every_minute(stage: Synth) -> None:
     assert invokers == {fns["fleet"][0], fns["recovery"][0]}
 
 
+def test_the_fleet_covers_its_minute_and_ends_before_the_next_tick(stage: Synth) -> None:
+    fns = asyncz_functions(stage.service)
+    fleet_id, fleet = fns["fleet"]
+    props = fleet["Properties"]
+    (rule,) = [
+        r["Properties"]
+        for r in resources(stage.service, "AWS::Events::Rule").values()
+        if r["Properties"]["Targets"][0]["Arn"]["Fn::GetAtt"][0] == fleet_id
+    ]
+    assert rule["ScheduleExpression"] == "rate(1 minute)"
+    # It waits for the wakes due before its timeout (less a margin): the timeout is the
+    # rule's minute, and one tick at a time.
+    assert props["Timeout"] == 60
+    assert props["ReservedConcurrentExecutions"] == 1
+    assert props["MemorySize"] == 256  # what docs/cost.md prices the wait at
+
+
 def test_migration_runs_before_api_and_schedules(stage: Synth) -> None:
     fns = asyncz_functions(stage.service)
     (trigger_id,) = resources(stage.service, "Custom::Trigger")

@@ -16,6 +16,10 @@ from asyncz_cdk.constructs.function_defaults import (
 
 WORKER_TIMEOUT_SECONDS = 900  # Lambda's maximum; the worker loops until near the end
 API_TIMEOUT_SECONDS = 29  # API Gateway's integration limit
+# The fleet's rule runs it once a minute. Each tick waits for the wakes due before its
+# timeout less a margin (asyncz.fleet.wakes), so a timeout of the rule's minute lets it cover
+# the minute and still end before the next tick (reserved concurrency 1: ticks never overlap).
+FLEET_TIMEOUT_SECONDS = 60
 
 
 class Functions(Construct):
@@ -109,7 +113,7 @@ class Functions(Construct):
             description="AsyncZ fleet controller: starts workers for the backlog",
             environment={**redis_env, **fleet_env},  # Redis only: no database access
             memory_size=256,
-            timeout=Duration.seconds(60),
+            timeout=Duration.seconds(FLEET_TIMEOUT_SECONDS),
             reserved_concurrent_executions=1,
         )
         self.recovery = python_function(
