@@ -80,7 +80,8 @@ class WorkerLoop:
         self._threads = TaskThreads(max_idle=self.concurrency)
         self._freed = asyncio.Event()  # a running task returned (or ended)
         self.step_clock: Clock = SYSTEM_CLOCK  # what durable steps see (a test sets its own)
-        self.wake = NextWake(service.broker, self.queues)  # looked up while no job comes
+        # the next delayed id's due time, looked up while no job comes
+        self.wake = NextWake(service.broker, self.queues, lambda: service.promote(self.queues))
 
     # --- budget ---------------------------------------------------------------------------
 
@@ -122,8 +123,7 @@ class WorkerLoop:
                 if self.idle_exit_seconds and not self.running:
                     wait = min(wait, max(0.05, self.idle_exit_seconds - (now - idle_since)))
                 if starved:  # about to wait: end the poll when the next wake falls due
-                    await self._quietly(self.wake.look())
-                    wait = self.wake.bound(wait)
+                    wait = await self._quietly(self.wake.poll_until(wait)) or wait
                 asked = time.monotonic()
                 leases = await self._quietly(
                     self.service.claim_next(

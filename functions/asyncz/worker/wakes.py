@@ -10,19 +10,26 @@ wake wait for the fleet. A wake further off is the fleet's (:mod:`asyncz.fleet.w
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from asyncz.port_types import epoch_ms
 from asyncz.ports import JobBroker
 
 SHORTEST_WAIT = 0.05  # the shortest poll (as the loop's own)
+# Redis ends a blocking pop on its timer, up to ~100 ms after the timeout (hz 10): a poll
+# ends this much before a wake, and the last stretch is slept here, to promote on time.
+TIMER_SLACK = 0.1
 
 
 class NextWake:
-    def __init__(self, broker: JobBroker, queues: Sequence[str]) -> None:
+    def __init__(
+        self, broker: JobBroker, queues: Sequence[str], promote: Callable[[], Awaitable[int]]
+    ) -> None:
         self.broker = broker
         self.queues = list(queues)
+        self.promote = promote
         self.at: float | None = None  # time.monotonic() when due; None: nothing delayed
 
     async def look(self) -> None:
@@ -39,11 +46,19 @@ class NextWake:
         self.at = None
         return True
 
-    def bound(self, wait: float) -> float:
-        """A poll of ``wait`` seconds, ended when the next wake falls due."""
+    async def poll_until(self, wait: float) -> float:
+        """How long to poll, at most ``wait`` seconds: until just before the next wake; one
+        due within the timer's slack is slept for here and promoted, and the poll is short."""
+        await self.look()
         if self.at is None:
             return wait
-        return min(wait, max(self.at - time.monotonic(), SHORTEST_WAIT))
+        ahead = self.at - time.monotonic()
+        if ahead > TIMER_SLACK:
+            return min(wait, ahead - TIMER_SLACK)
+        await asyncio.sleep(max(ahead, 0.0))
+        self.at = None  # promoted now
+        await self.promote()
+        return min(wait, SHORTEST_WAIT)
 
     def within(self, seconds: float) -> bool:
         """A wake is due within ``seconds`` from now (or is overdue)."""
