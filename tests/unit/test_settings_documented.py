@@ -20,6 +20,7 @@ READ_ELSEWHERE = {
     "ASYNCZ_API_URL": "functions/asyncz/cli/client.py",
     "ASYNCZ_TRACING": "functions/asyncz/tracing.py",
     "ASYNCZ_RECOVERY_INTERVAL_SECONDS": "functions/asyncz/local/config.py",
+    "ASYNCZ_FLEET_INTERVAL_SECONDS": "functions/asyncz/local/config.py",
 }
 
 
