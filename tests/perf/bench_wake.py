@@ -28,7 +28,7 @@ from asyncz.jobs import NewJob
 from asyncz.port_types import Dispatch, epoch_ms
 from asyncz.settings import Settings
 from asyncz.worker.loop import WorkerLoop
-from tests.perf.common import DB, PREFIX, REDIS, machine, prepare
+from tests.perf.common import DB, PREFIX, REDIS, load_line, machine, prepare
 from tests.support.settings import open_service
 
 SETTINGS = Settings(database_url=DB, redis_url=REDIS, redis_prefix=PREFIX)
@@ -86,6 +86,7 @@ def main() -> None:
     args = parser.parse_args()
     prepare()
     print(machine())
+    print(load_line())
     print(line("fleet (due → worker invoked)", asyncio.run(fleet_lags(args.repeat))))
     stays = [asyncio.run(worker_lag(1.6 + i * 0.037, 1.0)) for i in range(args.repeat)]
     print(line("worker stays (due → attempt started)", stays))
