@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -209,3 +210,37 @@ def test_a_wake_takes_a_concurrency_slot_but_not_a_rate_start() -> None:
         assert await broker.limits.acquire([slot("d", wake=True)], 60) == ["concurrency"]
 
     asyncio.run(go())
+
+
+def test_a_step_retry_further_off_than_the_worker_waits_suspends_the_job_until_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reg, clock, calls = TaskRegistry(), ManualClock(), Counter[str]()
+    monkeypatch.setattr(random, "random", lambda: 1.0)  # the jitter: each wait its ceiling
+
+    def busy() -> str:
+        calls["busy"] += 1
+        if calls["busy"] < 3:
+            raise ConnectionError("rate limited upstream")
+        return "answer"
+
+    @task("patient", durable=True, registry=reg)
+    async def patient(payload: dict[str, Any], ctx: TaskContext) -> str:
+        return str(await ctx.step("ask", busy, retries=3, backoff=60.0))
+
+    # the waits are 60 s, then 120 s: each longer than a worker waits
+    run = run_durable(patient, registry=reg, clock=clock, max_retries=0)
+    assert run.status == "suspended" and calls == {"busy": 1} and clock.slept == []
+    assert run.job is not None and run.job.suspended_for is not None
+    assert run.job.suspended_for.startswith("retry of step 'ask' at ")
+    [step] = run.steps
+    assert (step["status"], step["attempts"]) == ("failed", 1)
+    run.advance(30)  # not yet
+    assert run.status == "suspended" and calls == {"busy": 1}
+    run.advance(30)
+    assert run.status == "suspended" and calls == {"busy": 2}  # its second run failed too
+    run.advance(120)
+    assert run.status == "completed" and run.result == "answer" and calls == {"busy": 3}
+    assert [a.outcome for a in run.attempts] == ["suspended", "suspended", "completed"]
+    [step] = run.steps
+    assert (step["status"], step["attempts"]) == ("completed", 3)  # one step, three runs

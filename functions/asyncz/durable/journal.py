@@ -16,7 +16,7 @@ import contextvars
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from asyncz.durable.clock import Clock
 from asyncz.durable.history import COMPLETED, History, StoredStep
@@ -25,6 +25,7 @@ from asyncz.durable.sleeping import (
     WAKE_EARLY_SECONDS,
     SuspendedError,
     Suspension,
+    retry_reason,
     sleep_reason,
 )
 from asyncz.errors import NondeterministicError, StepLeaseLostError, StepLimitError, StepUsageError
@@ -104,7 +105,8 @@ class Journal:
         after, stored = self._ask(call)
         if stored is not None and stored.status == COMPLETED:
             return call.decode(stored.result)
-        return run_sync(self, call, self._reserve(call, stored), after)
+        done = self._resume(call, stored)
+        return run_sync(self, call, self._reserve(call, stored), after, done)
 
     def sleep(self, call: StepCall) -> Any:
         """A sleep (its step's value is its wake time): ``None`` once due, else the attempt
@@ -123,7 +125,18 @@ class Journal:
             return None  # replayed and due: the sleep is over
         self.suspend(sleep_reason(name, wake_at), wake_at)
 
-    def suspend(self, reason: str, wake_at: datetime) -> None:
+    def _resume(self, call: StepCall, stored: StoredStep | None) -> int:
+        """The runs a failed step had before its retry suspended the job (0: none, or it
+        gave up: a new series of retries); not due yet: the job sleeps on."""
+        marker = stored.result if stored is not None else None
+        if not isinstance(marker, dict) or "retry_at" not in marker:
+            return 0
+        wake_at = datetime.fromisoformat(marker["retry_at"])
+        if wake_at > self.clock.now() + timedelta(seconds=WAKE_EARLY_SECONDS):
+            self.suspend(retry_reason(call.name, wake_at), wake_at)
+        return int(marker["runs"])
+
+    def suspend(self, reason: str, wake_at: datetime) -> NoReturn:
         """End the attempt suspended until ``wake_at`` (the verdict: no step runs after)."""
         self.suspension = Suspension(reason, wake_at)
         self.verdict = SuspendedError(reason, wake_at)
@@ -147,7 +160,8 @@ class Journal:
         after, stored = await self._aask(call)
         if stored is not None and stored.status == COMPLETED:
             return call.decode(stored.result)
-        return await run_async(self, call, self._reserve(call, stored), after)
+        done = self._resume(call, stored)
+        return await run_async(self, call, self._reserve(call, stored), after, done)
 
     # --- matching against the history --------------------------------------------------
 
