@@ -13,6 +13,7 @@ class JobStatus(enum.StrEnum):
     WAITING = "waiting"  # for its parents to finish; not in Redis
     QUEUED = "queued"
     PROCESSING = "processing"
+    SUSPENDED = "suspended"  # a durable task waits (a sleep) until run_at; holds no lease
     COMPLETED = "completed"
     DEAD = "dead"
     CANCELLED = "cancelled"
@@ -28,19 +29,28 @@ class AttemptOutcome(enum.StrEnum):
     TIMED_OUT = "timed_out"
     LOST = "lost"
     CANCELLED = "cancelled"
+    SUSPENDED = "suspended"  # a durable task's attempt gave way to a wait: not a try
 
 
 TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED})
 
-LIVE = frozenset({JobStatus.WAITING, JobStatus.QUEUED, JobStatus.PROCESSING})
+LIVE = frozenset({JobStatus.WAITING, JobStatus.QUEUED, JobStatus.PROCESSING, JobStatus.SUSPENDED})
 
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     # last parent done; a parent failed under the `fail` rule, or cancelled
     JobStatus.WAITING: frozenset({JobStatus.QUEUED, JobStatus.DEAD, JobStatus.CANCELLED}),
     JobStatus.QUEUED: frozenset({JobStatus.PROCESSING, JobStatus.CANCELLED}),
     JobStatus.PROCESSING: frozenset(
-        {JobStatus.COMPLETED, JobStatus.QUEUED, JobStatus.DEAD, JobStatus.CANCELLED}
+        {
+            JobStatus.COMPLETED,
+            JobStatus.QUEUED,
+            JobStatus.SUSPENDED,
+            JobStatus.DEAD,
+            JobStatus.CANCELLED,
+        }
     ),
+    # woken: claimed again when due (its wake is an attempt, not a try); cancelled at once
+    JobStatus.SUSPENDED: frozenset({JobStatus.PROCESSING, JobStatus.CANCELLED}),
     JobStatus.DEAD: frozenset({JobStatus.QUEUED, JobStatus.WAITING}),  # replay (and heal)
     JobStatus.COMPLETED: frozenset(),
     JobStatus.CANCELLED: frozenset(),
@@ -158,6 +168,8 @@ class Job:
     unique_until: datetime | None = None  # a PERIOD job's end of hold (None once passed)
     traceparent: str | None = None  # the submit's W3C trace context
     tracestate: str | None = None
+    suspensions: int = 0  # attempts that ended suspended (not tries)
+    suspended_for: str | None = None  # while suspended: what it waits for, in words
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +202,13 @@ class Lease:
     concurrency_key: str | None = None
     traceparent: str | None = None  # the submit's trace context (asyncz.tracing)
     tracestate: str | None = None
+    suspensions: int = 0  # attempts of this job that ended suspended (since the last replay)
 
     @property
     def tries_used(self) -> int:
-        """Attempts counted against ``max_retries`` (those since the last replay)."""
-        return self.attempt - self.attempt_base
+        """Attempts counted against ``max_retries``: those since the last replay, less the
+        ones that ended suspended (a wake is not a try)."""
+        return self.attempt - self.attempt_base - self.suspensions
 
 
 @dataclass(slots=True)

@@ -75,6 +75,7 @@ class Slot:
     queue: str
     priority: int
     limits: TaskLimits
+    wake: bool = False  # a suspended job's wake: its slots count it, its rates do not
 
     @property
     def member(self) -> str:

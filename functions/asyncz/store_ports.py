@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from asyncz.jobs import NewJob
+    from asyncz.jobs import Lease, NewJob
     from asyncz.port_types import Plan, Row
 
 
@@ -191,6 +191,9 @@ class MaintenanceStore(Protocol):
 
     async def recover_stale_leases(self, lease_timeout: float, limit: int) -> list[Row]: ...
     async def scan_queued(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]: ...
+    async def scan_due_suspended(
+        self, after: tuple[datetime, str] | None, limit: int
+    ) -> list[Row]: ...
     async def prune_finished(self, older_than: float, limit: int) -> int: ...
     async def prune_dead(self, older_than: float, limit: int) -> int: ...
     async def prune_periodic_runs(self, older_than: float) -> None: ...
@@ -210,6 +213,11 @@ class StepStore(Protocol):
     async def save(self, job_id: str, token: str, step: Row) -> bool:
         """Store a step's outcome in one statement fenced by the lease ``token``; False:
         the lease is lost and nothing was stored."""
+        ...
+
+    async def suspend(self, lease: Lease, delay_seconds: float, reason: str) -> Row | None:
+        """End the attempt suspended, the job waking ``delay_seconds`` from now, fenced by
+        the lease (a cancel requested meanwhile wins); None: the lease is lost."""
         ...
 
     async def load(self, job_id: str, after_seq: int, limit: int) -> list[Row]:

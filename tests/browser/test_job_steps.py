@@ -46,3 +46,29 @@ def test_a_durable_jobs_page_shows_its_steps_and_replays_them_reset(
     assert [(s["name"], s["job_attempt"]) for s in steps["items"]] == [
         ("step:0", 2), ("step:1", 2), ("step:2", 2)]  # fmt: skip
     assert csp_violations(watch) == []
+
+
+def test_a_sleeping_job_shows_suspended_is_filtered_by_it_and_is_cancelled_at_once(
+    dev: DevRun, page: Page, output_dir: Path
+) -> None:
+    pg, watch = page
+    asleep = dev.submit({"task": "flaky_steps", "payload": {"steps": 2, "sleep": 3600}})
+    dev.wait_status(asleep, {"suspended"})
+    sign_in(pg, dev)
+    pg.click("#nav a[data-page=jobs]")
+    options = pg.locator("form.filters select[name=status] option").all_inner_texts()
+    assert "suspended" in options
+    pg.select_option("form.filters select[name=status]", "suspended")
+    pg.click("form.filters button[type=submit]")
+    pg.wait_for_selector(f"tr[data-job='{asleep}'] .status-suspended")
+    assert set(pg.locator("#list tbody tr[data-job] .status").all_inner_texts()) == {"suspended"}
+
+    pg.goto(f"{dev.url}/ui#/jobs/{asleep}")
+    pg.wait_for_selector("h1 .status-suspended")
+    fields = pg.inner_text("dl.fields")
+    assert "waiting for" in fields and "sleep 'nap' until" in fields
+    pg.screenshot(path=str(output_dir / "job-suspended.png"), full_page=True)
+    pg.get_by_role("button", name="Cancel").click()
+    pg.wait_for_selector("h1 .status-cancelled")
+    assert dev.wait_status(asleep, {"cancelled"})["attempts"] == 1
+    assert csp_violations(watch) == []

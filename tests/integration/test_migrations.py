@@ -56,6 +56,9 @@ EXPECTED_JOBS = {
     "unique_until": "timestamp with time zone",
     "traceparent": "text",
     "tracestate": "text",
+    "suspensions": "integer",  # 0018: suspended durable jobs
+    "first_started_at": "timestamp with time zone",
+    "suspended_for": "text",
 }
 EXPECTED_DEPENDENCIES = {
     "child_id": "uuid",
@@ -186,6 +189,12 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
         "key_id", "key_name", "action", "target", "outcome"}  # fmt: skip
     assert "UNIQUE" in indexes["jobs_unique_hold_idx"]
     assert "(attempt_base = 0)" in indexes["jobs_unique_hold_idx"]
+    # 0018: a suspended job holds its key; its own partial indexes hold only suspended rows
+    assert "UNIQUE" in indexes["jobs_unique_live_hold_idx"]
+    assert "'suspended'::text" in indexes["jobs_unique_live_hold_idx"]
+    for name in ("jobs_suspended_run_at_idx", "jobs_suspended_idx", "jobs_task_suspended_idx",
+                 "jobs_queue_suspended_idx"):  # fmt: skip
+        assert "WHERE (status = 'suspended'::text)" in indexes[name]
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(

@@ -120,6 +120,19 @@ def test_a_processing_job_is_never_noted_idle(
     assert recover().get("skipped") is None
 
 
+def test_a_suspended_job_is_never_noted_idle(
+    serverless: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    submit(serverless)
+    redis.Redis.from_url(serverless.redis_url or "").delete("asyncz:{default}:ready")
+    rows(serverless.database_url,
+         "UPDATE jobs SET status='suspended', attempts=1, suspensions=1, "
+         "run_at=now() + interval '1 hour'")  # fmt: skip
+    out = recover()
+    assert out["noted_idle"] is False
+    assert recover().get("skipped") is None
+
+
 def test_losing_redis_state_makes_recovery_look_at_postgres(
     serverless: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,7 +20,7 @@ from tests.support.settings import open_service
 
 pytestmark = pytest.mark.integration
 
-STATUSES = ("waiting", "queued", "processing", "completed", "dead", "cancelled")
+STATUSES = ("waiting", "queued", "processing", "suspended", "completed", "dead", "cancelled")
 
 
 def truth(url: str) -> dict[str, dict[str, int]]:
@@ -135,6 +135,8 @@ def test_live_counts_fold_in_pages_and_stay_exact(
             leases = await a.claim_next("w", settings.queue_list, 4, 2.0, 3600)
             assert await a.complete(leases[0], {"ok": True})
             finish(url, "dead", 2, "other")
+            # a suspended job is live: counted as it suspends, and again as its wake runs
+            assert await a.store.steps.suspend(leases[1], 60.0, "sleep 'nap'") is not None
             seen.append((counted(await a.stats()), truth(url)))
             await asyncio.gather(
                 a.store.maintenance.fold_finished_counts(0.0),

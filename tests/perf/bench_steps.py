@@ -20,7 +20,13 @@ the same for a replay (the steps asked for again, every one answered from what w
 
     ~/.pyenv/versions/3.12.1/bin/python -m venv /tmp/asyncz-peers && \\
         /tmp/asyncz-peers/bin/pip install dbos
-    flock /tmp/asyncz-bench.lock .venv/bin/python -m tests.perf.bench_steps --steps 2000
+
+And the wake latency of a sleep: jobs that sleep 1 s on a private Redis with a real worker
+loop (recovery off), each timed from its sleep's wake time to the start of the step after
+the sleep (one host's clock). A figure, never an assertion.
+
+    flock /tmp/asyncz-bench.lock .venv/bin/python -m tests.perf.bench_steps --steps 2000 \\
+        --sleeps 20
 """
 
 from __future__ import annotations
@@ -28,27 +34,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from asyncz.composition import build_service, close_service
 from asyncz.durable.clock import SYSTEM_CLOCK
 from asyncz.durable.journal import Journal, StepLimits
 from asyncz.durable.running import StepCall
 from asyncz.jobs import NewJob
 from asyncz.store.migrations import apply_migrations
 from asyncz.store.postgres import PostgresStore
+from asyncz.tasks import TaskContext, task
 from asyncz.testing import MemoryStore
 from tests.perf.bench_pg_cost import Meter, fresh_db
 from tests.perf.common import command, load_line, machine
-from tests.support.private_servers import DebianPostgres
+from tests.support.private_servers import DebianPostgres, RedisServer
+from tests.support.settings import make_settings
+from tests.support.workers import running_worker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -192,6 +204,40 @@ def _dbos(pg: DebianPostgres, python: str, n: int, mode: str) -> dict[str, Any]:
             "run": windows["run"], "replay": windows["replay"]}  # fmt: skip
 
 
+# --------------------------------------------------------------------------- sleep
+
+
+@task("bench_sleeper", durable=True)
+async def _sleeper(payload: dict[str, Any], ctx: TaskContext) -> float:
+    await ctx.sleep("nap", seconds=1)
+    return float(await ctx.step("after", time.time))
+
+
+async def _wake_latency(url: str, redis_url: str, jobs: int) -> str:
+    """Milliseconds from each sleep's wake time to the step after it (median, max)."""
+    settings = make_settings(url, redis_url, worker_poll_seconds=0.2)
+    service = await build_service(settings)
+    try:
+        ids = []
+        for _ in range(jobs):  # staggered, so the wakes do not come in one batch
+            ids.append((await service.submit(NewJob(task="bench_sleeper", payload={}))).job_id)
+            await asyncio.sleep(0.05)
+        async with running_worker(service, concurrency=4):
+            for job_id in ids:
+                while not (await service.get(job_id)).status.terminal:
+                    await asyncio.sleep(0.1)
+        late = []
+        for job_id in ids:
+            steps = {s["name"]: s for s in await service.store.steps.load(job_id, 0, 10)}
+            wake = datetime.fromisoformat(steps["nap"]["result"]).timestamp()
+            late.append((steps["after"]["result"] - wake) * 1000)
+    finally:
+        await close_service(service)
+    late.sort()
+    return (f"| wake latency of a 1 s sleep ({jobs} jobs, worker promoting once a second) | "
+            f"{statistics.median(late):,.0f} ms median | {late[-1]:,.0f} ms max |")  # fmt: skip
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -208,7 +254,7 @@ def _row(r: dict[str, Any], n: int) -> str:
             f"{per(replay, 'db_ms', 1000, '.2f')} |")  # fmt: skip
 
 
-def _report(results: list[dict[str, Any]], n: int) -> None:
+def _report(results: list[dict[str, Any]], n: int, wake: str) -> None:
     print(f"\nPer step, {n:,} no-op steps of one job (workflow), one after the other:")
     print("| contender | µs in process | statements | database µs | WAL bytes | server CPU µs "
           "| replayed: µs in process | replayed: statements | replayed: database µs |")  # fmt: skip
@@ -235,15 +281,17 @@ def _report(results: list[dict[str, Any]], n: int) -> None:
               f"(target < 1: {'met' if ratio['db_ms'] < 1 else 'NOT met'}), statements "
               f"{ratio['statements']:.2f}×, WAL {ratio['wal']:.2f}×, server CPU "
               f"{ratio['cpu_s']:.2f}×, in process {ratio['seconds']:.2f}×")  # fmt: skip
-    # The wake latency of a durable sleep (ctx.sleep beside DBOS.sleep) is reported here once
-    # durable sleep is in the tree (issue 47); this tree has steps only.
-    print("# wake latency of a sleep: not measured (durable sleep is not in this tree yet)")
+    print()
+    print("| sleep | median | max |")
+    print("|---|---|---|")
+    print(wake)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--peers-python", default="/tmp/asyncz-peers/bin/python")
+    parser.add_argument("--sleeps", type=int, default=20)
     args = parser.parse_args()
     n = args.steps
     if not Path(args.peers_python).exists():
@@ -254,7 +302,9 @@ def main() -> None:
     pg = DebianPostgres({"shared_preload_libraries": "pg_stat_statements",
                          "pg_stat_statements.track_utility": "on"})  # fmt: skip
     pg.start()
-    results = []
+    redis_server = RedisServer(Path(tempfile.mkdtemp(prefix="bench-steps-")))
+    redis_server.start()
+    results, wake = [], ""
     try:
         with psycopg.connect(pg.server_url, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION pg_stat_statements")
@@ -264,9 +314,13 @@ def main() -> None:
             results.append(_dbos(pg, args.peers_python, n, "sync" if sync else "async"))
             results.append(asyncio.run(_memory(n, sync)))
             print(f"# done: {', '.join(r['name'] for r in results[-3:])}", flush=True)
+        url = fresh_db(pg, "asyncz_sleeps")
+        apply_migrations(url)
+        wake = asyncio.run(_wake_latency(url, redis_server.url, args.sleeps))
     finally:
+        redis_server.stop()
         pg.stop()
-    _report(results, n)
+    _report(results, n, wake)
     print(f"# {load_line()}")
 
 

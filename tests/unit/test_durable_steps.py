@@ -179,7 +179,7 @@ def test_a_name_used_twice_in_one_job_is_an_error_that_says_so() -> None:
     assert run.error.startswith("step_usage: step name 'chapter' is used twice in this job")
 
 
-def test_step_retries_wait_on_the_clock_within_the_attempt_and_a_long_backoff_is_refused() -> None:
+def test_step_retries_wait_on_the_clock_within_the_attempt_and_a_bad_backoff_is_refused() -> None:
     reg, calls = TaskRegistry(), Counter[str]()
 
     def flaky() -> str:
@@ -197,9 +197,9 @@ def test_step_retries_wait_on_the_clock_within_the_attempt_and_a_long_backoff_is
     assert run.status == "completed" and run.result == "answer"
     assert len(run.attempts) == 1 and run.steps[0]["attempts"] == 3
     assert len(clock.slept) == 2 and 0 <= clock.slept[0] <= 2.0 and 0 <= clock.slept[1] <= 4.0
-    refused = run_durable(retried, {"backoff": 60.0}, max_retries=2, registry=reg)
+    refused = run_durable(retried, {"backoff": 2 * 86_400.0}, max_retries=2, registry=reg)
     assert refused.status == "dead" and refused.error is not None
-    assert refused.error.startswith("step_usage: step 'ask': backoff=60.0 s")
+    assert refused.error.startswith("step_usage: step 'ask': backoff=172800.0 s")
     calls.clear()
     spent = run_durable(retried, {"backoff": 0.5}, registry=reg)  # 3 retries: enough again
     assert spent.status == "completed"

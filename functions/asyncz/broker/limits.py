@@ -34,8 +34,9 @@ def _acquire_args(slot: Slot) -> list[Any]:
         slot.key or "",
         lim.concurrency or 0,
         lim.key_concurrency or 0,
-        *_rate(lim.rate),
-        *_rate(lim.key_rate),
+        # a wake (a suspended job's claim) is not a new start: its rate does not count it
+        *_rate(None if slot.wake else lim.rate),
+        *_rate(None if slot.wake else lim.key_rate),
         slot.member,
     ]
 

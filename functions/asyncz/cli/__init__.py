@@ -167,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("list", "list jobs")
     p.add_argument(
-        "--status", choices=["waiting", "queued", "processing", "completed", "dead", "cancelled"]
+        "--status",
+        choices=["waiting", "queued", "processing", "suspended", "completed", "dead", "cancelled"],
     )
     p.add_argument("--queue")
     p.add_argument("--task")

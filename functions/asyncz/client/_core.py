@@ -33,7 +33,8 @@ MAX_BATCH_BYTES = 240 * 1024
 BATCH_ENVELOPE = 1024  # room kept for {"jobs": [...]} around the items
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 REPLAY_PAGE = 1000  # POST /dlq/replay's largest limit
-REPLAYED = ("queued", "processing", "completed")  # what a replayed job may be by a 2nd try
+# what a replayed job may be by a 2nd try
+REPLAYED = ("queued", "processing", "suspended", "completed")
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ from typing import Any
 
 from asyncz.durable.clock import Clock
 from asyncz.durable.journal import Journal, StepLimits
-from asyncz.errors import FinalTaskError, StepLeaseLostError, describe
+from asyncz.durable.sleeping import Suspension
+from asyncz.errors import FinalTaskError, StepLeaseLostError, UnknownTaskError, describe
 from asyncz.jobs import Lease
 from asyncz.settings import Settings
 from asyncz.store_ports import StepStore
@@ -36,13 +37,23 @@ def verdict(ctx: TaskContext) -> BaseException | None:
     return None if journal is None else journal.verdict or journal.unawaited()
 
 
-def failure_of(ctx: TaskContext, exc: BaseException) -> tuple[str, bool] | None:
+def failure_of(ctx: TaskContext, exc: BaseException, *, woken: bool = False
+               ) -> tuple[str, bool] | None:  # fmt: skip
     """How a failed attempt ends: its error and whether it is final (dead at once, no
-    retry); ``None`` when a step found the lease lost (the attempt writes nothing)."""
+    retry); ``None`` when a step found the lease lost (the attempt writes nothing). A woken
+    job whose task is no longer registered is dead at once (``unknown_task``)."""
     exc = (ctx.journal.verdict if ctx.journal is not None else None) or exc
     if isinstance(exc, StepLeaseLostError):
         return None
+    if woken and isinstance(exc, UnknownTaskError):
+        return f"{exc.code}: {exc}", True
     return describe(exc), isinstance(exc, FinalTaskError)
+
+
+def suspension_of(ctx: TaskContext) -> Suspension | None:
+    """How the attempt ends suspended (a sleep not due, a step's retry far off), if it does:
+    that decides over whatever the task did after (raised, caught, returned)."""
+    return None if ctx.journal is None else ctx.journal.suspension
 
 
 def step_summary(ctx: TaskContext) -> dict[str, Any] | None:

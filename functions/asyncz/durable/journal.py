@@ -15,11 +15,19 @@ import asyncio
 import contextvars
 import threading
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NoReturn
 
 from asyncz.durable.clock import Clock
 from asyncz.durable.history import COMPLETED, History, StoredStep
 from asyncz.durable.running import IN_STEP, StepCall, run_async, run_sync
+from asyncz.durable.sleeping import (
+    WAKE_EARLY_SECONDS,
+    SuspendedError,
+    Suspension,
+    retry_reason,
+    sleep_reason,
+)
 from asyncz.errors import NondeterministicError, StepLeaseLostError, StepLimitError, StepUsageError
 from asyncz.jobs import Lease
 from asyncz.store_ports import StepStore
@@ -55,6 +63,7 @@ class Journal:
         self.ran: list[str] = []  # steps this attempt ran (the rest it asked for replayed)
         self.last_asked: str | None = None  # the step the attempt asked for last
         self.verdict: BaseException | None = None
+        self.suspension: Suspension | None = None  # the attempt ends suspended
         self.running = 0  # steps executing now (async): they may still ask for more
         self._changed = asyncio.Event()
         self._thread: int | None = None
@@ -96,7 +105,42 @@ class Journal:
         after, stored = self._ask(call)
         if stored is not None and stored.status == COMPLETED:
             return call.decode(stored.result)
-        return run_sync(self, call, self._reserve(call, stored), after)
+        done = self._resume(call, stored)
+        return run_sync(self, call, self._reserve(call, stored), after, done)
+
+    def sleep(self, call: StepCall) -> Any:
+        """A sleep (its step's value is its wake time): ``None`` once due, else the attempt
+        ends suspended (:mod:`asyncz.durable.sleeping`). A coroutine in an async task."""
+        if self.is_async:
+            self._unawaited[call.name] = None
+            return self._asleep(call)
+        return self._woken(call.name, self.call(call))
+
+    async def _asleep(self, call: StepCall) -> None:
+        self._woken(call.name, await self._acall(call))
+
+    def _woken(self, name: str, wake_at: datetime) -> None:
+        early = timedelta(seconds=WAKE_EARLY_SECONDS)
+        if name not in self.ran and wake_at <= self.clock.now() + early:
+            return None  # replayed and due: the sleep is over
+        self.suspend(sleep_reason(name, wake_at), wake_at)
+
+    def _resume(self, call: StepCall, stored: StoredStep | None) -> int:
+        """The runs a failed step had before its retry suspended the job (0: none, or it
+        gave up: a new series of retries); not due yet: the job sleeps on."""
+        marker = stored.result if stored is not None else None
+        if not isinstance(marker, dict) or "retry_at" not in marker:
+            return 0
+        wake_at = datetime.fromisoformat(marker["retry_at"])
+        if wake_at > self.clock.now() + timedelta(seconds=WAKE_EARLY_SECONDS):
+            self.suspend(retry_reason(call.name, wake_at), wake_at)
+        return int(marker["runs"])
+
+    def suspend(self, reason: str, wake_at: datetime) -> NoReturn:
+        """End the attempt suspended until ``wake_at`` (the verdict: no step runs after)."""
+        self.suspension = Suspension(reason, wake_at)
+        self.verdict = SuspendedError(reason, wake_at)
+        raise self.verdict
 
     def auto_name(self, kind: str) -> str:
         """``now:1``, ``now:2``… in the order the attempt asks (name them in concurrent code)."""
@@ -116,7 +160,8 @@ class Journal:
         after, stored = await self._aask(call)
         if stored is not None and stored.status == COMPLETED:
             return call.decode(stored.result)
-        return await run_async(self, call, self._reserve(call, stored), after)
+        done = self._resume(call, stored)
+        return await run_async(self, call, self._reserve(call, stored), after, done)
 
     # --- matching against the history --------------------------------------------------
 

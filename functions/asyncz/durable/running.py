@@ -12,10 +12,12 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from datetime import datetime, timedelta
+from typing import Any, NoReturn, Protocol
 
 from asyncz.durable.clock import Clock
 from asyncz.durable.history import COMPLETED, FAILED
+from asyncz.durable.sleeping import retry_reason
 from asyncz.errors import (
     FinalTaskError,
     StepLeaseLostError,
@@ -26,9 +28,10 @@ from asyncz.errors import (
 from asyncz.jobs import unstorable
 from asyncz.retry import backoff_delay
 
-# A step's retries wait in the worker, each wait at most this long (full jitter, doubling
-# from ``backoff``); a longer ``backoff`` is refused when the step is asked for.
-STEP_BACKOFF_MAX_SECONDS = 10.0
+# A step's retry waits in the worker up to this long (full jitter, doubling from
+# ``backoff``); a longer wait suspends the job until the retry is due (durable.sleeping).
+WAIT_IN_WORKER_SECONDS = 10.0
+STEP_BACKOFF_MAX_SECONDS = 86_400.0  # the longest wait before a step's retry, and backoff
 STEP_RETRIES_MAX = 20
 
 IN_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("asyncz_in_step", default=False)
@@ -45,6 +48,7 @@ class Journal(Protocol):
     def check_open(self) -> None: ...
     async def save(self, row: dict[str, Any], size: int) -> None: ...
     def save_from_thread(self, row: dict[str, Any], size: int) -> None: ...
+    def suspend(self, reason: str, wake_at: datetime) -> NoReturn: ...
     def stored(self, name: str) -> None: ...
     def changed(self) -> None: ...
 
@@ -67,7 +71,7 @@ class StepCall:
     backoff: float = 1.0
     decode: Callable[[Any], Any] = _same
     inline: bool = False  # a recorded value (now, uuid): computed on the loop, no thread
-    rand: Callable[[], float] = random.random
+    rand: Callable[[], float] = lambda: random.random()  # looked up at each call (tests patch it)
 
     def __post_init__(self) -> None:
         if not callable(self.fn):
@@ -82,13 +86,18 @@ class StepCall:
             )
         if not 0 < self.backoff <= STEP_BACKOFF_MAX_SECONDS:
             raise StepUsageError(
-                f"step {self.name!r}: backoff={self.backoff} s; a step's retries wait in the "
-                f"worker, at most {STEP_BACKOFF_MAX_SECONDS:g} s each: for longer waits let the "
-                f"job retry (its own backoff), with retries=0"
+                f"step {self.name!r}: backoff={self.backoff} s; a step's backoff is more than "
+                f"0 and at most {STEP_BACKOFF_MAX_SECONDS:g} s (a day)"
             )
 
     def delay(self, runs: int) -> float:
         return backoff_delay(runs, self.backoff, STEP_BACKOFF_MAX_SECONDS, self.rand)
+
+
+def retry_marker(runs: int, wake_at: datetime) -> str:
+    """What a failed step whose retry suspended the job stores as its result: when it
+    retries, and how many runs it had (its next run goes on counting from there)."""
+    return json.dumps({"retry_at": wake_at.isoformat(), "runs": runs})
 
 
 def encode(name: str, value: Any, max_bytes: int) -> tuple[str, int]:
@@ -124,9 +133,25 @@ def _gives_up(exc: BaseException, call: StepCall, runs: int) -> bool:
     return isinstance(exc, FinalTaskError | StepLeaseLostError) or runs > call.retries
 
 
-def run_sync(journal: Journal, call: StepCall, seq: int, after: str | None) -> Any:
-    """Run a step on a sync task's thread; its outcome is stored before this returns."""
-    started, runs = time.monotonic(), 0
+def _retry_row(call: StepCall, seq: int, after: str | None, runs: int, done_before: int,
+               started: float, exc: Exception, wake_at: datetime) -> dict[str, Any]:  # fmt: skip
+    """A failed run whose retry suspends the job: stored with its retry time."""
+    marker = retry_marker(runs, wake_at)
+    return _row(call, seq, after, runs - done_before, started, marker, 0, describe(exc))
+
+
+def _far_retry(journal: Journal, wait: float) -> datetime | None:
+    """When a retry too far off to wait for in the worker is due (``None``: wait here)."""
+    if wait <= WAIT_IN_WORKER_SECONDS:
+        return None
+    return journal.clock.now() + timedelta(seconds=wait)
+
+
+def run_sync(journal: Journal, call: StepCall, seq: int, after: str | None,
+             done_before: int = 0) -> Any:  # fmt: skip
+    """Run a step on a sync task's thread; its outcome is stored before this returns.
+    ``done_before``: the runs it had before its retry suspended the job."""
+    started, runs = time.monotonic(), done_before
     while True:
         runs += 1
         token = IN_STEP.set(True)
@@ -135,11 +160,16 @@ def run_sync(journal: Journal, call: StepCall, seq: int, after: str | None) -> A
         except Exception as exc:
             if _gives_up(exc, call, runs):
                 if not isinstance(exc, StepLeaseLostError):
-                    journal.save_from_thread(_row(call, seq, after, runs, started,
+                    journal.save_from_thread(_row(call, seq, after, runs - done_before, started,
                                                   error=describe(exc)), 0)  # fmt: skip
                 raise
             journal.check_open()
-            journal.clock.sleep(call.delay(runs))
+            wait = call.delay(runs)
+            if (wake_at := _far_retry(journal, wait)) is not None:
+                row = _retry_row(call, seq, after, runs, done_before, started, exc, wake_at)
+                journal.save_from_thread(row, 0)
+                journal.suspend(retry_reason(call.name, wake_at), wake_at)
+            journal.clock.sleep(wait)
             continue
         finally:
             IN_STEP.reset(token)
@@ -151,7 +181,8 @@ def run_sync(journal: Journal, call: StepCall, seq: int, after: str | None) -> A
                 f"functions (make the task async to await them)"
             )
         text, size = encode(call.name, value, journal.max_result_bytes)
-        journal.save_from_thread(_row(call, seq, after, runs, started, text, size), size)
+        journal.save_from_thread(_row(call, seq, after, runs - done_before, started, text, size),
+                                 size)  # fmt: skip
         journal.stored(call.name)
         return call.decode(json.loads(text))
 
@@ -166,9 +197,10 @@ async def _invoke(call: StepCall) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-async def run_async(journal: Journal, call: StepCall, seq: int, after: str | None) -> Any:
+async def run_async(journal: Journal, call: StepCall, seq: int, after: str | None,
+                    done_before: int = 0) -> Any:  # fmt: skip
     """Run a step of an async task on the event loop (a sync function on a thread)."""
-    started, runs = time.monotonic(), 0
+    started, runs = time.monotonic(), done_before
     journal.running += 1
     try:
         while True:
@@ -179,16 +211,22 @@ async def run_async(journal: Journal, call: StepCall, seq: int, after: str | Non
             except Exception as exc:
                 if _gives_up(exc, call, runs):
                     if not isinstance(exc, StepLeaseLostError):
-                        await journal.save(_row(call, seq, after, runs, started,
+                        await journal.save(_row(call, seq, after, runs - done_before, started,
                                                 error=describe(exc)), 0)  # fmt: skip
                     raise
                 journal.check_open()
-                await journal.clock.asleep(call.delay(runs))
+                wait = call.delay(runs)
+                if (wake_at := _far_retry(journal, wait)) is not None:
+                    row = _retry_row(call, seq, after, runs, done_before, started, exc, wake_at)
+                    await journal.save(row, 0)
+                    journal.suspend(retry_reason(call.name, wake_at), wake_at)
+                await journal.clock.asleep(wait)
                 continue
             finally:
                 IN_STEP.reset(token)
             text, size = encode(call.name, value, journal.max_result_bytes)
-            await journal.save(_row(call, seq, after, runs, started, text, size), size)
+            await journal.save(_row(call, seq, after, runs - done_before, started, text, size),
+                               size)  # fmt: skip
             journal.stored(call.name)
             return call.decode(json.loads(text))
     finally:

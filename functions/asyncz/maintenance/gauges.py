@@ -63,17 +63,21 @@ class Gauges:
         return False
 
     async def note_if_idle(self, activity: int, gauges: dict[str, float]) -> bool:
-        """After a clean run: note Postgres as idle (no waiting, queued or processing job) as
-        of ``activity``, read before the run looked at Postgres, with each schedule's latest
-        slot. A job enqueued since then changes the count and a slot coming due is seen
-        from the note, so the note never hides either; it expires after the check period,
-        which bounds how long a job whose Redis write failed at submit waits."""
+        """After a clean run: note Postgres as idle (no live job: waiting, queued, processing
+        or suspended) as of ``activity``, read before the run looked at Postgres, with each
+        schedule's latest slot. A job enqueued since then changes the count and a slot
+        coming due is seen from the note, so the note never hides either; it expires after
+        the check period, which bounds how long a job whose Redis write failed at submit
+        waits."""
         if not self.settings.recovery_idle_check_seconds:
             return False
-        processing = await self.store.list_jobs(
-            status=JobStatus.PROCESSING.value, queue=None, task=None, limit=1, after=None
-        )
-        if processing or await self.store.maintenance.scan_queued(None, 1):
+        # a suspended job's wake may need a sweep (its id lost from Redis): never skip one
+        for status in (JobStatus.PROCESSING, JobStatus.SUSPENDED):
+            if await self.store.list_jobs(
+                status=status.value, queue=None, task=None, limit=1, after=None
+            ):
+                return False
+        if await self.store.maintenance.scan_queued(None, 1):
             return False
         # a waiting job is released by a parent's end, or by this sweep: never skip it
         if await self.store.dependencies.any_waiting():

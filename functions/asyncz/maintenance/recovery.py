@@ -60,13 +60,15 @@ class Recovery:
 
     async def recover(self, report: RecoveryReport | None = None) -> RecoveryReport:
         """Stale leases → queued/dead; flagged cascades resumed; waiting jobs whose parents
-        ended → released (or ended); every queued row → (re-)enqueued, idempotently. Each
+        ended → released (or ended); every queued row, and every suspended one whose wake has
+        come → (re-)enqueued, idempotently. Each
         step fails alone (see :func:`run_step`): the others still run."""
         report = report or RecoveryReport()
         await run_step(report, "leases", self._stale_leases(report), self.metrics)
         await run_step(report, "cascades", self._cascades(), self.metrics)
         await run_step(report, "waiting", self._waiting(report), self.metrics)
         await run_step(report, "reenqueue", self._reenqueue(report), self.metrics)
+        await run_step(report, "suspended", self._due_suspended(report), self.metrics)
         await run_step(report, "promote", self._promote(), self.metrics)
         return report
 
@@ -123,6 +125,22 @@ class Recovery:
                 break
             after = (rows[-1]["run_at"], str(rows[-1]["id"]))
         await self._save_position(after, "queued")
+
+    async def _due_suspended(self, report: RecoveryReport) -> None:
+        """Suspended jobs whose wake has come, enqueued again (idempotently): a wake Redis
+        lost still comes. A walk that resumes where the last run stopped, as the queued one."""
+        s = self.settings
+        after = await self._position("suspended")
+        for _ in range(s.recovery_max_batches):
+            rows = await self.store.maintenance.scan_due_suspended(after, s.recovery_batch_size)
+            if rows:
+                await self.broker.enqueue([dispatch_of(r) for r in rows], register=True)
+                report.reenqueued += len(rows)
+            if len(rows) < s.recovery_batch_size:
+                after = None
+                break
+            after = (rows[-1]["run_at"], str(rows[-1]["id"]))
+        await self._save_position(after, "suspended")
 
     async def _position(self, scan: str) -> tuple[datetime, str] | None:
         """Where a walk stopped last run (a lost or garbled position restarts it)."""

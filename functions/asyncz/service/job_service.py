@@ -131,6 +131,9 @@ class JobService:
 
     # --- maintenance (asyncz.maintenance) -------------------------------------------------
 
+    async def suspend(self, lease: Lease, delay_seconds: float, reason: str) -> JobStatus | None:
+        return await self.leases.suspend(lease, delay_seconds, reason)
+
     async def recover(self, report: RecoveryReport | None = None) -> RecoveryReport:
         """The recovery sweep, each step alone (``report.failed`` names those that failed)."""
         report = await self.recovery.recover(report)
@@ -197,7 +200,10 @@ class JobService:
         )
 
     async def held_reason(self, job: Job) -> str | None:
-        """Why a queued job is held back, in words (``None`` when nothing holds it)."""
+        """Why a queued job is held back, or what a suspended one waits for, in words
+        (``None`` when nothing holds it)."""
+        if job.status is JobStatus.SUSPENDED:
+            return job.suspended_for
         if job.status is not JobStatus.QUEUED:
             return None
         row = {"id": job.id, "task": job.task, "concurrency_key": job.concurrency_key,
@@ -258,10 +264,10 @@ class JobService:
     # --- operator actions ----------------------------------------------------------------
 
     async def cancel(self, job_id: str) -> JobStatus:
-        """Cancel a queued or waiting job now (and its waiting descendants under ``fail``, page
-        by page for at most ``cascade_seconds``: the sweep finishes what is left, and the
-        job shows ``cascade_pending`` until then), or flag a running one (it stops at its
-        next heartbeat)."""
+        """Cancel a queued, waiting or suspended job now (and its waiting descendants under
+        ``fail``, page by page for at most ``cascade_seconds``: the sweep finishes what is
+        left, and the job shows ``cascade_pending`` until then), or flag a running one (it
+        stops at its next heartbeat)."""
         with _outcome_of("cancel", job_id):
             row = await self.store.cancel(job_id)
         if row is None:

@@ -140,6 +140,22 @@ class Leases:
         """Store what running tasks reported (fenced); returns the ids whose lease held."""
         return await self.store.save_progress(reports) if reports else set()
 
+    async def suspend(self, lease: Lease, delay_seconds: float, reason: str) -> JobStatus | None:
+        """End a durable task's attempt suspended: the job waits in PostgreSQL and its id
+        in the delayed set until its wake (``delay_seconds`` from now); its slot is free
+        meanwhile. Not a failure, not a try. ``cancelled`` when a cancel came meanwhile;
+        None = lease lost."""
+        row = await self.store.steps.suspend(lease, delay_seconds, reason)
+        await self.limits.release([lease.job_id])
+        if row is None:
+            return None
+        status = JobStatus(row["status"])
+        if status is JobStatus.SUSPENDED:
+            await self.enqueuer.enqueue_quietly([{**row, "due": delay_seconds <= 0}])
+        else:
+            await self.dependencies.settle([row])
+        return status
+
     async def fail(
         self,
         lease: Lease,

@@ -130,6 +130,7 @@ class Limits:
             queue=row["queue"],
             priority=row["priority"],
             limits=limits,
+            wake=bool(row.get("wake")),
         )
 
     async def release(self, job_ids: Iterable[str], *, ran: bool = True) -> None:

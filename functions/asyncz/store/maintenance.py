@@ -36,6 +36,13 @@ class MaintenanceQueries:
             },
         )
 
+    async def scan_due_suspended(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
+        return await self._run.rows(
+            "scan_due_suspended",
+            {"after_run_at": after[0] if after else None,
+             "after_id": after[1] if after else None, "limit": limit},
+        )  # fmt: skip
+
     async def fold_finished_counts(self, lag_seconds: float) -> int:
         """Add the jobs that completed or were cancelled since the last fold (and at least
         ``lag_seconds`` ago) to the per-queue counts; returns how many. Then move the live

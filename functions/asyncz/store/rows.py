@@ -36,7 +36,8 @@ def job_of(row: Mapping[str, Any]) -> Job:
         result=row["result"],
         last_error=row["last_error"],
         created_at=row["created_at"].astimezone(UTC),
-        started_at=utc(row["started_at"]),
+        # the job's first start, kept across its suspensions (started_at: the attempt's)
+        started_at=utc(row.get("first_started_at") or row["started_at"]),
         finished_at=utc(row["finished_at"]),
         updated_at=row["updated_at"].astimezone(UTC),
         progress=row["progress"],
@@ -53,6 +54,8 @@ def job_of(row: Mapping[str, Any]) -> Job:
         unique_until=utc(row.get("unique_until")),
         traceparent=row.get("traceparent"),
         tracestate=row.get("tracestate"),
+        suspensions=row.get("suspensions", 0),
+        suspended_for=row.get("suspended_for"),
     )
 
 
@@ -128,4 +131,5 @@ def lease_of(row: Mapping[str, Any]) -> Lease:
         concurrency_key=row["concurrency_key"],
         traceparent=row.get("traceparent"),
         tracestate=row.get("tracestate"),
+        suspensions=row.get("suspensions", 0),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from asyncz.jobs import Lease
 from asyncz.port_types import Row
 from asyncz.store.runner import QueryRunner
 
@@ -19,6 +20,14 @@ class StepQueries:
         job_attempt, seconds); False: the lease is lost, nothing was stored."""
         row = await self._run.one("save_step", {"job_id": job_id, "token": token, **step})
         return row is not None
+
+    async def suspend(self, lease: Lease, delay_seconds: float, reason: str) -> Row | None:
+        """End the attempt suspended until ``delay_seconds`` from now (fenced by the lease;
+        a cancel requested meanwhile ends it cancelled): id, status, queue, priority,
+        run_at, has_dependents; None: the lease is lost."""
+        params = {"id": lease.job_id, "token": lease.token,
+                  "delay_seconds": float(delay_seconds), "reason": reason[:500]}  # fmt: skip
+        return await self._run.one("suspend_job", params)
 
     async def load(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
         """One page of a job's history after ``after_seq``: seq, name, kind, after_name,

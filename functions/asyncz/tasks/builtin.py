@@ -51,6 +51,9 @@ class FlakyStepsIn(_Lenient):
     steps: int = Field(default=3, ge=1, le=100, description="how many steps (step:0, step:1...)")
     fail_at: int = Field(default=-1, description="the step that fails (-1: none)")
     failures: int = Field(default=1, description="how many attempts it fails first")
+    sleep: float = Field(
+        default=0, ge=0, le=86_400, description="seconds it sleeps (suspended) after step:0"
+    )
 
 
 class EmailIn(_Lenient):
@@ -108,14 +111,18 @@ def flaky(payload: FlakyIn, ctx: TaskContext) -> FlakyOut:
 
 def flaky_steps(payload: FlakyStepsIn, ctx: TaskContext) -> list[int]:
     """A durable task (docs/durable.md) of ``payload.steps`` steps; step ``fail_at`` fails
-    the first ``failures`` attempts, and the steps before it run once all the same."""
+    the first ``failures`` attempts, and the steps before it run once all the same; with
+    ``sleep``, it sleeps that long after step:0."""
 
     def step(i: int) -> int:
         if i == payload.fail_at and ctx.attempt <= payload.failures:
             raise TaskFailedError(f"step:{i} failed on attempt {ctx.attempt}")
         return i
 
-    return [ctx.step(f"step:{i}", step, i) for i in range(payload.steps)]
+    done = [ctx.step("step:0", step, 0)]
+    if payload.sleep:  # held by nothing meanwhile: the job shows suspended until it wakes
+        ctx.sleep("nap", seconds=payload.sleep)
+    return done + [ctx.step(f"step:{i}", step, i) for i in range(1, payload.steps)]
 
 
 # A warm Lambda sandbox keeps /tmp (512 MB by default) for hours: the demo tasks keep only

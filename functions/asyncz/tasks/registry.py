@@ -14,6 +14,7 @@ from typing import Any
 
 from asyncz.durable.journal import Journal
 from asyncz.durable.running import StepCall
+from asyncz.durable.sleeping import decode_wake, wake_time
 from asyncz.errors import InvalidPayloadError, StepUsageError, UnknownTaskError
 from asyncz.tasks.limits import TaskLimits
 from asyncz.tasks.schedule import Schedule
@@ -97,6 +98,16 @@ class TaskContext:
         now = journal.clock.now
         return journal.call(StepCall(name, "now", lambda: now().isoformat(),
                                      decode=datetime.fromisoformat, inline=True))  # fmt: skip
+
+    def sleep(self, name: str, *, seconds: float | None = None,
+              until: datetime | None = None) -> Any:  # fmt: skip
+        """Sleep without holding anything (``await`` it in an async task): the job is
+        suspended until ``seconds`` from now or ``until`` (1 s to 1 year), then replayed;
+        the sleep, recorded as step ``name``, returns once its time has come."""
+        journal = self._steps()
+        now = journal.clock.now()
+        return journal.sleep(StepCall(name, "sleep", lambda: wake_time(name, now, seconds, until),
+                                      decode=decode_wake, inline=True))  # fmt: skip
 
     def uuid(self, name: str | None = None) -> Any:
         """A random UUID as a recorded step (``await`` it in an async task); unnamed:

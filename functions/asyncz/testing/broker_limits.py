@@ -48,6 +48,8 @@ class MemoryLimits:
             return ["lost"] * len(slots)
         for s in slots:
             lim = s.limits
+            if s.wake:  # a woken job is not a new start: only its slots count it
+                lim = TaskLimits(lim.concurrency, lim.key_concurrency, None, None)
             if s.key is None:
                 lim = TaskLimits(lim.concurrency, None, lim.rate, None)
             else:

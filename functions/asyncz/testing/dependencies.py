@@ -17,7 +17,7 @@ from asyncz.testing.maintenance import dispatch_row, now_utc
 if TYPE_CHECKING:
     from asyncz.testing.tables import StoreTables
 
-LIVE = ("waiting", "queued", "processing")
+LIVE = ("waiting", "queued", "processing", "suspended")
 FINISHED = ("completed", "dead", "cancelled")
 FAILED = ("dead", "cancelled")
 
@@ -128,6 +128,7 @@ class MemoryDependencies:
         for child in healed:
             j = self.store.jobs[child]
             j.update(status=JobStatus.WAITING, attempt_base=j["attempts"], run_at=now,
+                     suspensions=0, first_started_at=None,
                      finished_at=None, started_at=None, worker_id=None, last_error=None,
                      cancel_requested=False, cascade_pending=j["has_dependents"],
                      updated_at=now)  # fmt: skip

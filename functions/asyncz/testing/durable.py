@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from asyncz.jobs import Attempt, Job, NewJob
+from asyncz.jobs import Attempt, Job, JobStatus, NewJob
 from asyncz.port_types import Row
 from asyncz.service import JobService
+from asyncz.service.enqueue import dispatch_of
 from asyncz.settings import Settings
 from asyncz.tasks.registry import REGISTRY, TASK_NAME_ATTRIBUTE, TaskRegistry
 from asyncz.testing.broker import MemoryBroker
+from asyncz.testing.maintenance import now_utc
 from asyncz.testing.store import MemoryStore
 from asyncz.worker.loop import WorkerLoop
 
@@ -70,6 +72,23 @@ class DurableRun:
         assert self.job is not None
         return self.job.last_error
 
+    def advance(self, seconds: float) -> DurableRun:
+        """Move the clock ``seconds`` on: a suspended job whose wake has come wakes and runs
+        to its end (or its next suspension); one whose wake is still ahead stays asleep."""
+        self.clock.advance(seconds)
+
+        async def go() -> None:
+            store: Any = self.service.store  # the memory store: its rows' times move too
+            j = store.jobs[self.job_id]
+            if j["status"] == "suspended":
+                j["run_at"] -= timedelta(seconds=seconds)
+                row = {**j, "due": j["run_at"] <= now_utc()}
+                await self.service.broker.reschedule([dispatch_of(row)])
+            await _drive(self)
+
+        asyncio.run(go())
+        return self
+
     def replay(self, *, reset_steps: bool = False) -> DurableRun:
         """Replay the dead job (``reset_steps``: its stored steps go first) and run it to
         its end again."""
@@ -94,8 +113,10 @@ def run_durable(
 ) -> DurableRun:
     """Submit one job of ``task`` (its name, or the function ``@task`` registered) and run it
     with an in-process worker until it ends: ``completed``, ``dead`` (its retries spent, or
-    a final error such as ``nondeterministic``) or ``cancelled``. Retries follow at once;
-    ``settings`` override any other setting (``max_steps_per_job=10``)."""
+    a final error such as ``nondeterministic``) or ``cancelled``; or until it is
+    ``suspended`` (a sleep: :meth:`DurableRun.advance` moves the clock and wakes it).
+    Retries follow at once; ``settings`` override any other setting
+    (``max_steps_per_job=10``)."""
     name = task if isinstance(task, str) else getattr(task, TASK_NAME_ATTRIBUTE)
     values: dict[str, Any] = {"backoff_base_seconds": 0.001, "backoff_max_seconds": 0.001,
                               "worker_poll_seconds": 0.02}  # fmt: skip
@@ -116,13 +137,14 @@ def run_durable(
 
 
 async def _drive(run: DurableRun) -> None:
-    """Run a worker until the job ends, then read what it left."""
+    """Run a worker until the job ends (or sleeps until a time still ahead), then read what
+    it left."""
     stop = asyncio.Event()
     worker = WorkerLoop(run.service, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
     worker.step_clock = run.clock
     working = asyncio.create_task(worker.run())
     try:
-        while not (await run.service.get(run.job_id)).status.terminal:
+        while not _resting(await run.service.get(run.job_id)):
             if working.done():
                 await working  # the worker failed: say why
             await asyncio.sleep(0.005)
@@ -132,3 +154,8 @@ async def _drive(run: DurableRun) -> None:
     run.job = await run.service.get(run.job_id)
     run.attempts = await run.service.attempts(run.job_id)
     run.steps = await run.service.steps(run.job_id, limit=100_000)
+
+
+def _resting(job: Job) -> bool:
+    """Ended, or asleep until a time still ahead (the clock must move first)."""
+    return job.status.terminal or (job.status is JobStatus.SUSPENDED and job.run_at > now_utc())

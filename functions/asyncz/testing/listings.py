@@ -15,6 +15,14 @@ from asyncz.testing.maintenance import now_utc
 _now = now_utc
 
 
+def job_view(j: dict[str, Any]) -> Job:
+    """A row as the store answers it: ``started_at`` is the job's first start (kept
+    across its suspensions)."""
+    row = dict(j)
+    first = row.pop("first_started_at", None)
+    return Job(**{**row, "started_at": first or row["started_at"]})
+
+
 class MemoryListings:
     """Reads over the store's rows; each the answer of one query of the real store."""
 
@@ -43,7 +51,7 @@ class MemoryListings:
             and (after is None or (j["created_at"], uuid.UUID(j["id"])) < _key(after))
         ]
         rows.sort(key=lambda j: (j["created_at"], uuid.UUID(j["id"])), reverse=True)
-        return [Job(**j) for j in rows[:limit]]
+        return [job_view(j) for j in rows[:limit]]
 
     async def list_dead(
         self, *, queue: str | None, task: str | None, limit: int, after: tuple[datetime, str] | None
@@ -57,7 +65,7 @@ class MemoryListings:
             and (after is None or (j["finished_at"], uuid.UUID(j["id"])) < _key(after))
         ]
         rows.sort(key=lambda j: (j["finished_at"], uuid.UUID(j["id"])), reverse=True)
-        return [Job(**j) for j in rows[:limit]]
+        return [job_view(j) for j in rows[:limit]]
 
     async def counts_by_status(self) -> list[Row]:
         counts: dict[tuple[str, str], int] = {}

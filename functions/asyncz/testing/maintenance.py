@@ -41,7 +41,7 @@ class MemoryMaintenance:
         )[:limit]  # fmt: skip
         moved = []
         for j in stale:
-            out = j["attempts"] - j["attempt_base"] > j["max_retries"]
+            out = j["attempts"] - j["attempt_base"] - j["suspensions"] > j["max_retries"]
             final = "cancelled" if j["cancel_requested"] else "dead" if out else "queued"
             error = f"lease expired: worker {j['worker_id'] or '?'} stopped heartbeating"
             j.update(status=JobStatus(final), finished_at=None if final == "queued" else now,
@@ -61,6 +61,17 @@ class MemoryMaintenance:
             key=lambda j: (j["run_at"], uuid.UUID(j["id"])),
         )[:limit]  # fmt: skip
         return [{**dispatch_row(j), "due": j["run_at"] <= now} for j in rows]
+
+    async def scan_due_suspended(self, after: tuple[datetime, str] | None, limit: int) -> list[Row]:
+        now = now_utc()
+        key = (after[0], uuid.UUID(after[1])) if after else None
+        rows = sorted(
+            (j for j in self.store.jobs.values()
+             if j["status"] == "suspended" and j["run_at"] <= now
+             and (key is None or (j["run_at"], uuid.UUID(j["id"])) > key)),
+            key=lambda j: (j["run_at"], uuid.UUID(j["id"])),
+        )[:limit]  # fmt: skip
+        return [{**dispatch_row(j), "due": True} for j in rows]
 
     # --- retention -----------------------------------------------------------------------
 

@@ -8,8 +8,9 @@ import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from asyncz.jobs import JobStatus, Lease
 from asyncz.port_types import Row
-from asyncz.testing.maintenance import now_utc
+from asyncz.testing.maintenance import dispatch_row, now_utc
 
 if TYPE_CHECKING:
     from asyncz.testing.tables import StoreTables
@@ -41,6 +42,22 @@ class MemorySteps:
             "finished_at": now,
         }  # fmt: skip
         return True
+
+    async def suspend(self, lease: Lease, delay_seconds: float, reason: str) -> Row | None:
+        j = self.store.jobs.get(lease.job_id)
+        if j is None or j["status"] != "processing" or j["lease_token"] != lease.token:
+            return None
+        now = now_utc()
+        cancelled = j["cancel_requested"]
+        j.update(status=JobStatus.CANCELLED if cancelled else JobStatus.SUSPENDED,
+                 finished_at=now if cancelled else None, updated_at=now, lease_token=None,
+                 heartbeat_at=None, suspensions=j["suspensions"] + 1,
+                 suspended_for=reason[:500],
+                 first_started_at=j["first_started_at"] or j["started_at"])  # fmt: skip
+        if not cancelled:
+            j["run_at"] = now + timedelta(seconds=delay_seconds)
+        self.store.close_attempt(j, "cancelled" if cancelled else "suspended", None)
+        return dispatch_row(j)
 
     def _page(self, job_id: str, after_seq: int, limit: int) -> list[dict[str, Any]]:
         steps = self.rows.get(job_id, {})

@@ -19,13 +19,14 @@ from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
-from asyncz.testing.listings import MemoryListings
+from asyncz.testing.listings import MemoryListings, job_view
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
 from asyncz.testing.steps import MemorySteps
 from asyncz.testing.store_limits import MemoryStoreLimits
 from asyncz.testing.unique import MemoryUnique
 
 _now = now_utc
+_CLAIMABLE = ("queued", "suspended")  # a due suspended job's claim is its wake
 
 
 class MemoryStore(MemoryListings):
@@ -67,6 +68,7 @@ class MemoryStore(MemoryListings):
             "concurrency_key": new.concurrency_key,
             "submitted_by": new.submitted_by, "submitted_by_key_id": new.submitted_by_key_id,
             "traceparent": new.traceparent, "tracestate": new.tracestate,
+            "suspensions": 0, "first_started_at": None, "suspended_for": None,
         }  # fmt: skip
         self.jobs[job_id].update(state)
         self.attempts[job_id] = []
@@ -101,7 +103,7 @@ class MemoryStore(MemoryListings):
 
     async def get_job(self, job_id: str) -> Job | None:
         row = self.jobs.get(job_id)
-        return Job(**row) if row else None
+        return job_view(row) if row else None
 
     async def list_attempts(self, job_id: str) -> list[Attempt]:
         return [Attempt(**a) for a in self.attempts.get(job_id, [])][-1000:]
@@ -117,14 +119,15 @@ class MemoryStore(MemoryListings):
         now, leases, nonce = _now(), [], nonce or uuid.uuid4().hex
         for job_id in ids:
             j = self.jobs.get(job_id)
-            if not j or j["status"] != "queued" or j["run_at"] > now or j["cancel_requested"]:
+            if not j or j["status"] not in _CLAIMABLE or j["run_at"] > now or j["cancel_requested"]:
                 continue
             if j["timeout_seconds"] > max_timeout or j["queue"] in self.limits.paused:
                 continue
+            if j["status"] != "suspended":  # a wake keeps the job's progress
+                j.update(progress=None, progress_message=None)
             j.update(
                 status=JobStatus.PROCESSING, lease_token=_token(nonce, job_id), worker_id=worker_id,
                 attempts=j["attempts"] + 1, heartbeat_at=now, started_at=now, updated_at=now,
-                progress=None, progress_message=None,
             )  # fmt: skip
             self.attempts[job_id].append(
                 {"job_id": job_id, "attempt": j["attempts"], "worker_id": worker_id,
@@ -145,9 +148,9 @@ class MemoryStore(MemoryListings):
         return [
             {"id": j["id"], "queue": j["queue"], "priority": j["priority"],
              "run_at": j["run_at"], "due": j["run_at"] <= now, "task": j["task"],
-             "concurrency_key": j["concurrency_key"]}
+             "concurrency_key": j["concurrency_key"], "wake": j["status"] == "suspended"}
             for i in ids
-            if (j := self.jobs.get(i)) and j["status"] == "queued" and not j["cancel_requested"]
+            if (j := self.jobs.get(i)) and j["status"] in _CLAIMABLE and not j["cancel_requested"]
         ]  # fmt: skip
 
     def _held(self, lease: Lease) -> dict[str, Any] | None:
@@ -221,9 +224,9 @@ class MemoryStore(MemoryListings):
 
     async def cancel(self, job_id: str) -> Row | None:
         j = self.jobs.get(job_id)
-        if not j or j["status"] not in ("waiting", "queued", "processing"):
+        if not j or j["status"] not in ("waiting", "queued", "processing", "suspended"):
             return None
-        if j["status"] in ("waiting", "queued"):
+        if j["status"] in ("waiting", "queued", "suspended"):  # nothing runs it: at once
             j.update(status=JobStatus.CANCELLED, finished_at=_now(),
                      cascade_pending=j["has_dependents"])  # fmt: skip
         j.update(cancel_requested=True, updated_at=_now())
@@ -233,6 +236,7 @@ class MemoryStore(MemoryListings):
 
     def _replay(self, j: dict[str, Any]) -> Row:
         j.update(status=JobStatus.QUEUED, attempt_base=j["attempts"], run_at=_now(),
+                 suspensions=0, first_started_at=None,
                  finished_at=None, started_at=None, worker_id=None, cancel_requested=False,
                  cascade_pending=j["has_dependents"], updated_at=_now())  # fmt: skip
         return _dispatch_row(j)
@@ -284,4 +288,4 @@ def _lease(j: dict[str, Any]) -> Lease:
                  attempt_base=j["attempt_base"], max_retries=j["max_retries"],
                  timeout_seconds=j["timeout_seconds"], has_parents=j["depth"] > 0,
                  concurrency_key=j["concurrency_key"], traceparent=j["traceparent"],
-                 tracestate=j["tracestate"])  # fmt: skip
+                 tracestate=j["tracestate"], suspensions=j["suspensions"])  # fmt: skip

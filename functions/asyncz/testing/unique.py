@@ -23,7 +23,7 @@ def holds(j: dict[str, Any]) -> bool:
     if j["unique_scope"] == UniqueScope.QUEUED:
         return status in ("waiting", "queued") and j["attempts"] == 0
     if j["unique_scope"] == UniqueScope.QUEUED_OR_RUNNING:
-        return status in ("waiting", "queued", "processing")
+        return status in ("waiting", "queued", "processing", "suspended")
     return j.get("unique_until") is not None
 
 

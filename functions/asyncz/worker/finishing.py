@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
+from asyncz.durable.sleeping import Suspension
 from asyncz.errors import AsyncZError, StoreUnavailableError
 from asyncz.jobs import Lease
+from asyncz.service import JobService
 
 log = logging.getLogger("asyncz.worker")
 
@@ -32,3 +35,15 @@ async def retrying(call: Callable[[], Any]) -> Any:
 def ids(lease: Lease) -> dict[str, Any]:
     """The log fields that name an attempt."""
     return {"job_id": lease.job_id, "attempt": lease.attempt}
+
+
+async def suspend(service: JobService, lease: Lease, suspension: Suspension,
+                  now: datetime) -> str | None:  # fmt: skip
+    """End a durable task's attempt suspended until its wake: ``suspended`` (or
+    ``cancelled``, a cancel came meanwhile); None when the lease was lost."""
+    delay = suspension.delay(now)
+    status = await retrying(lambda: service.suspend(lease, delay, suspension.reason))
+    if status is None:
+        log.warning("could not record the suspension (lease lost)", extra=ids(lease))
+        return None
+    return str(status.value)

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asyncz.attempt_logs import reset_attempt_fields, set_attempt_fields
-from asyncz.durable.attempt import close_steps, failure_of, open_steps, step_summary, verdict
+from asyncz.durable import attempt as durable
 from asyncz.durable.clock import SYSTEM_CLOCK, Clock
 from asyncz.errors import (
     BrokerUnavailableError,
@@ -33,7 +33,7 @@ from asyncz.tasks.registry import ParentResult, TaskContext
 from asyncz.tracing import start_attempt
 from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, call_task, check_storable
-from asyncz.worker.finishing import ids, retrying
+from asyncz.worker.finishing import ids, retrying, suspend
 from asyncz.worker.outcomes import log_outcome
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
 from asyncz.worker.task_metrics import Publish, TaskMetrics
@@ -245,8 +245,8 @@ class WorkerLoop:
                     running.ctx.parents = ParentResult.by_key(rows)
                 async with asyncio.timeout(lease.timeout_seconds):
                     ctx, hold = running.ctx, self.service.limits.hold_while_thread_runs
-                    await open_steps(self.service.store.steps, spec, lease, ctx, self.settings,
-                                     self.step_clock)  # fmt: skip
+                    await durable.open_steps(self.service.store.steps, spec, lease, ctx,
+                                             self.settings, self.step_clock)  # fmt: skip
                     result = await call_task(spec, lease, ctx, self._threads, hold)
                 # a result Postgres cannot store, or too large to read back, fails the attempt
                 check_storable(result, self.settings.max_result_bytes)
@@ -279,13 +279,13 @@ class WorkerLoop:
                 await self._failed(running, exc)
             else:
                 self._finishing(running)
-                if (decided := verdict(running.ctx)) is not None:  # a step's, task caught it
+                if (decided := durable.verdict(running.ctx)) is not None:  # a step's, caught
                     await self._failed(running, decided)
                 else:
                     mates_running = any(not m.finishing for m in running.mates)
                     await self._finish_completed(lease, result, mates_running)
         finally:
-            close_steps(running.ctx)
+            durable.close_steps(running.ctx)
             self.running.pop(lease.job_id, None)
             self._freed.set()
             # 0.1 ms, as the outcome line: a full float is ~13 more bytes a job in the EMF line
@@ -295,7 +295,7 @@ class WorkerLoop:
             self.task_metrics.record(lease.task, status, duration_ms)
             if running.outcome is not None:
                 log_outcome(lease, status, duration_ms, error, trace_id=trace.trace_id,
-                            steps=step_summary(running.ctx))  # fmt: skip
+                            steps=durable.step_summary(running.ctx))  # fmt: skip
             trace.end(status, error)
             reset_attempt_fields(fields)
 
@@ -323,8 +323,13 @@ class WorkerLoop:
             log.warning("lease lost before completion; result discarded", extra=ids(lease))
 
     async def _failed(self, running: Running, exc: BaseException) -> None:
-        """The attempt fails (dead at once when final), or is abandoned (a step lost the lease)."""
-        if (ended := failure_of(running.ctx, exc)) is None:
+        """The attempt ends suspended (a durable task waits), fails (dead at once when
+        final), or is abandoned (a step lost the lease)."""
+        if (suspension := durable.suspension_of(running.ctx)) is not None:
+            status = await suspend(self.service, running.lease, suspension, self.step_clock.now())
+            return self._record(running.lease, status, None) if status else None
+        woken = running.lease.suspensions > 0
+        if (ended := durable.failure_of(running.ctx, exc, woken=woken)) is None:
             self.stats.lost_leases += 1
             log.warning("lease lost at a step; abandoning the attempt", extra=ids(running.lease))
             return

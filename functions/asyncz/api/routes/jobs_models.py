@@ -14,7 +14,9 @@ from asyncz.tracing import trace_id_of
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
 MAX_DELAY = timedelta(days=365)  # for delay_seconds and run_at alike
-StatusName = Literal["waiting", "queued", "processing", "completed", "dead", "cancelled"]
+StatusName = Literal[
+    "waiting", "queued", "processing", "suspended", "completed", "dead", "cancelled"
+]
 RuleName = Literal["fail", "run"]
 REF_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
 
@@ -215,7 +217,8 @@ class JobOut(BaseModel):
     )
     waiting_for: str | None = Field(
         default=None,
-        description="GET /jobs/{id}: why a queued job is held back (a limit, a paused queue)",
+        description="GET /jobs/{id}: why a queued job is held back (a limit, a paused queue), "
+        "or what a suspended job waits for (a sleep, until its run_at)",
     )
     depends_on: list[ParentOut] | None = Field(
         default=None, description="GET /jobs/{id}: the parents, each with its status"
@@ -285,7 +288,7 @@ class AttemptOut(BaseModel):
     worker_id: str | None
     started_at: datetime
     finished_at: datetime | None
-    outcome: Literal["completed", "failed", "timed_out", "lost", "cancelled"] | None
+    outcome: Literal["completed", "failed", "timed_out", "lost", "cancelled", "suspended"] | None
     error: str | None
     duration_ms: int | None
 

@@ -27,7 +27,7 @@ class StepOut(BaseModel):
 
     seq: int
     name: str
-    kind: Literal["step", "now", "uuid"]
+    kind: Literal["step", "now", "uuid", "sleep"]
     status: Literal["completed", "failed"]
     attempts: int
     job_attempt: int  # the job's attempt that stored it last

@@ -134,7 +134,7 @@ WITH orphaned AS (
      WHERE c.id = ANY(%(ids)s::uuid[]) AND c.status = 'waiting'
        AND NOT EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs p ON p.id = d.parent_id
                         WHERE d.child_id = c.id
-                          AND p.status IN ('waiting', 'queued', 'processing'))
+                          AND p.status IN ('waiting', 'queued', 'processing', 'suspended'))
        FOR UPDATE OF c SKIP LOCKED
 ), failed AS (
     SELECT o.id, (array_agg(d.parent_id::text ORDER BY d.parent_id))[1] AS parent_id,
@@ -186,7 +186,7 @@ SELECT c.id::text AS id FROM jobs c
 -- They wait again (their retry budget starts afresh, as a replay's does); one with children
 -- of its own carries the heal on down (cascade_pending, so a crash resumes it).
 UPDATE jobs
-   SET status = 'waiting', attempt_base = attempts, run_at = now(), finished_at = NULL,
+   SET status = 'waiting', attempt_base = attempts, suspensions = 0, first_started_at = NULL, run_at = now(), finished_at = NULL,
        started_at = NULL, worker_id = NULL, last_error = NULL, cancel_requested = false,
        cascade_pending = has_dependents, updated_at = now()
  WHERE id = ANY(%(ids)s::uuid[]) AND status = 'dead';
@@ -211,7 +211,7 @@ UPDATE job_dependencies d
 -- statuses are checked once counted (MATERIALIZED: not pushed back in).
 WITH counted AS MATERIALIZED (
     SELECT c.id, c.status,
-           count(*) FILTER (WHERE p.status IN ('waiting', 'queued', 'processing'))::int AS open,
+           count(*) FILTER (WHERE p.status IN ('waiting', 'queued', 'processing', 'suspended'))::int AS open,
            (array_agg(d.parent_id::text ORDER BY d.parent_id)
               FILTER (WHERE d.on_parent_failure = 'fail'
                         AND coalesce(p.status, d.parent_ended, 'dead') IN ('dead', 'cancelled')))[1]

@@ -107,29 +107,36 @@ SELECT * FROM (
 -- spelt IS NOT DISTINCT FROM (the same test: status is never NULL) so that no partial index
 -- of jobs matches it. With `status = 'queued'`, statistics that had not seen the backlog
 -- yet made the planner walk every queued row along jobs_queued_run_at_idx for each claim.
+-- A due suspended job is claimed the same way (its wake): it keeps its progress, and its
+-- suspensions say how many of its attempts were not tries (Lease.tries_used).
 WITH claimed AS (
     UPDATE jobs
        SET status = 'processing', lease_token = md5(%(nonce)s || id::text)::uuid,
            worker_id = %(worker_id)s,
            attempts = attempts + 1, heartbeat_at = now(), started_at = now(), updated_at = now(),
-           progress = NULL, progress_message = NULL
-     WHERE id = ANY(%(ids)s::uuid[]) AND status IS NOT DISTINCT FROM 'queued' AND run_at <= now()
+           progress = CASE WHEN status IS NOT DISTINCT FROM 'suspended' THEN progress END,
+           progress_message = CASE WHEN status IS NOT DISTINCT FROM 'suspended'
+                                   THEN progress_message END
+     WHERE id = ANY(%(ids)s::uuid[])
+       AND (status IS NOT DISTINCT FROM 'queued' OR status IS NOT DISTINCT FROM 'suspended')
+       AND run_at <= now()
        AND NOT cancel_requested AND timeout_seconds <= %(max_timeout)s
        AND NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = jobs.queue)
     RETURNING id, lease_token, task, payload, queue, priority, attempts, attempt_base,
-              max_retries, timeout_seconds, depth, concurrency_key, traceparent, tracestate
+              suspensions, max_retries, timeout_seconds, depth, concurrency_key, traceparent,
+              tracestate
 )
 SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
-       attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,
-       concurrency_key, traceparent, tracestate
+       attempts, attempt_base, suspensions, max_retries, timeout_seconds,
+       depth > 0 AS has_parents, concurrency_key, traceparent, tracestate
   FROM claimed;
 
 -- name: adopt_claim
 -- After a claim whose answer was lost: the leases it took, if it committed (by its tokens).
 -- By primary key (as claim_jobs).
 SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, priority,
-       attempts, attempt_base, max_retries, timeout_seconds, depth > 0 AS has_parents,
-       concurrency_key, traceparent, tracestate
+       attempts, attempt_base, suspensions, max_retries, timeout_seconds,
+       depth > 0 AS has_parents, concurrency_key, traceparent, tracestate
   FROM jobs
  WHERE id = ANY(%(ids)s::uuid[]) AND status IS NOT DISTINCT FROM 'processing'
    AND lease_token = md5(%(nonce)s || id::text)::uuid;
@@ -137,9 +144,12 @@ SELECT id::text AS id, lease_token::text AS lease_token, task, payload, queue, p
 -- name: get_unclaimed
 -- After a claim, the ids that were not claimed but are still queued: the caller puts
 -- each back where it belongs (ready if due, delayed if not). By primary key (as claim_jobs).
-SELECT id, queue, priority, run_at, run_at <= now() AS due, task, concurrency_key
+-- A suspended one is a wake (its rate does not count it: it is not a new start).
+SELECT id, queue, priority, run_at, run_at <= now() AS due, task, concurrency_key,
+       status IS NOT DISTINCT FROM 'suspended' AS wake
   FROM jobs
- WHERE id = ANY(%(ids)s::uuid[]) AND status IS NOT DISTINCT FROM 'queued'
+ WHERE id = ANY(%(ids)s::uuid[])
+   AND (status IS NOT DISTINCT FROM 'queued' OR status IS NOT DISTINCT FROM 'suspended')
    AND NOT cancel_requested;
 
 -- name: heartbeat_jobs
@@ -220,21 +230,51 @@ WITH done AS (
 )
 SELECT id, status, queue, priority, run_at, has_dependents FROM done;
 
+-- name: suspend_job
+-- A durable task's attempt ends suspended (a sleep not due yet, a step's retry after a long
+-- backoff): the job waits in PostgreSQL until run_at, holding no lease, and the attempt's
+-- row says 'suspended'. Not a try: suspensions counts it. Fenced by the lease token, as
+-- finish_failed_job; a cancel requested while the attempt ran wins (it ends 'cancelled').
+WITH done AS (
+    UPDATE jobs
+       SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'suspended' END,
+           run_at = CASE WHEN cancel_requested THEN run_at
+                         ELSE now() + make_interval(secs => %(delay_seconds)s) END,
+           finished_at = CASE WHEN cancel_requested THEN now() END,
+           suspensions = suspensions + 1, suspended_for = %(reason)s,
+           first_started_at = coalesce(first_started_at, started_at),
+           updated_at = now(), lease_token = NULL, heartbeat_at = NULL
+     WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
+    RETURNING id, attempts, status, queue, priority, run_at, updated_at, has_dependents,
+              worker_id, started_at, task
+), closed AS (
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome,
+                              duration_ms, task)
+    SELECT id, attempts, worker_id, started_at, updated_at,
+           CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE 'suspended' END,
+           floor(extract(epoch FROM updated_at - started_at) * 1000)::int, task
+      FROM done
+)
+SELECT id, status, queue, priority, run_at, has_dependents FROM done;
+
 -- name: cancel_job
--- A queued or waiting job is cancelled at once; a running one is flagged and stops at its
--- next heartbeat. Terminal jobs are untouched (the caller reads the status to say why).
+-- A queued, waiting or suspended job is cancelled at once (nothing runs it); a running one
+-- is flagged and stops at its next heartbeat. Terminal jobs are untouched (the caller reads
+-- the status to say why).
 UPDATE jobs
-   SET status = CASE WHEN status IN ('queued', 'waiting') THEN 'cancelled' ELSE status END,
-       finished_at = CASE WHEN status IN ('queued', 'waiting') THEN now() ELSE finished_at END,
-       cascade_pending = CASE WHEN status IN ('queued', 'waiting') THEN has_dependents
+   SET status = CASE WHEN status IN ('queued', 'waiting', 'suspended') THEN 'cancelled'
+                     ELSE status END,
+       finished_at = CASE WHEN status IN ('queued', 'waiting', 'suspended') THEN now()
+                          ELSE finished_at END,
+       cascade_pending = CASE WHEN status IN ('queued', 'waiting', 'suspended') THEN has_dependents
                               ELSE cascade_pending END,
        cancel_requested = true, updated_at = now()
- WHERE id = %(id)s AND status IN ('waiting', 'queued', 'processing')
+ WHERE id = %(id)s AND status IN ('waiting', 'queued', 'processing', 'suspended')
 RETURNING id, status, queue, has_dependents, cascade_pending;
 
 -- name: replay_job
 UPDATE jobs
-   SET status = 'queued', attempt_base = attempts, run_at = now(), finished_at = NULL, started_at = NULL,
+   SET status = 'queued', attempt_base = attempts, suspensions = 0, first_started_at = NULL, run_at = now(), finished_at = NULL, started_at = NULL,
        worker_id = NULL, cancel_requested = false, cascade_pending = has_dependents,
        updated_at = now()
  WHERE id = %(id)s AND status = 'dead'
@@ -252,7 +292,7 @@ WITH picked AS (
      FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs j
-   SET status = 'queued', attempt_base = attempts, run_at = now(), finished_at = NULL, started_at = NULL,
+   SET status = 'queued', attempt_base = attempts, suspensions = 0, first_started_at = NULL, run_at = now(), finished_at = NULL, started_at = NULL,
        worker_id = NULL, cancel_requested = false, cascade_pending = has_dependents,
        updated_at = now()
   FROM picked WHERE j.id = picked.id
@@ -263,7 +303,7 @@ RETURNING j.id, j.status, j.queue, j.priority, j.run_at, j.has_dependents, j.dep
 DELETE FROM jobs WHERE id = %(id)s AND status = 'dead'
    AND NOT (has_dependents AND EXISTS (
        SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
-        WHERE d.parent_id = %(id)s AND c.status IN ('waiting', 'queued', 'processing')))
+        WHERE d.parent_id = %(id)s AND c.status IN ('waiting', 'queued', 'processing', 'suspended')))
 RETURNING id;
 
 -- name: list_jobs
@@ -299,7 +339,8 @@ SELECT * FROM jobs
 -- name: list_jobs_by_task_or_queue
 -- ?task= and/or ?queue= without a status: the newest of the ended jobs (along
 -- jobs_task_ended_idx or jobs_queue_ended_idx), of the backlog (waiting and queued, along
--- jobs_task_backlog_idx or jobs_queue_backlog_idx) and of the running ones (their partial
+-- jobs_task_backlog_idx or jobs_queue_backlog_idx), of the suspended ones (along
+-- jobs_task_suspended_idx or jobs_queue_suspended_idx) and of the running ones (their partial
 -- index: as many rows as jobs run), merged. A new status needs its place in one arm here.
 -- Run unprepared.
 SELECT * FROM (
@@ -313,6 +354,14 @@ SELECT * FROM (
     UNION ALL
     (SELECT * FROM jobs
       WHERE status IN ('waiting', 'queued')
+        AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+        AND (%(task)s::text IS NULL OR task = %(task)s)
+        AND (%(after_created)s::timestamptz IS NULL
+             OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+      ORDER BY created_at DESC, id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM jobs
+      WHERE status = 'suspended'
         AND (%(queue)s::text IS NULL OR queue = %(queue)s)
         AND (%(task)s::text IS NULL OR task = %(task)s)
         AND (%(after_created)s::timestamptz IS NULL
@@ -401,10 +450,11 @@ WITH stale AS (
 ), moved AS (
     UPDATE jobs j
        SET status = CASE WHEN j.cancel_requested THEN 'cancelled'
-                         WHEN j.attempts - j.attempt_base > j.max_retries THEN 'dead'
+                         WHEN j.attempts - j.attempt_base - j.suspensions > j.max_retries
+                         THEN 'dead'
                          ELSE 'queued' END,
            finished_at = CASE WHEN j.cancel_requested
-                                   OR j.attempts - j.attempt_base > j.max_retries
+                                   OR j.attempts - j.attempt_base - j.suspensions > j.max_retries
                               THEN now() ELSE NULL END,
            run_at = now(), lease_token = NULL, heartbeat_at = NULL, updated_at = now(),
            last_error = 'lease expired: worker ' || coalesce(j.worker_id, '?')
@@ -432,6 +482,18 @@ SELECT id, status, queue, priority, run_at, has_dependents FROM moved;
 SELECT id, queue, priority, run_at, run_at <= now() AS due
   FROM jobs
  WHERE status = 'queued' AND NOT cancel_requested
+   AND (%(after_run_at)s::timestamptz IS NULL
+        OR (run_at, id) > (%(after_run_at)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY run_at, id
+ LIMIT %(limit)s;
+
+-- name: scan_due_suspended
+-- Due suspended rows in (run_at, id) order after a keyset position (along
+-- jobs_suspended_run_at_idx): recovery enqueues them (idempotently), so a wake Redis lost
+-- still comes. Not-due ones wait in PostgreSQL until they are due.
+SELECT id, queue, priority, run_at, true AS due
+  FROM jobs
+ WHERE status = 'suspended' AND run_at <= now()
    AND (%(after_run_at)s::timestamptz IS NULL
         OR (run_at, id) > (%(after_run_at)s::timestamptz, %(after_id)s::uuid))
  ORDER BY run_at, id
@@ -489,7 +551,7 @@ WITH gone AS (
            AND finished_at < now() - make_interval(secs => %(older_than)s)
            AND NOT (has_dependents AND EXISTS (
                SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
-                WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing')))
+                WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing', 'suspended')))
          ORDER BY finished_at, id
          LIMIT %(limit)s
          FOR UPDATE SKIP LOCKED))
@@ -505,7 +567,7 @@ WITH gone AS (
          WHERE status = 'dead' AND finished_at < now() - make_interval(secs => %(older_than)s)
            AND NOT (has_dependents AND EXISTS (
                SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
-                WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing')))
+                WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing', 'suspended')))
          ORDER BY finished_at, id
          LIMIT %(limit)s
          FOR UPDATE SKIP LOCKED))

@@ -65,7 +65,7 @@ WITH old AS (
        AND finished_at < now() - make_interval(secs => %(older_than)s)
        AND NOT (has_dependents AND EXISTS (
            SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
-            WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing')))
+            WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing', 'suspended')))
      ORDER BY finished_at, id
      LIMIT %(jobs)s
 ), gone AS (
@@ -82,7 +82,7 @@ WITH old AS (
      WHERE status = 'dead' AND finished_at < now() - make_interval(secs => %(older_than)s)
        AND NOT (has_dependents AND EXISTS (
            SELECT 1 FROM job_dependencies d JOIN jobs c ON c.id = d.child_id
-            WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing')))
+            WHERE d.parent_id = jobs.id AND c.status IN ('waiting', 'queued', 'processing', 'suspended')))
      ORDER BY finished_at, id
      LIMIT %(jobs)s
 ), gone AS (

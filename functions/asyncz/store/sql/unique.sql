@@ -1,9 +1,9 @@
 -- Named queries of unique jobs (see queries.sql for the conventions). "Holds" is the
--- predicate of jobs_unique_hold_idx (migration 0008), repeated word for word so the
+-- predicate of jobs_unique_live_hold_idx (migration 0018), repeated word for word so the
 -- planner uses that index and ON CONFLICT infers it:
 --   unique_key IS NOT NULL AND attempt_base = 0 AND CASE unique_scope
 --     WHEN 'queued' THEN status IN ('waiting', 'queued') AND attempts = 0
---     WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing')
+--     WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing', 'suspended')
 --     ELSE unique_until IS NOT NULL END
 -- Each insert first ends the hold of a 'period' job of the same key whose period has
 -- passed (the `expired` CTE; the insert reads its count, so it runs first), then inserts;
@@ -16,7 +16,7 @@ WITH expired AS (
      WHERE unique_key = %(unique_key)s AND unique_scope = 'period' AND unique_until <= now()
        AND unique_key IS NOT NULL AND attempt_base = 0 AND CASE unique_scope
              WHEN 'queued' THEN status IN ('waiting', 'queued') AND attempts = 0
-             WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing')
+             WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing', 'suspended')
              ELSE unique_until IS NOT NULL END
     RETURNING 1
 )
@@ -46,7 +46,7 @@ WITH expired AS (
      WHERE unique_key = %(unique_key)s AND unique_scope = 'period' AND unique_until <= now()
        AND unique_key IS NOT NULL AND attempt_base = 0 AND CASE unique_scope
              WHEN 'queued' THEN status IN ('waiting', 'queued') AND attempts = 0
-             WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing')
+             WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing', 'suspended')
              ELSE unique_until IS NOT NULL END
     RETURNING 1
 )
@@ -64,7 +64,7 @@ SELECT %(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
 ON CONFLICT (unique_key)
  WHERE unique_key IS NOT NULL AND attempt_base = 0 AND CASE unique_scope
          WHEN 'queued' THEN status IN ('waiting', 'queued') AND attempts = 0
-         WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing')
+         WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing', 'suspended')
          ELSE unique_until IS NOT NULL END
 DO UPDATE SET payload = EXCLUDED.payload, run_at = EXCLUDED.run_at, updated_at = now()
  WHERE j.status = 'queued' AND j.attempts = 0 AND NOT j.cancel_requested
@@ -83,7 +83,7 @@ WITH expired AS (
        AND unique_until <= now()
        AND unique_key IS NOT NULL AND attempt_base = 0 AND CASE unique_scope
              WHEN 'queued' THEN status IN ('waiting', 'queued') AND attempts = 0
-             WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing')
+             WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing', 'suspended')
              ELSE unique_until IS NOT NULL END
     RETURNING 1
 )
@@ -121,5 +121,5 @@ SELECT unique_key, id::text AS id, status, queue, priority, run_at, run_at <= no
  WHERE unique_key = ANY(%(keys)s::text[])
    AND unique_key IS NOT NULL AND attempt_base = 0 AND CASE unique_scope
          WHEN 'queued' THEN status IN ('waiting', 'queued') AND attempts = 0
-         WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing')
+         WHEN 'queued_or_running' THEN status IN ('waiting', 'queued', 'processing', 'suspended')
          ELSE unique_until IS NOT NULL END;

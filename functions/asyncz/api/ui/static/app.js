@@ -8,7 +8,8 @@ const KEY = "asyncz.api-key";
 const REFRESH_MS = 5000;
 const MAX_REFRESH_MS = 60000; // after failures the refresh backs off up to this
 const SERIES_REFRESH_MS = 30000;
-const STATUSES = ["waiting", "queued", "processing", "completed", "dead", "cancelled"];
+const STATUSES = ["waiting", "queued", "processing", "suspended", "completed", "dead",
+  "cancelled"];
 let timer = null;
 let me = { name: "", scopes: [] }; // the signed-in key (GET /whoami): what to offer
 let delay = REFRESH_MS;
@@ -419,7 +420,7 @@ function jobPage(r) {
     const buttons = [];
     if (!may("operate")) {
       // a read key sees the job, not the actions it may not take
-    } else if (["waiting", "queued", "processing"].includes(job.status)) {
+    } else if (["waiting", "queued", "processing", "suspended"].includes(job.status)) {
       buttons.push(el("button", { type: "button", class: "danger", onclick: () => act("cancel",
         () => api("jobs/" + id + "/cancel", { method: "POST" })) }, "Cancel"));
     }
@@ -443,7 +444,9 @@ function jobPage(r) {
       ["started", when(job.started_at)], ["finished", when(job.finished_at)],
       ["run at", when(job.run_at)], ["cancel requested", job.cancel_requested ? "yes" : "no"]];
     if (job.status === "waiting") rows.push(["waiting for", `${job.open_parents} parent(s)`]);
-    if (job.waiting_for) rows.push(["held back", job.waiting_for]);
+    if (job.waiting_for) {
+      rows.push([job.status === "suspended" ? "waiting for" : "held back", job.waiting_for]);
+    }
     if (job.concurrency_key) rows.push(["concurrency key", job.concurrency_key]);
     const links = (list, id) => el("dd", { id }, ...(list || []).flatMap((p, i) => [
       i ? ", " : "", el("a", { href: "#/jobs/" + p.job_id, class: "mono" },
