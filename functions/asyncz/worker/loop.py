@@ -278,6 +278,10 @@ class WorkerLoop:
                     await self._finish_completed(lease, result, mates_running)
         finally:
             close_steps(running.ctx)
+            # The claim batch's list holds this attempt and this attempt held the list: a
+            # cycle only the garbage collector would free. Dropped, refcounting frees the
+            # batch once its last attempt ends (the collector's passes cost ~35 µs a job).
+            running.mates = []
             self.running.pop(lease.job_id, None)
             self._freed.set()
             # 0.1 ms, as the outcome line: a full float is ~13 more bytes a job in the EMF line
