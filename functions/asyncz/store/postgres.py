@@ -33,6 +33,7 @@ from asyncz.store.unique import UniqueQueries
 log = logging.getLogger("asyncz.store")
 
 Row = dict[str, Any]
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)  # made once (json.dumps makes one a call)
 
 
 def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
@@ -254,7 +255,7 @@ class PostgresStore:
         each with whether it has dependents."""
         batch = [{"id": lease.job_id, "token": lease.token, "result": r} for lease, r in done]
         try:
-            document = json.dumps(batch, allow_nan=False)
+            document = _STRICT_JSON.encode(batch)
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidInputError(f"a result is not storable as JSON: {exc}") from None
         rows = await self._run.rows("complete_jobs", {"done": document})

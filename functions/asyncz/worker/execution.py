@@ -17,6 +17,8 @@ from asyncz.jobs import Lease, unstorable
 from asyncz.tasks.registry import TaskContext, TaskSpec
 
 _OUT_OF_MEMORY = MemoryError("the task ran out of memory")  # made now: none may be left later
+# json.dumps(..., allow_nan=False) builds an encoder per call: one, made once, a job costs less
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)
 
 
 class _Item:
@@ -171,7 +173,7 @@ class UnstorableResultError(ValueError):
 
 def check_storable(result: Any, max_bytes: int) -> None:
     try:
-        text = json.dumps(result, allow_nan=False)  # refuses NaN and types JSON has no form for
+        text = _STRICT_JSON.encode(result)  # refuses NaN and types JSON has no form for
     except (TypeError, ValueError, RecursionError) as exc:
         raise UnstorableResultError(f"result is not storable as JSON: {exc}") from None
     size = len(text)  # ASCII: dumps escapes every other character
