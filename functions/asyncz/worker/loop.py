@@ -35,14 +35,13 @@ from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, call_task, check_storable
 from asyncz.worker.finishing import ids, retrying, suspend
 from asyncz.worker.outcomes import log_outcome
+from asyncz.worker.slots import free_slots
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
 from asyncz.worker.task_metrics import Publish, TaskMetrics
 from asyncz.worker.upkeep import Upkeep
 from asyncz.worker.wakes import NextWake
 
 log = logging.getLogger("asyncz.worker")
-
-COALESCE_SECONDS = 0.002  # the longest a free slot waits for others before a claim
 
 
 class WorkerLoop:
@@ -109,7 +108,7 @@ class WorkerLoop:
         try:
             await self._announce()
             while not (reason := self._should_stop()):
-                free = await self._free_slots()
+                free = await free_slots(self.concurrency, self.running, self._freed)
                 if free <= 0:
                     continue
                 now = time.monotonic()
@@ -162,33 +161,6 @@ class WorkerLoop:
             await self._quietly(self.service.broker.unregister_worker(self.worker_id))
         self.stats.hung_threads = self._threads.hung()
         return {"worker_id": self.worker_id, **self.stats.as_dict()}
-
-    def _executing(self) -> int:
-        """Attempts whose task has not returned: a slot frees when its task returns, so the
-        next claim overlaps the finish write."""
-        return sum(not r.finishing for r in self.running.values())
-
-    async def _free_slots(self) -> int:
-        """Free slots to claim for. With some slots still busy, wait up to
-        ``COALESCE_SECONDS`` for them to free too: short jobs end together, and one claim of
-        several ids costs the round trips of one."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + COALESCE_SECONDS
-        while True:
-            executing = self._executing()
-            free = self.concurrency - executing
-            if free > 0 and not executing:
-                return free
-            wait = 1.0 if free <= 0 else until - loop.time()
-            if wait <= 0:
-                return free
-            self._freed.clear()
-            try:
-                async with asyncio.timeout(wait):
-                    await self._freed.wait()
-            except TimeoutError:
-                if free <= 0:
-                    return 0
 
     async def _drain(self) -> None:
         """Let running attempts finish (each is bounded by its own timeout)."""
