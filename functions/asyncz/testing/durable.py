@@ -56,6 +56,9 @@ class DurableRun:
     job: Job | None = None
     attempts: list[Attempt] = field(default_factory=list)
     steps: list[Row] = field(default_factory=list)
+    invocation_seconds: float | None = None  # each invocation's time, on the test's clock
+    invocations: int = 0  # worker invocations that ran (a new one after each deadline)
+    workers_asked: int = 0  # workers the job asked for at once (its continuations)
 
     @property
     def status(self) -> str:
@@ -109,6 +112,7 @@ def run_durable(
     timeout_seconds: int = 60,
     clock: ManualClock | None = None,
     registry: TaskRegistry = REGISTRY,
+    invocation_seconds: float | None = None,
     **settings: Any,
 ) -> DurableRun:
     """Submit one job of ``task`` (its name, or the function ``@task`` registered) and run it
@@ -116,7 +120,10 @@ def run_durable(
     a final error such as ``nondeterministic``) or ``cancelled``; or until it is
     ``suspended`` (a sleep: :meth:`DurableRun.advance` moves the clock and wakes it).
     Retries follow at once; ``settings`` override any other setting
-    (``max_steps_per_job=10``)."""
+    (``max_steps_per_job=10``). ``invocation_seconds``: each worker invocation's remaining
+    time at its start, as a Lambda's, passing on ``clock`` (a step that takes time advances
+    it); a worker past its deadline ends and a fresh invocation takes the job on (a long
+    job's continuations). Unset: one invocation with time to spare."""
     name = task if isinstance(task, str) else getattr(task, TASK_NAME_ATTRIBUTE)
     values: dict[str, Any] = {"backoff_base_seconds": 0.001, "backoff_max_seconds": 0.001,
                               "worker_poll_seconds": 0.02}  # fmt: skip
@@ -124,7 +131,7 @@ def run_durable(
                       **(values | settings))  # fmt: skip
     store: Any = MemoryStore()  # the store port, on dicts
     service = JobService(store, MemoryBroker(), registry, config, rand=lambda: 0.0)
-    run = DurableRun(service, "", clock or ManualClock())
+    run = DurableRun(service, "", clock or ManualClock(), invocation_seconds=invocation_seconds)
 
     async def go() -> None:
         new = NewJob(task=name, payload=payload or {}, max_retries=max_retries,
@@ -137,16 +144,33 @@ def run_durable(
 
 
 async def _drive(run: DurableRun) -> None:
-    """Run a worker until the job ends (or sleeps until a time still ahead), then read what
-    it left."""
+    """Run workers, one invocation after another, until the job ends (or sleeps until a
+    time still ahead), then read what it left."""
     stop = asyncio.Event()
-    worker = WorkerLoop(run.service, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
-    worker.step_clock = run.clock
-    working = asyncio.create_task(worker.run())
+
+    async def ask(broker: object) -> int:
+        run.workers_asked += 1
+        return 1
+
+    def invocation() -> asyncio.Task[dict[str, Any]]:
+        run.invocations += 1
+        remaining: Callable[[], float] = lambda: 3600.0  # noqa: E731
+        if (seconds := run.invocation_seconds) is not None:
+            start = run.clock.now()
+            remaining = lambda: seconds - (run.clock.now() - start).total_seconds()  # noqa: E731
+        worker = WorkerLoop(run.service, remaining_seconds=remaining, stop=stop, concurrency=1,
+                            start_worker=ask)  # fmt: skip
+        worker.step_clock = run.clock
+        return asyncio.create_task(worker.run())
+
+    working = invocation()
     try:
         while not _resting(await run.service.get(run.job_id)):
             if working.done():
-                await working  # the worker failed: say why
+                summary = await working  # the worker failed: say why
+                if summary.get("stopped_because") != "deadline" or run.invocations >= 1000:
+                    raise RuntimeError(f"the worker stopped with the job unfinished: {summary}")
+                working = invocation()
             await asyncio.sleep(0.005)
     finally:
         stop.set()
