@@ -74,11 +74,10 @@ class WorkerLoop:
         )
         self.stop = stop or asyncio.Event()
         self.longest_timeout = service.registry.longest_timeout(s.default_timeout_seconds)
-        # it claims while the shortest fits: the claim puts back each job whose bound does not
         shortest = service.registry.shortest_timeout(s.default_timeout_seconds)
-        self.shortest_timeout = max(float(shortest), MIN_CLAIM_SECONDS)
+        self.shortest_timeout = max(float(shortest), MIN_CLAIM_SECONDS)  # it claims while it fits
         self.start_worker = start_worker  # a continuation, or a job too long for this worker
-        self._misses = 0  # claims in a row that came back empty at once (ids put back)
+        self._misses, self._asked = 0, False  # empty claims in a row; asked for time
         self.running: dict[str, Running] = {}
         self.upkeep = Upkeep(service, s, self.worker_id, self.running, self._quietly)
         self.stats = WorkerStats()
@@ -172,10 +171,11 @@ class WorkerLoop:
         return {"worker_id": self.worker_id, **self.stats.as_dict()}
 
     async def _missed(self) -> None:
-        """Back off (0.1 s, doubling to 1 s); a worker short of the longest timeout asks
-        once for a worker with time (a job it put back may need one)."""
+        """Back off (0.1 s, doubling to 1 s); a worker short of the longest timeout asks,
+        once, for a worker with time (a job it put back may need one)."""
         self._misses += 1
-        if self._misses == 1 and self.budget() < self.longest_timeout:
+        if not self._asked and self.budget() < self.longest_timeout:
+            self._asked = True
             await self._start_worker()
         await asyncio.sleep(min(1.0, 0.1 * 2 ** (self._misses - 1)))
 
