@@ -109,7 +109,7 @@ def run_durable(
     payload: dict[str, Any] | None = None,
     *,
     max_retries: int = 0,
-    timeout_seconds: int = 60,
+    timeout_seconds: int | None = None,
     clock: ManualClock | None = None,
     registry: TaskRegistry = REGISTRY,
     invocation_seconds: float | None = None,
@@ -119,8 +119,9 @@ def run_durable(
     with an in-process worker until it ends: ``completed``, ``dead`` (its retries spent, or
     a final error such as ``nondeterministic``) or ``cancelled``; or until it is
     ``suspended`` (a sleep: :meth:`DurableRun.advance` moves the clock and wakes it).
-    Retries follow at once; ``settings`` override any other setting
-    (``max_steps_per_job=10``). ``invocation_seconds``: each worker invocation's remaining
+    ``timeout_seconds``: the job's (unset: the task's own). Retries follow at once;
+    ``settings`` override any other setting (``max_steps_per_job=10``).
+    ``invocation_seconds``: each worker invocation's remaining
     time at its start, as a Lambda's, passing on ``clock`` (a step that takes time advances
     it); a worker past its deadline ends and a fresh invocation takes the job on (a long
     job's continuations). Unset: one invocation with time to spare."""
@@ -144,16 +145,21 @@ def run_durable(
 
 
 async def _drive(run: DurableRun) -> None:
-    """Run workers, one invocation after another, until the job ends (or sleeps until a
-    time still ahead), then read what it left."""
+    """Run workers until the job ends (or sleeps until a time still ahead), then read what
+    it left: a worker that asks for one starts another invocation at once, as in Lambda,
+    and when none is left running with the job unfinished, a fresh one starts."""
     stop = asyncio.Event()
+    started: list[asyncio.Task[dict[str, Any]]] = []
 
     async def ask(broker: object) -> int:
         run.workers_asked += 1
+        started.append(invocation())
         return 1
 
     def invocation() -> asyncio.Task[dict[str, Any]]:
         run.invocations += 1
+        if run.invocations > 1000:
+            raise RuntimeError("the job was not done after 1000 worker invocations")
         remaining: Callable[[], float] = lambda: 3600.0  # noqa: E731
         if (seconds := run.invocation_seconds) is not None:
             start = run.clock.now()
@@ -163,18 +169,17 @@ async def _drive(run: DurableRun) -> None:
         worker.step_clock = run.clock
         return asyncio.create_task(worker.run())
 
-    working = invocation()
+    started.append(invocation())
     try:
         while not _resting(await run.service.get(run.job_id)):
-            if working.done():
-                summary = await working  # the worker failed: say why
-                if summary.get("stopped_because") != "deadline" or run.invocations >= 1000:
-                    raise RuntimeError(f"the worker stopped with the job unfinished: {summary}")
-                working = invocation()
+            for done in [w for w in started if w.done()]:
+                await done  # a worker that failed says why
+            if all(w.done() for w in started):
+                started.append(invocation())
             await asyncio.sleep(0.005)
     finally:
         stop.set()
-        await working
+        await asyncio.gather(*started)
     run.job = await run.service.get(run.job_id)
     run.attempts = await run.service.attempts(run.job_id)
     run.steps = await run.service.steps(run.job_id, limit=100_000)
