@@ -65,6 +65,8 @@ def test_a_continuation_shows_what_it_waits_for_and_is_not_a_try() -> None:
     assert run.status == "completed"  # two continuations, no retries: none was a try
     suspended = [a for a in run.attempts if a.outcome == "suspended"]
     assert len(suspended) == 2
+    assert run.job is not None  # what it waited for last (its waiting_for while suspended)
+    assert run.job.suspended_for == "continuation before step 'part:2'"
 
 
 def test_continuations_that_store_no_step_end_the_job_dead_naming_the_step() -> None:
