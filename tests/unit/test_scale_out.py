@@ -200,3 +200,10 @@ def test_a_worker_asked_for_at_once_starts_unless_one_is_starting_already() -> N
 
     assert asyncio.run(go()) == [1, 0, 1]
     assert started == [1]
+
+
+def test_a_worker_that_cannot_be_started_at_once_is_left_to_the_fleet() -> None:
+    async def failing() -> None:
+        raise RuntimeError("invoke refused")
+
+    assert asyncio.run(start_one(MemoryBroker(), failing)) == 0

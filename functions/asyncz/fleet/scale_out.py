@@ -40,10 +40,14 @@ async def start_one(broker: JobBroker, waker: Waker) -> int:
     """Start one worker now, not at the next decision, unless one is starting already: a
     durable job's continuation, or a job too long for the worker that put it back, needs a
     worker with time (the plan counts the worker that asks as live)."""
-    if await broker.starting_workers() > 0:
+    try:
+        if await broker.starting_workers() > 0:
+            return 0
+        await start_workers(broker, waker, 1)
+        return 1
+    except Exception:  # the job waits in Redis: the fleet's next tick starts a worker
+        log.warning("could not start a worker", exc_info=True)
         return 0
-    await start_workers(broker, waker, 1)
-    return 1
 
 
 class ScaleOut:
