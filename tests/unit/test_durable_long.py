@@ -2,7 +2,8 @@
 (run_durable with a short invocation on its ManualClock): a step's bound is the task's
 timeout, a step that cannot fit in what the invocation has left continues the job in a
 fresh invocation (a worker asked for at once, the stored steps replayed), a step past its
-bound is a timed-out try, and continuations that make no progress end the job dead."""
+bound is a timed-out try, continuations that make no progress end the job dead, and a worker
+short of the longest timeout still claims the jobs whose bound fits."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from typing import Any
 import pytest
 
 from asyncz.durable.bounds import MAX_IDLE_CONTINUATIONS
+from asyncz.jobs import NewJob
 from asyncz.tasks.registry import TaskContext, TaskRegistry, task
 from asyncz.testing import ManualClock, run_durable
+from asyncz.worker.loop import WorkerLoop
+from tests.support import memory
 
 pytestmark = pytest.mark.unit
 
@@ -117,3 +121,34 @@ def test_a_durable_task_runs_longer_than_its_timeout_when_each_step_fits() -> No
 
     run = run_durable(patient, registry=reg, clock=clock, timeout_seconds=1)
     assert run.status == "completed" and run.result == "ok"
+
+
+def test_a_worker_with_30s_left_runs_the_10s_job_and_puts_the_600s_one_back() -> None:
+    svc = memory.service(worker_safety_margin_seconds=0, worker_poll_seconds=0.05)
+    svc.registry.register("fits", lambda payload, ctx: "fits", timeout_seconds=10)
+    svc.registry.register("too_long", lambda payload, ctx: "long", timeout_seconds=600)
+    asked: list[int] = []
+
+    async def ask(broker: object) -> int:
+        asked.append(1)
+        return 1
+
+    async def go() -> tuple[Any, Any]:
+        too_long = (await svc.submit(NewJob(task="too_long", payload={}))).job_id  # first in line
+        fits = (await svc.submit(NewJob(task="fits", payload={}))).job_id
+        stop = asyncio.Event()
+        worker = WorkerLoop(svc, remaining_seconds=lambda: 30.0, stop=stop, concurrency=1,
+                            start_worker=ask)  # fmt: skip
+        working = asyncio.create_task(worker.run())
+        for _ in range(200):
+            if (await svc.get(fits)).status.terminal and asked:
+                break
+            await asyncio.sleep(0.02)
+        stop.set()
+        await working
+        return await svc.get(fits), await svc.get(too_long)
+
+    fits, too_long = asyncio.run(go())
+    assert fits.status.value == "completed"
+    assert (too_long.status.value, too_long.attempts) == ("queued", 0)
+    assert asked == [1]  # it asked once for a worker with time
