@@ -103,9 +103,10 @@ def test_worker_handler_works_until_idle_and_reports(aws_env: Settings) -> None:
 
 def test_worker_handler_takes_no_job_that_would_outlive_the_lambda(aws_env: Settings) -> None:
     submit(aws_env, 1)
-    ctx = FakeContext(function_name="asyncz-worker")  # 30 s left < the longest task timeout
+    ctx = FakeContext(function_name="asyncz-worker")  # 30 s left < the job's timeout
     out = worker_handler.handler({}, ctx)
-    assert out["claimed"] == 0 and out["stopped_because"] == "deadline"
+    # it puts the job back; it leaves at its deadline, or idle (a shorter job might have come)
+    assert out["claimed"] == 0 and out["stopped_because"] in {"deadline", "idle"}
     assert status_counts(aws_env.database_url or "") == {"queued": 1}
 
 

@@ -364,7 +364,7 @@ def test_a_task_that_catches_the_nondeterminism_still_ends_dead() -> None:
     assert run.error.startswith("nondeterministic: the task asks for step 'v2'")
 
 
-def test_a_thread_left_behind_by_a_timed_out_attempt_can_neither_run_nor_store_a_step() -> None:
+def test_a_thread_left_behind_by_a_step_past_its_bound_can_neither_store_nor_run_a_step() -> None:
     reg, calls, tries = TaskRegistry(), Counter[str](), Counter[str]()
     late = threading.Event()
 
@@ -372,8 +372,8 @@ def test_a_thread_left_behind_by_a_timed_out_attempt_can_neither_run_nor_store_a
     def slow(payload: dict[str, Any], ctx: TaskContext) -> Any:
         tries["n"] += 1
         if tries["n"] == 1:
-            assert ctx.cancelled.wait(30)  # past the 1 s timeout: the attempt ended
-            try:
+            try:  # the step outlives its 1 s bound: the attempt ends, its thread runs on
+                ctx.step("stuck", lambda: ctx.cancelled.wait(30))
                 ctx.step("late", _counted, calls, "late")
             finally:
                 late.set()
@@ -384,8 +384,9 @@ def test_a_thread_left_behind_by_a_timed_out_attempt_can_neither_run_nor_store_a
     assert run.status == "completed" and run.result == "fresh"
     assert late.wait(5)
     assert calls == {"fresh": 1}
-    assert [s["name"] for s in run.steps] == ["fresh"]
+    assert [s["name"] for s in run.steps] == ["fresh"]  # nor "stuck": its result came late
     assert run.attempts[0].outcome == "timed_out"
+    assert "step 'stuck' exceeded its 1 s timeout" in (run.attempts[0].error or "")
 
 
 def test_steps_do_not_nest_and_belong_to_durable_tasks_only() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from asyncz.errors import BrokerUnavailableError
-from asyncz.fleet.scale_out import ScaleOut
+from asyncz.fleet.scale_out import ScaleOut, start_one
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskContext
@@ -184,3 +184,26 @@ def test_workers_scale_out_only_when_the_deployment_does() -> None:
     assert worker_scale_out(on.model_copy(update={"scale_out_seconds": 0}), "w") is None
     assert worker_scale_out(on.model_copy(update={"wake_worker": False}), "w") is None
     assert worker_scale_out(on, None) is None  # no worker function named: nothing to start
+
+
+def test_a_worker_asked_for_at_once_starts_unless_one_is_starting_already() -> None:
+    started: list[int] = []
+
+    async def waker() -> None:
+        started.append(1)
+
+    async def go() -> list[int]:
+        broker = MemoryBroker()  # no backlog, and the plan would start none: asked, it does
+        first = await start_one(broker, waker)
+        second = await start_one(broker, waker)  # the first still counts as starting
+        return [first, second, await broker.starting_workers()]
+
+    assert asyncio.run(go()) == [1, 0, 1]
+    assert started == [1]
+
+
+def test_a_worker_that_cannot_be_started_at_once_is_left_to_the_fleet() -> None:
+    async def failing() -> None:
+        raise RuntimeError("invoke refused")
+
+    assert asyncio.run(start_one(MemoryBroker(), failing)) == 0

@@ -4,8 +4,11 @@ the journal when the attempt is over. A plain task's attempt never comes here.""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
+from asyncz.durable.bounds import StepBound, StepTimeoutError
 from asyncz.durable.clock import Clock
 from asyncz.durable.journal import Journal, StepLimits
 from asyncz.durable.sleeping import Suspension
@@ -16,17 +19,47 @@ from asyncz.store_ports import StepStore
 from asyncz.tasks.registry import TaskContext, TaskSpec
 
 
+def attempt_seconds(spec: TaskSpec, lease: Lease, budget: Callable[[], float]) -> float:
+    """How long the attempt may run: a plain task, its timeout; a durable one, what the
+    invocation has left (its timeout bounds each step: durable.bounds)."""
+    return max(budget(), 0.0) if spec.durable else lease.timeout_seconds
+
+
 async def open_steps(
     store: StepStore, spec: TaskSpec, lease: Lease, ctx: TaskContext, settings: Settings,
-    clock: Clock,
+    clock: Clock, timer: asyncio.Timeout, budget: Callable[[], float],
 ) -> None:  # fmt: skip
-    """Give a durable task's context its journal (a plain task's: nothing to do)."""
+    """Give a durable task's context its journal (a plain task's: nothing to do), its steps
+    bounded by the task's timeout within the invocation's ``budget()`` (``timer``: the
+    attempt's timeout, which a sync task's step moves to its own end while it runs)."""
     if not spec.durable:
         return
     limits = StepLimits(
         settings.max_steps_per_job, settings.max_step_bytes_per_job, settings.max_result_bytes
     )
-    ctx.journal = await Journal.open(store, lease, limits, clock, ctx.cancelled, spec.is_async)
+    journal = await Journal.open(store, lease, limits, clock, ctx.cancelled, spec.is_async)
+    idle = lease.attempt - max(journal.history.last_attempt, lease.attempt_base) - 1
+    journal.bound = StepBound(lease.timeout_seconds, budget,
+                              None if spec.is_async else timer, timer.when(), None,
+                              max(idle, 0))  # fmt: skip
+    ctx.journal = journal
+
+
+def timeout_error(ctx: TaskContext, lease: Lease) -> str:
+    """Why an attempt timed out: its task overran its timeout, a durable task's step its
+    bound, or a durable task's code between steps the invocation's time."""
+    journal = ctx.journal
+    if journal is None:
+        return f"TimeoutError: task exceeded its {lease.timeout_seconds} s timeout"
+    if journal.bound is not None and journal.bound.step is not None:
+        return str(journal.bound.overran(journal.bound.step))
+    return "TimeoutError: the invocation's time ran out while the task ran between its steps"
+
+
+def overrun_of(ctx: TaskContext) -> str | None:
+    """An async task's step that ran past its bound ended the attempt (timed out)."""
+    verdict = ctx.journal.verdict if ctx.journal is not None else None
+    return str(verdict) if isinstance(verdict, StepTimeoutError) else None
 
 
 def verdict(ctx: TaskContext) -> BaseException | None:

@@ -45,6 +45,7 @@ class History:
         self.followers: dict[str | None, list[str]] = {}
         self.next_seq = 1
         self.result_bytes = 0
+        self.last_attempt = 0  # the latest attempt that stored a step (0: none)
         for r in rows:
             self.add(StoredStep(r["seq"], r["name"], r["kind"], r["after_name"], r["status"],
                                 r["result"], r["result_bytes"], r["attempts"]))  # fmt: skip

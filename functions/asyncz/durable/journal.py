@@ -18,6 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
+from asyncz.durable.bounds import (
+    MAX_IDLE_CONTINUATIONS,
+    StepBound,
+    StepTimeoutError,
+    continuation_reason,
+)
 from asyncz.durable.clock import Clock
 from asyncz.durable.history import COMPLETED, History, StoredStep
 from asyncz.durable.running import IN_STEP, StepCall, run_async, run_sync
@@ -65,6 +71,7 @@ class Journal:
         self.verdict: BaseException | None = None
         self.suspension: Suspension | None = None  # the attempt ends suspended
         self.running = 0  # steps executing now (async): they may still ask for more
+        self.bound: StepBound | None = None  # each step's time, and the invocation's
         self._changed = asyncio.Event()
         self._thread: int | None = None
         self._counters: dict[str, int] = {}
@@ -78,6 +85,7 @@ class Journal:
         while True:
             rows = await store.load(lease.job_id, after, HISTORY_PAGE)
             for r in rows:
+                history.last_attempt = max(history.last_attempt, r.get("job_attempt") or 0)
                 history.add(StoredStep(r["seq"], r["name"], r["kind"], r["after_name"],
                                        r["status"], r["result"], r["result_bytes"],
                                        r["attempts"]))  # fmt: skip
@@ -106,6 +114,7 @@ class Journal:
         if stored is not None and stored.status == COMPLETED:
             return call.decode(stored.result)
         done = self._resume(call, stored)
+        self._fit(call)
         return run_sync(self, call, self._reserve(call, stored), after, done)
 
     def sleep(self, call: StepCall) -> Any:
@@ -136,11 +145,43 @@ class Journal:
             self.suspend(retry_reason(call.name, wake_at), wake_at)
         return int(marker["runs"])
 
-    def suspend(self, reason: str, wake_at: datetime) -> NoReturn:
+    def suspend(self, reason: str, wake_at: datetime, continuation: bool = False) -> NoReturn:
         """End the attempt suspended until ``wake_at`` (the verdict: no step runs after)."""
-        self.suspension = Suspension(reason, wake_at)
+        self.suspension = Suspension(reason, wake_at, continuation)
         self.verdict = SuspendedError(reason, wake_at)
         raise self.verdict
+
+    def _fit(self, call: StepCall) -> None:
+        """Before a step runs (not a replay): one the invocation has no time left for ends
+        the attempt in a continuation (durable.bounds), or, after attempts in a row that
+        stored no step, ends the job (it cannot start in any invocation)."""
+        bound = self.bound
+        if bound is None or call.inline or bound.fits():
+            return
+        if not self.ran and bound.idle_before + 1 >= MAX_IDLE_CONTINUATIONS:
+            self.verdict = bound.no_progress(call.name)
+            raise self.verdict
+        self.suspend(continuation_reason(call.name), self.clock.now(), continuation=True)
+
+    def step_seconds(self, call: StepCall) -> float | None:
+        """An async step's bound (``None``: unbounded: a recorded value, or no bound)."""
+        return None if self.bound is None or call.inline else self.bound.seconds
+
+    def overran(self, name: str) -> StepTimeoutError:
+        """A step ran past its bound: the attempt's verdict (timed out)."""
+        assert self.bound is not None
+        self.verdict = self.bound.overran(name)
+        return self.verdict  # type: ignore[return-value]
+
+    def arm(self, call: StepCall) -> None:
+        """From a sync task's thread, before its step runs: bound the attempt by the step."""
+        if self.bound is not None and self.bound.timer is not None and not call.inline:
+            asyncio.run_coroutine_threadsafe(self._arm(call.name), self.loop).result()
+
+    async def _arm(self, name: str) -> None:
+        self.check_open()
+        assert self.bound is not None
+        self.bound.arm(name)
 
     def auto_name(self, kind: str) -> str:
         """``now:1``, ``now:2``… in the order the attempt asks (name them in concurrent code)."""
@@ -161,6 +202,7 @@ class Journal:
         if stored is not None and stored.status == COMPLETED:
             return call.decode(stored.result)
         done = self._resume(call, stored)
+        self._fit(call)
         return await run_async(self, call, self._reserve(call, stored), after, done)
 
     # --- matching against the history --------------------------------------------------
@@ -263,6 +305,8 @@ class Journal:
                 )
             self.history.result_bytes += size
         row = {**row, "job_attempt": self.lease.attempt}
+        if self.bound is not None and self.bound.step is not None:
+            self.bound.disarm()  # the step's run is over: the attempt's own time again
         if not await self.store.save(self.lease.job_id, self.lease.token, row):
             self.verdict = StepLeaseLostError(
                 f"step {row['name']!r} was not stored: the attempt's lease is lost"

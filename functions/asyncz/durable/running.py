@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, Protocol
 
+from asyncz.durable.bounds import StepTimeoutError
 from asyncz.durable.clock import Clock
 from asyncz.durable.history import COMPLETED, FAILED
 from asyncz.durable.sleeping import retry_reason
@@ -51,6 +52,9 @@ class Journal(Protocol):
     def suspend(self, reason: str, wake_at: datetime) -> NoReturn: ...
     def stored(self, name: str) -> None: ...
     def changed(self) -> None: ...
+    def arm(self, call: StepCall) -> None: ...
+    def step_seconds(self, call: StepCall) -> float | None: ...
+    def overran(self, name: str) -> StepTimeoutError: ...
 
 
 def _same(value: Any) -> Any:
@@ -130,7 +134,9 @@ def _row(
 
 
 def _gives_up(exc: BaseException, call: StepCall, runs: int) -> bool:
-    return isinstance(exc, FinalTaskError | StepLeaseLostError) or runs > call.retries
+    return isinstance(exc, FinalTaskError | StepLeaseLostError | StepTimeoutError) or (
+        runs > call.retries
+    )
 
 
 def _retry_row(call: StepCall, seq: int, after: str | None, runs: int, done_before: int,
@@ -152,6 +158,7 @@ def run_sync(journal: Journal, call: StepCall, seq: int, after: str | None,
     """Run a step on a sync task's thread; its outcome is stored before this returns.
     ``done_before``: the runs it had before its retry suspended the job."""
     started, runs = time.monotonic(), done_before
+    journal.arm(call)  # its runs (and their retries' waits here) are bounded from now
     while True:
         runs += 1
         token = IN_STEP.set(True)
@@ -187,6 +194,21 @@ def run_sync(journal: Journal, call: StepCall, seq: int, after: str | None,
         return call.decode(json.loads(text))
 
 
+async def _bounded(journal: Journal, call: StepCall) -> Any:
+    """An async task's step run, bounded by the task's ``timeout_seconds``."""
+    seconds = journal.step_seconds(call)
+    if seconds is None:
+        return await _invoke(call)
+    timer = asyncio.timeout(seconds)
+    try:
+        async with timer:
+            return await _invoke(call)
+    except TimeoutError:
+        if timer.expired():
+            raise journal.overran(call.name) from None
+        raise
+
+
 async def _invoke(call: StepCall) -> Any:
     if inspect.iscoroutinefunction(call.fn):
         return await call.fn(*call.args, **call.kwargs)
@@ -207,10 +229,10 @@ async def run_async(journal: Journal, call: StepCall, seq: int, after: str | Non
             runs += 1
             token = IN_STEP.set(True)
             try:
-                value = await _invoke(call)
+                value = await _bounded(journal, call)
             except Exception as exc:
                 if _gives_up(exc, call, runs):
-                    if not isinstance(exc, StepLeaseLostError):
+                    if not isinstance(exc, StepLeaseLostError | StepTimeoutError):
                         await journal.save(_row(call, seq, after, runs - done_before, started,
                                                 error=describe(exc)), 0)  # fmt: skip
                     raise

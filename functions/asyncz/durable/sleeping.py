@@ -39,6 +39,7 @@ class Suspension:
 
     reason: str
     wake_at: datetime
+    continuation: bool = False  # before a step the invocation had no time left for
 
     def delay(self, now: datetime) -> float:
         """Seconds from ``now`` to the wake (the job's run_at is PostgreSQL's now plus

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asyncz.fleet.scale_out import ScaleOut
+from asyncz.fleet.scale_out import ScaleOut, start_one
+from asyncz.ports import JobBroker
 from asyncz.settings import Settings
 
 _client: Any = None
@@ -48,3 +50,18 @@ def lambda_scale_out(settings: Settings, function_name: str | None) -> ScaleOut 
         await asyncio.to_thread(invoke_worker, name)
 
     return ScaleOut(settings, wake)
+
+
+def lambda_start_worker(
+    settings: Settings, function_name: str | None
+) -> Callable[[JobBroker], Awaitable[int]] | None:
+    """Start one worker now (asyncz.fleet.scale_out.start_one), by an async invoke; None
+    when waking workers is off or no worker is named."""
+    if not (function_name and settings.wake_worker):
+        return None
+    name = function_name
+
+    async def wake() -> None:
+        await asyncio.to_thread(invoke_worker, name)
+
+    return lambda broker: start_one(broker, wake)

@@ -36,6 +36,20 @@ async def start_workers(broker: JobBroker, waker: Waker, count: int) -> None:
     await asyncio.gather(*(waker() for _ in range(count)))
 
 
+async def start_one(broker: JobBroker, waker: Waker) -> int:
+    """Start one worker now, not at the next decision, unless one is starting already: a
+    durable job's continuation, or a job too long for the worker that put it back, needs a
+    worker with time (the plan counts the worker that asks as live)."""
+    try:
+        if await broker.starting_workers() > 0:
+            return 0
+        await start_workers(broker, waker, 1)
+        return 1
+    except Exception:  # the job waits in Redis: the fleet's next tick starts a worker
+        log.warning("could not start a worker", exc_info=True)
+        return 0
+
+
 class ScaleOut:
     """One per api sandbox: after a submit, start the workers the backlog lacks. With
     ``ASYNCZ_SCALE_OUT_SECONDS=0``, only wake one worker when none is alive (the fleet

@@ -9,6 +9,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from asyncz.errors import (
@@ -18,7 +19,7 @@ from asyncz.errors import (
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
-from asyncz.port_types import FailOutcome, HeartbeatOutcome
+from asyncz.port_types import FailOutcome, HeartbeatOutcome, Row
 from asyncz.ports import JobBroker, JobStore, MetricsSink
 from asyncz.retry import backoff_delay
 from asyncz.service.dependencies import Dependencies
@@ -63,7 +64,8 @@ class Leases:
         """Take up to ``max_items`` ids from Redis and claim them in one fenced statement.
 
         An id that cannot be claimed is a duplicate delivery (skipped), or a queued job that
-        is not due or does not fit ``max_timeout`` (put back where it belongs).
+        is not due (put back in the delayed set) or does not fit ``max_timeout`` (put back
+        behind the ids ready now, so a worker short of time reaches the jobs that fit).
         """
         queues = await self.limits.runnable(queues)
         if not queues:  # every queue is paused: wait as a pop would, take nothing
@@ -92,7 +94,8 @@ class Leases:
             missed = [i for i in ids if i not in claimed]
             try:
                 await self.limits.release(missed, ran=False)
-                await self.enqueuer.enqueue_quietly(await self.store.unclaimed(missed))
+                rows = await self.store.unclaimed(missed)
+                await self.enqueuer.enqueue_quietly([_behind(r) for r in rows])
             except (StoreUnavailableError, BrokerUnavailableError) as exc:
                 # The leases are this worker's now and must run: an id it missed is still
                 # queued in PostgreSQL, where recovery's scan finds it (its slot, if any,
@@ -194,6 +197,12 @@ class Leases:
         if status is not JobStatus.QUEUED:
             await self.dependencies.settle([row])
         return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)
+
+
+def _behind(row: Row) -> Row:
+    """A due row put back goes behind the ids ready now: its ready score is now, not its
+    run_at (an ordering in Redis only; the row keeps its run_at)."""
+    return {**row, "run_at": max(row["run_at"], datetime.now(UTC))} if row["due"] else row
 
 
 def _is_uuid(value: str) -> bool:

@@ -31,7 +31,7 @@ class StepQueries:
 
     async def load(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
         """One page of a job's history after ``after_seq``: seq, name, kind, after_name,
-        status, result, result_bytes, attempts."""
+        status, result, result_bytes, attempts, job_attempt."""
         return await self._run.rows(
             "load_steps", {"job_id": job_id, "after_seq": after_seq, "limit": limit}
         )

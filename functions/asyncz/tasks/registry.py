@@ -237,6 +237,11 @@ class TaskRegistry:
         """The longest timeout any registered task runs with by default."""
         return max([default, *(s.timeout_seconds or default for s in self._tasks.values())])
 
+    def shortest_timeout(self, default: int) -> int:
+        """The shortest timeout any registered task runs with by default (``default`` when
+        none is registered)."""
+        return min([s.timeout_seconds or default for s in self._tasks.values()] or [default])
+
 
 def _signature(name: str, fn: TaskFn, schedule: Schedule | None) -> Signature | None:
     """``fn``'s typed signature (``None``: untyped); a scheduled task's payload type must

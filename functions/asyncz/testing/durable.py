@@ -56,6 +56,9 @@ class DurableRun:
     job: Job | None = None
     attempts: list[Attempt] = field(default_factory=list)
     steps: list[Row] = field(default_factory=list)
+    invocation_seconds: float | None = None  # each invocation's time, on the test's clock
+    invocations: int = 0  # worker invocations that ran (a new one after each deadline)
+    workers_asked: int = 0  # workers the job asked for at once (its continuations)
 
     @property
     def status(self) -> str:
@@ -106,17 +109,22 @@ def run_durable(
     payload: dict[str, Any] | None = None,
     *,
     max_retries: int = 0,
-    timeout_seconds: int = 60,
+    timeout_seconds: int | None = None,
     clock: ManualClock | None = None,
     registry: TaskRegistry = REGISTRY,
+    invocation_seconds: float | None = None,
     **settings: Any,
 ) -> DurableRun:
     """Submit one job of ``task`` (its name, or the function ``@task`` registered) and run it
     with an in-process worker until it ends: ``completed``, ``dead`` (its retries spent, or
     a final error such as ``nondeterministic``) or ``cancelled``; or until it is
     ``suspended`` (a sleep: :meth:`DurableRun.advance` moves the clock and wakes it).
-    Retries follow at once; ``settings`` override any other setting
-    (``max_steps_per_job=10``)."""
+    ``timeout_seconds``: the job's (unset: the task's own). Retries follow at once;
+    ``settings`` override any other setting (``max_steps_per_job=10``).
+    ``invocation_seconds``: each worker invocation's remaining
+    time at its start, as a Lambda's, passing on ``clock`` (a step that takes time advances
+    it); a worker past its deadline ends and a fresh invocation takes the job on (a long
+    job's continuations). Unset: one invocation with time to spare."""
     name = task if isinstance(task, str) else getattr(task, TASK_NAME_ATTRIBUTE)
     values: dict[str, Any] = {"backoff_base_seconds": 0.001, "backoff_max_seconds": 0.001,
                               "worker_poll_seconds": 0.02}  # fmt: skip
@@ -124,7 +132,7 @@ def run_durable(
                       **(values | settings))  # fmt: skip
     store: Any = MemoryStore()  # the store port, on dicts
     service = JobService(store, MemoryBroker(), registry, config, rand=lambda: 0.0)
-    run = DurableRun(service, "", clock or ManualClock())
+    run = DurableRun(service, "", clock or ManualClock(), invocation_seconds=invocation_seconds)
 
     async def go() -> None:
         new = NewJob(task=name, payload=payload or {}, max_retries=max_retries,
@@ -137,20 +145,41 @@ def run_durable(
 
 
 async def _drive(run: DurableRun) -> None:
-    """Run a worker until the job ends (or sleeps until a time still ahead), then read what
-    it left."""
+    """Run workers until the job ends (or sleeps until a time still ahead), then read what
+    it left: a worker that asks for one starts another invocation at once, as in Lambda,
+    and when none is left running with the job unfinished, a fresh one starts."""
     stop = asyncio.Event()
-    worker = WorkerLoop(run.service, remaining_seconds=lambda: 3600, stop=stop, concurrency=1)
-    worker.step_clock = run.clock
-    working = asyncio.create_task(worker.run())
+    started: list[asyncio.Task[dict[str, Any]]] = []
+
+    async def ask(broker: object) -> int:
+        run.workers_asked += 1
+        started.append(invocation())
+        return 1
+
+    def invocation() -> asyncio.Task[dict[str, Any]]:
+        run.invocations += 1
+        if run.invocations > 1000:
+            raise RuntimeError("the job was not done after 1000 worker invocations")
+        remaining: Callable[[], float] = lambda: 3600.0  # noqa: E731
+        if (seconds := run.invocation_seconds) is not None:
+            start = run.clock.now()
+            remaining = lambda: seconds - (run.clock.now() - start).total_seconds()  # noqa: E731
+        worker = WorkerLoop(run.service, remaining_seconds=remaining, stop=stop, concurrency=1,
+                            start_worker=ask)  # fmt: skip
+        worker.step_clock = run.clock
+        return asyncio.create_task(worker.run())
+
+    started.append(invocation())
     try:
         while not _resting(await run.service.get(run.job_id)):
-            if working.done():
-                await working  # the worker failed: say why
+            for done in [w for w in started if w.done()]:
+                await done  # a worker that failed says why
+            if all(w.done() for w in started):
+                started.append(invocation())
             await asyncio.sleep(0.005)
     finally:
         stop.set()
-        await working
+        await asyncio.gather(*started)
     run.job = await run.service.get(run.job_id)
     run.attempts = await run.service.attempts(run.job_id)
     run.steps = await run.service.steps(run.job_id, limit=100_000)

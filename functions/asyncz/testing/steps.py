@@ -65,7 +65,7 @@ class MemorySteps:
 
     async def load(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
         keys = ("seq", "name", "kind", "after_name", "status", "result", "result_bytes",
-                "attempts")  # fmt: skip
+                "attempts", "job_attempt")  # fmt: skip
         return [{k: r[k] for k in keys} for r in self._page(job_id, after_seq, limit)]
 
     async def list(self, job_id: str, after_seq: int, limit: int) -> list[Row]:

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from asyncz import composition, eventloop, tracing
-from asyncz.fleet.invoke import lambda_scale_out
+from asyncz.fleet.invoke import lambda_scale_out, lambda_start_worker
 from asyncz.observability import (
     PowertoolsMetricsSink,
     join_task_logs,
@@ -28,14 +28,16 @@ async def _work(event: dict[str, Any], context: Any) -> dict[str, Any]:
     )
     queues = event.get("queues") if isinstance(event.get("queues"), list) else None
     function_name = getattr(context, "function_name", None) or "worker"
+    worker_function = settings.worker_function_name or function_name
     loop = WorkerLoop(
         service,
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0,
         worker_id=new_worker_id(function_name),
         queues=queues,
         # workers start the workers a backlog lacks too (the api decides only at submits)
-        scale_out=lambda_scale_out(settings, settings.worker_function_name or function_name),
+        scale_out=lambda_scale_out(settings, worker_function),
         publish_task_metrics=publish_task_metrics if settings.task_metrics else None,
+        start_worker=lambda_start_worker(settings, worker_function),  # a continuation's
     )
     return await loop.run()
 

@@ -35,6 +35,7 @@ from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, call_task, check_storable
 from asyncz.worker.finishing import ids, retrying, suspend
 from asyncz.worker.outcomes import log_outcome
+from asyncz.worker.slots import free_slots
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
 from asyncz.worker.task_metrics import Publish, TaskMetrics
 from asyncz.worker.upkeep import Upkeep
@@ -42,7 +43,7 @@ from asyncz.worker.wakes import NextWake
 
 log = logging.getLogger("asyncz.worker")
 
-COALESCE_SECONDS = 0.002  # the longest a free slot waits for others before a claim
+MIN_CLAIM_SECONDS = 1.0  # a worker with less time than this left claims nothing
 
 
 class WorkerLoop:
@@ -58,6 +59,7 @@ class WorkerLoop:
         stop: asyncio.Event | None = None,
         scale_out: Callable[[JobBroker], Awaitable[int]] | None = None,
         publish_task_metrics: Publish | None = None,  # per-task EMF (worker.task_metrics)
+        start_worker: Callable[[JobBroker], Awaitable[int]] | None = None,  # one now (fleet)
     ) -> None:
         s = service.settings
         self.scale_out = scale_out  # busy workers ask for more workers too (asyncz.fleet.scale_out)
@@ -72,6 +74,10 @@ class WorkerLoop:
         )
         self.stop = stop or asyncio.Event()
         self.longest_timeout = service.registry.longest_timeout(s.default_timeout_seconds)
+        shortest = service.registry.shortest_timeout(s.default_timeout_seconds)
+        self.shortest_timeout = max(float(shortest), MIN_CLAIM_SECONDS)  # it claims while it fits
+        self.start_worker = start_worker  # a continuation, or a job too long for this worker
+        self._misses, self._asked = 0, False  # empty claims in a row; asked for time
         self.running: dict[str, Running] = {}
         self.upkeep = Upkeep(service, s, self.worker_id, self.running, self._quietly)
         self.stats = WorkerStats()
@@ -92,7 +98,7 @@ class WorkerLoop:
     def _should_stop(self) -> str:
         if self.stop.is_set():
             return "stopped"
-        if self.budget() < self.longest_timeout:
+        if self.budget() < self.shortest_timeout:
             return "deadline"
         if self._threads.hung() >= max(1, self.concurrency // 2):
             return "too many hung tasks: recycle the sandbox"
@@ -109,7 +115,7 @@ class WorkerLoop:
         try:
             await self._announce()
             while not (reason := self._should_stop()):
-                free = await self._free_slots()
+                free = await free_slots(self.concurrency, self.running, self._freed)
                 if free <= 0:
                     continue
                 now = time.monotonic()
@@ -119,7 +125,7 @@ class WorkerLoop:
                     if self.scale_out is not None and (worked or self.running):
                         await self._quietly(self.scale_out(self.service.broker))
                     worked = False
-                wait = min(self.settings.worker_poll_seconds, self.budget() - self.longest_timeout)
+                wait = min(self.settings.worker_poll_seconds, self.budget() - self.shortest_timeout)
                 if self.idle_exit_seconds and not self.running:
                     wait = min(wait, max(0.05, self.idle_exit_seconds - (now - idle_since)))
                 if starved:  # about to wait: end the poll when the next wake falls due
@@ -133,7 +139,8 @@ class WorkerLoop:
                 if not leases and time.monotonic() - asked < wait / 2:
                     # ids came back but none was claimable (duplicates, or put back because
                     # they do not fit this worker's budget): do not spin on them.
-                    await asyncio.sleep(0.1)
+                    await self._missed()
+                self._misses = 0 if leases else self._misses
                 starved = not leases
                 if leases:
                     idle_since = time.monotonic()
@@ -163,32 +170,18 @@ class WorkerLoop:
         self.stats.hung_threads = self._threads.hung()
         return {"worker_id": self.worker_id, **self.stats.as_dict()}
 
-    def _executing(self) -> int:
-        """Attempts whose task has not returned: a slot frees when its task returns, so the
-        next claim overlaps the finish write."""
-        return sum(not r.finishing for r in self.running.values())
+    async def _missed(self) -> None:
+        """Back off (0.1 s, doubling to 1 s); a worker short of the longest timeout asks,
+        once, for a worker with time (a job it put back may need one)."""
+        self._misses += 1
+        if not self._asked and self.budget() < self.longest_timeout:
+            self._asked = True
+            await self._start_worker()
+        await asyncio.sleep(min(1.0, 0.1 * 2 ** (self._misses - 1)))
 
-    async def _free_slots(self) -> int:
-        """Free slots to claim for. With some slots still busy, wait up to
-        ``COALESCE_SECONDS`` for them to free too: short jobs end together, and one claim of
-        several ids costs the round trips of one."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + COALESCE_SECONDS
-        while True:
-            executing = self._executing()
-            free = self.concurrency - executing
-            if free > 0 and not executing:
-                return free
-            wait = 1.0 if free <= 0 else until - loop.time()
-            if wait <= 0:
-                return free
-            self._freed.clear()
-            try:
-                async with asyncio.timeout(wait):
-                    await self._freed.wait()
-            except TimeoutError:
-                if free <= 0:
-                    return 0
+    async def _start_worker(self) -> None:
+        if self.start_worker is not None:
+            await self._quietly(self.start_worker(self.service.broker))
 
     async def _drain(self) -> None:
         """Let running attempts finish (each is bounded by its own timeout)."""
@@ -243,10 +236,11 @@ class WorkerLoop:
                 if lease.has_parents:  # their statuses and results, read as the attempt starts
                     rows = await self.service.parents_of(lease.job_id)
                     running.ctx.parents = ParentResult.by_key(rows)
-                async with asyncio.timeout(lease.timeout_seconds):
+                async with asyncio.timeout(durable.attempt_seconds(spec, lease, self.budget)) as t:
                     ctx, hold = running.ctx, self.service.limits.hold_while_thread_runs
                     await durable.open_steps(self.service.store.steps, spec, lease, ctx,
-                                             self.settings, self.step_clock)  # fmt: skip
+                                             self.settings, self.step_clock, t,
+                                             self.budget)  # fmt: skip
                     result = await call_task(spec, lease, ctx, self._threads, hold)
                 # a result Postgres cannot store, or too large to read back, fails the attempt
                 check_storable(result, self.settings.max_result_bytes)
@@ -254,11 +248,8 @@ class WorkerLoop:
                 self._finishing(running)
                 running.ctx.cancelled.set()
                 self.stats.timed_out += 1
-                await self._finish_failed(
-                    lease,
-                    f"TimeoutError: task exceeded its {lease.timeout_seconds} s timeout",
-                    AttemptOutcome.TIMED_OUT,
-                )
+                why = durable.timeout_error(running.ctx, lease)
+                await self._finish_failed(lease, why, AttemptOutcome.TIMED_OUT)
             except asyncio.CancelledError:
                 if running.stop_reason is None:
                     raise  # the worker itself is shutting down
@@ -328,7 +319,12 @@ class WorkerLoop:
         final), or is abandoned (a step lost the lease)."""
         if (suspension := durable.suspension_of(running.ctx)) is not None:
             status = await suspend(self.service, running.lease, suspension, self.step_clock.now())
+            if status == "suspended" and suspension.continuation:
+                await self._start_worker()  # its continuation starts now, not at a tick
             return self._record(running.lease, status, None) if status else None
+        if (overrun := durable.overrun_of(running.ctx)) is not None:
+            self.stats.timed_out += 1
+            return await self._finish_failed(running.lease, overrun, AttemptOutcome.TIMED_OUT)
         woken = running.lease.suspensions > 0
         if (ended := durable.failure_of(running.ctx, exc, woken=woken)) is None:
             self.stats.lost_leases += 1

@@ -31,7 +31,7 @@ RETURNING seq;
 
 -- name: load_steps
 -- One page of a job's history, in the order the steps were first stored (the primary key).
-SELECT seq, name, kind, after_name, status, result, result_bytes, attempts
+SELECT seq, name, kind, after_name, status, result, result_bytes, attempts, job_attempt
   FROM job_steps
  WHERE job_id = %(job_id)s AND seq > %(after_seq)s
  ORDER BY seq
