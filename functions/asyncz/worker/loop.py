@@ -21,11 +21,7 @@ from typing import Any
 from asyncz.attempt_logs import reset_attempt_fields, set_attempt_fields
 from asyncz.durable import attempt as durable
 from asyncz.durable.clock import SYSTEM_CLOCK, Clock
-from asyncz.errors import (
-    BrokerUnavailableError,
-    InvalidInputError,
-    StoreUnavailableError,
-)
+from asyncz.errors import BrokerUnavailableError, InvalidInputError, StoreUnavailableError
 from asyncz.jobs import AttemptOutcome, Lease
 from asyncz.ports import JobBroker
 from asyncz.service import JobService
