@@ -25,7 +25,7 @@ from tests.support.workers import running_worker
 pytestmark = pytest.mark.integration
 
 CALLS: Counter[str] = Counter()
-SLEEP = 4.0  # seconds: a few, so the other job surely runs inside the sleep
+SLEEP = 5.0  # seconds: a few, so the other job surely runs inside the sleep
 
 
 def _mark(name: str) -> str:
