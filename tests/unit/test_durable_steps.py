@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from asyncz.errors import InvalidPayloadError
+from asyncz.durable.clock import SYSTEM_CLOCK
+from asyncz.durable.journal import Journal, StepLimits
+from asyncz.errors import InvalidPayloadError, StepLeaseLostError
+from asyncz.jobs import NewJob
 from asyncz.tasks.registry import TaskContext, TaskRegistry, task
-from asyncz.testing import ManualClock, run_durable
+from asyncz.testing import ManualClock, MemoryStore, run_durable
 
 pytestmark = pytest.mark.unit
 
@@ -685,3 +688,33 @@ def test_a_plain_replay_of_a_dead_job_keeps_its_steps_and_replays_them() -> None
     run.replay()
     assert run.status == "completed" and run.result == "shipped receipt"
     assert calls == {"pay": 1}  # paid once, across the replay
+
+
+def test_a_thread_left_behind_after_its_loop_closed_stores_nothing_and_leaks_no_coroutine() -> None:
+    store = MemoryStore()
+
+    async def opened() -> Journal:
+        await store.insert_job("00000000-0000-4000-8000-000000000001",
+                               NewJob(task="t", payload={}, timeout_seconds=60))  # fmt: skip
+        [lease] = await store.claim(["00000000-0000-4000-8000-000000000001"], "w", 3600)
+        limits = StepLimits(10, 1 << 20, 1 << 20)
+        return await Journal.open(store.steps, lease, limits, SYSTEM_CLOCK, threading.Event(),
+                                  False)  # fmt: skip
+
+    journal = asyncio.run(opened())  # the loop is closed once this returns
+    row = {
+        "seq": 1,
+        "name": "late",
+        "kind": "step",
+        "after_name": None,
+        "status": "completed",
+        "result": "1",
+        "result_bytes": 1,
+        "error": None,
+        "attempts": 1,
+        "seconds": 0.0,
+    }
+    # pytest turns an unawaited coroutine's RuntimeWarning into an error (filterwarnings)
+    with pytest.raises(StepLeaseLostError):
+        journal.save_from_thread(row, 1)
+    assert asyncio.run(store.steps.load("00000000-0000-4000-8000-000000000001", 0, 10)) == []

@@ -314,7 +314,16 @@ class Journal:
             raise self.verdict
 
     def save_from_thread(self, row: dict[str, Any], size: int) -> None:
-        asyncio.run_coroutine_threadsafe(self.save(row, size), self.loop).result()
+        """Store from a sync task's thread. A thread left behind after its worker's loop
+        closed stores nothing and leaves no coroutine unawaited."""
+        self.check_open()
+        coro = self.save(row, size)
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except RuntimeError:  # the loop is closed: the attempt is long over
+            coro.close()
+            raise StepLeaseLostError("the attempt has ended: no step is stored now") from None
+        future.result()
 
     def stored(self, name: str) -> None:
         """A step ran and its result is stored (an event of the attempt's span)."""
