@@ -18,13 +18,7 @@ def test_a_durable_job_retries_its_failed_step_without_rerunning_the_steps_befor
 ) -> None:
     # flaky_steps, a built-in durable task: step:2 fails the first two attempts.
     job_id = stack.submit("flaky_steps", {"steps": 4, "fail_at": 2, "failures": 2}, max_retries=2)
-    job = stack.wait_job(
-        job_id,
-        {"completed", "dead"},
-        timeout=120,
-        tick=lambda: stack.invoke("FleetFunctionName"),
-        tick_every=10,
-    )
+    job = stack.wait_job_with_fleet(job_id, {"completed", "dead"}, timeout=120)
     assert job["status"] == "completed", job
     assert job["result"] == [0, 1, 2, 3], job
     assert job["attempts"] == 3, job

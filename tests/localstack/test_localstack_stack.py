@@ -112,13 +112,7 @@ def test_job_submitted_through_api_gateway_is_run_by_a_fleet_started_worker(
     summary = stack.invoke("FleetFunctionName")
     assert summary["backlog"] >= 1 or summary["live_workers"] >= 1, summary
     assert summary["started"] + summary["live_workers"] + summary["starting_workers"] >= 1, summary
-    job = stack.wait_job(
-        job_id,
-        {"completed", "dead"},
-        timeout=90,
-        tick=lambda: stack.invoke("FleetFunctionName"),
-        tick_every=10,
-    )
+    job = stack.wait_job_with_fleet(job_id, {"completed", "dead"}, timeout=90)
     assert job["status"] == "completed", job
     assert job["result"] == {"hello": "localstack"}, job
     # The worker ran as a Lambda invocation of the worker function (a host process, or a
@@ -187,13 +181,7 @@ def test_job_of_a_killed_worker_is_recovered_by_the_recovery_function(stack: Sta
     )
     heartbeat = float(stack.function_env("WorkerFunctionName").get("ASYNCZ_HEARTBEAT_SECONDS", 10))
     job_id = stack.submit("sleep", {"seconds": 30}, max_retries=2)
-    job = stack.wait_job(
-        job_id,
-        {"processing", "completed", "dead"},
-        timeout=60,
-        tick=lambda: stack.invoke("FleetFunctionName"),
-        tick_every=10,
-    )
+    job = stack.wait_job_with_fleet(job_id, {"processing", "completed", "dead"}, timeout=60)
     assert job["status"] == "processing", job
 
     # Kill every sandbox of the worker function: the job's worker dies mid-task.
@@ -224,13 +212,7 @@ def test_job_of_a_killed_worker_is_recovered_by_the_recovery_function(stack: Sta
     )
 
     # At least once: a new worker runs the job again to completion.
-    job = stack.wait_job(
-        job_id,
-        {"completed", "dead"},
-        timeout=120,
-        tick=lambda: stack.invoke("FleetFunctionName"),
-        tick_every=10,
-    )
+    job = stack.wait_job_with_fleet(job_id, {"completed", "dead"}, timeout=120)
     assert job["status"] == "completed", job
     assert job["attempts"] >= 2, job
 

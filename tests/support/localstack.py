@@ -114,6 +114,17 @@ class Stack:
             time.sleep(0.5)
         raise AssertionError(f"job {job_id} not {sorted(statuses)} after {timeout:.0f} s: {job}")
 
+    def wait_job_with_fleet(
+        self, job_id: str, statuses: set[str], timeout: float
+    ) -> dict[str, Any]:
+        """``wait_job``, invoking the fleet function every 10 s (its schedule fires once a
+        minute: the test does not wait for it)."""
+
+        def tick() -> None:
+            self.invoke("FleetFunctionName")
+
+        return self.wait_job(job_id, statuses, timeout, tick=tick, tick_every=10)
+
     def wait_alarm(
         self, alarm_name: str, state: str, timeout: float, tick: Callable[[], None]
     ) -> dict[str, Any]:
