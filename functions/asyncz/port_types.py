@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,13 @@ Row = dict[str, Any]
 
 
 def epoch_ms(when: datetime | None = None) -> int:
-    return int((when.timestamp() if when is not None else time.time()) * 1000)
+    """Now, or a due time, in whole milliseconds. A due time rounds up: Redis promotes an id
+    once its clock reaches the score, and PostgreSQL's claim must find the row due by then
+    (rounded down, a wake or a retry promoted up to 1 ms early was refused, put back, and
+    waited for the worker's next look)."""
+    if when is None:
+        return int(time.time() * 1000)
+    return math.ceil(when.timestamp() * 1000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from asyncz.errors import InvalidCursorError
 from asyncz.fleet.plan import workers_to_start
 from asyncz.jobs import TERMINAL, TRANSITIONS, JobStatus, Lease, can_transition, out_of_retries
 from asyncz.pagination import decode_cursor, encode_cursor
+from asyncz.port_types import epoch_ms
 from asyncz.retry import backoff_ceiling, backoff_delay
 
 pytestmark = pytest.mark.unit
@@ -109,3 +110,11 @@ def test_cursor_round_trip_and_forgeries_are_rejected() -> None:
     ]:
         with pytest.raises(InvalidCursorError):
             decode_cursor(forged)
+
+
+def test_a_due_time_in_redis_is_never_before_the_rows_run_at() -> None:
+    # Redis promotes an id once its clock reaches the score; PostgreSQL claims the row only
+    # when run_at has come: a score rounded down would hand the id out up to 1 ms early.
+    run_at = datetime(2026, 12, 6, 12, 0, 0, 123_456, tzinfo=UTC)
+    assert epoch_ms(run_at) == 1_796_558_400_124
+    assert epoch_ms(run_at) / 1000 >= run_at.timestamp()
