@@ -234,7 +234,7 @@ async def _wake_latency(url: str, redis_url: str, jobs: int) -> str:
     finally:
         await close_service(service)
     late.sort()
-    return (f"| wake latency of a 1 s sleep ({jobs} jobs, worker promoting once a second) | "
+    return (f"| wake latency of a 1 s sleep ({jobs} jobs, a busy worker, its poll 0.2 s) | "
             f"{statistics.median(late):,.0f} ms median | {late[-1]:,.0f} ms max |")  # fmt: skip
 
 

@@ -53,6 +53,24 @@ def test_the_poll_ends_before_a_wake_and_the_last_stretch_is_promoted_here() -> 
     asyncio.run(go())
 
 
+def test_a_busy_workers_poll_ends_before_each_wake_it_set_itself_without_a_look() -> None:
+    async def go() -> None:
+        broker, events = MemoryBroker(), []
+        await broker.enqueue([Dispatch("other", "default", 0, epoch_ms() + 10_000, False)])
+        wake = next_wake(broker, events)
+        assert await wake.poll_until(5.0, look=False) == 5.0  # none known: the whole poll
+        wake.expect(30.0)  # a job this worker suspended for 30 s
+        wake.expect(120.0)  # a later one does not move it
+        assert 29.0 < await wake.poll_until(300.0, look=False) < 30.0  # ends before it
+        wake.expect(0.0)  # due now (a continuation): promoted here, the shortest poll
+        assert await wake.poll_until(5.0, look=False) == SHORTEST_WAIT
+        assert events == ["promoted 0"]  # no look: the other worker's id 10 s off unseen
+        assert 29.0 < await wake.poll_until(300.0, look=False) < 30.0  # the next is known
+        assert not wake.take_due()
+
+    asyncio.run(go())
+
+
 def run_worker(delay: float, idle_exit: float) -> tuple[dict[str, Any], str]:
     svc = service(worker_poll_seconds=0.5)
 

@@ -11,8 +11,9 @@ from typing import Any
 
 from asyncz.durable.sleeping import Suspension
 from asyncz.errors import AsyncZError, StoreUnavailableError
-from asyncz.jobs import Lease
+from asyncz.jobs import JobStatus, Lease
 from asyncz.service import JobService
+from asyncz.worker.wakes import NextWake
 
 log = logging.getLogger("asyncz.worker")
 
@@ -38,12 +39,15 @@ def ids(lease: Lease) -> dict[str, Any]:
 
 
 async def suspend(service: JobService, lease: Lease, suspension: Suspension,
-                  now: datetime) -> str | None:  # fmt: skip
+                  now: datetime, wake: NextWake) -> str | None:  # fmt: skip
     """End a durable task's attempt suspended until its wake: ``suspended`` (or
-    ``cancelled``, a cancel came meanwhile); None when the lease was lost."""
+    ``cancelled``, a cancel came meanwhile); None when the lease was lost. The worker's
+    ``wake`` learns when (its polls end then, with no look at Redis)."""
     delay = suspension.delay(now)
     status = await retrying(lambda: service.suspend(lease, delay, suspension.reason))
     if status is None:
         log.warning("could not record the suspension (lease lost)", extra=ids(lease))
         return None
+    if status is JobStatus.SUSPENDED:
+        wake.expect(delay)
     return str(status.value)

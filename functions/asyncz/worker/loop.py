@@ -124,8 +124,8 @@ class WorkerLoop:
                 wait = min(self.settings.worker_poll_seconds, self.budget() - self.shortest_timeout)
                 if self.idle_exit_seconds and not self.running:
                     wait = min(wait, max(0.05, self.idle_exit_seconds - (now - idle_since)))
-                if starved:  # about to wait: end the poll when the next wake falls due
-                    wait = await self._quietly(self.wake.poll_until(wait)) or wait
+                # end the poll when the next wake falls due (busy: the ones it knows of)
+                wait = await self._quietly(self.wake.poll_until(wait, look=starved)) or wait
                 asked = time.monotonic()
                 leases = await self._quietly(
                     self.service.claim_next(
@@ -314,7 +314,8 @@ class WorkerLoop:
         """The attempt ends suspended (a durable task waits), fails (dead at once when
         final), or is abandoned (a step lost the lease)."""
         if (suspension := durable.suspension_of(running.ctx)) is not None:
-            status = await suspend(self.service, running.lease, suspension, self.step_clock.now())
+            now = self.step_clock.now()
+            status = await suspend(self.service, running.lease, suspension, now, self.wake)
             if status == "suspended" and suspension.continuation:
                 await self._start_worker()  # its continuation starts now, not at a tick
             return self._record(running.lease, status, None) if status else None

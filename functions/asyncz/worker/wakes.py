@@ -11,6 +11,7 @@ wake wait for the fleet. A wake further off is the fleet's (:mod:`asyncz.fleet.w
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -30,36 +31,61 @@ class NextWake:
         self.broker = broker
         self.queues = list(queues)
         self.promote = promote
-        self.at: float | None = None  # time.monotonic() when due; None: nothing delayed
+        self.looked: float | None = None  # the earliest delayed id at the last look
+        self.own: list[float] = []  # a heap: the wakes of the jobs this worker suspended
+        # (each a time.monotonic() when due)
+
+    @property
+    def at(self) -> float | None:
+        """When the next wake this worker knows of is due (time.monotonic()); None: none."""
+        known = [t for t in (self.looked, self.own[0] if self.own else None) if t is not None]
+        return min(known) if known else None
 
     async def look(self) -> None:
         """Read when the next wake is due (one round trip)."""
-        self.at = None
+        self.looked = None
         due = await self.broker.next_due(self.queues)
         if due is not None:
-            self.at = time.monotonic() + (due - epoch_ms()) / 1000
+            self.looked = time.monotonic() + (due - epoch_ms()) / 1000
+
+    def expect(self, delay_seconds: float) -> None:
+        """A wake this worker set itself (a job it suspended): known without a look."""
+        heapq.heappush(self.own, time.monotonic() + delay_seconds)
 
     def take_due(self) -> bool:
-        """The wake is due: promote now (and forget it until the next look)."""
-        if self.at is None or self.at > time.monotonic():
+        """A wake is due: promote now (and forget the due ones)."""
+        at = self.at
+        if at is None or at > time.monotonic():
             return False
-        self.at = None
+        self._forget_due()
         return True
 
-    async def poll_until(self, wait: float) -> float:
+    def _forget_due(self) -> None:
+        now = time.monotonic()
+        if self.looked is not None and self.looked <= now:
+            self.looked = None
+        while self.own and self.own[0] <= now:
+            heapq.heappop(self.own)
+
+    async def poll_until(self, wait: float, look: bool = True) -> float:
         """How long to poll, at most ``wait`` seconds: until just before the next wake; one
-        due within the timer's slack is slept for here and promoted, and the poll is short."""
-        await self.look()
-        if self.at is None:
+        due within the timer's slack is slept for here and promoted, and the poll is short.
+        ``look=False`` (a busy worker): only the wakes it knows of, no round trip, so a
+        plain job's claim pays nothing for them."""
+        if look:
+            await self.look()
+        at = self.at
+        if at is None:
             return wait
-        ahead = self.at - time.monotonic()
+        ahead = at - time.monotonic()
         if ahead > TIMER_SLACK:
             return min(wait, ahead - TIMER_SLACK)
         await asyncio.sleep(max(ahead, 0.0))
-        self.at = None  # promoted now
+        self._forget_due()  # promoted now
         await self.promote()
         return min(wait, SHORTEST_WAIT)
 
     def within(self, seconds: float) -> bool:
         """A wake is due within ``seconds`` from now (or is overdue)."""
-        return self.at is not None and self.at - time.monotonic() <= seconds
+        at = self.at
+        return at is not None and at - time.monotonic() <= seconds
