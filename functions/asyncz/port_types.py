@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asyncz.jobs import JobStatus, NewJob
 from asyncz.tasks.limits import TaskLimits
 
 Row = dict[str, Any]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def epoch_ms(when: datetime | None = None) -> int:
@@ -23,7 +25,8 @@ def epoch_ms(when: datetime | None = None) -> int:
     waited for the worker's next look)."""
     if when is None:
         return int(time.time() * 1000)
-    return math.ceil(when.timestamp() * 1000)
+    micros = (when - _EPOCH) // _MICROSECOND  # exact, as PostgreSQL's ceil(... * 1000)
+    return -(-micros // 1000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_se
                             open_parents, depth, has_dependents, last_error, concurrency_key,
                             traceparent, tracestate, n)
  ORDER BY i.n
-RETURNING id::text AS id, status, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms,
+RETURNING id::text AS id, status, ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms,
           run_at <= now() AS due;
 
 -- name: insert_dependencies

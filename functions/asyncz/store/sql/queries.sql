@@ -12,7 +12,7 @@ VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         coalesce(%(run_at)s, now() + make_interval(secs => %(delay_seconds)s)),
         %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s,
         %(tracestate)s)
-RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
+RETURNING ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: insert_job_idempotent
 -- A duplicate idempotency key inserts nothing and returns no row; the caller then reads
@@ -31,7 +31,7 @@ VALUES (%(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
         %(submitted_by)s, %(submitted_by_key_id)s, %(concurrency_key)s, %(traceparent)s,
         %(tracestate)s)
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
+RETURNING ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: insert_jobs
 -- A batch in one multi-row INSERT (one statement, one commit). Rows whose idempotency key
@@ -56,7 +56,7 @@ SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_se
                             concurrency_key, traceparent, tracestate, n)
  ORDER BY i.n
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
+RETURNING id, ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: get_jobs_by_idempotency_keys
 -- The jobs that hold these keys, with where each belongs in Redis (a duplicate submit of a
@@ -616,7 +616,7 @@ INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_secon
 SELECT job_id, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
        %(timeout_seconds)s
   FROM slot
-RETURNING floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, true AS due;
+RETURNING ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, true AS due;
 
 -- name: ping
 SELECT 1 AS ok;

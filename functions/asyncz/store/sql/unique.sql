@@ -33,7 +33,7 @@ SELECT %(id)s, %(task)s, %(payload)s, %(queue)s, %(priority)s, %(max_retries)s,
        %(concurrency_key)s, %(traceparent)s, %(tracestate)s
   FROM (SELECT count(*) FROM expired) AS e
 ON CONFLICT DO NOTHING
-RETURNING id::text AS id, status, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms,
+RETURNING id::text AS id, status, ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms,
           run_at <= now() AS due;
 
 -- name: insert_unique_job_debounced
@@ -71,7 +71,7 @@ DO UPDATE SET payload = EXCLUDED.payload, run_at = EXCLUDED.run_at, updated_at =
    AND j.task = EXCLUDED.task
    AND j.submitted_by_key_id IS NOT DISTINCT FROM EXCLUDED.submitted_by_key_id
 RETURNING j.id::text AS id, j.status, j.queue, j.priority,
-          floor(extract(epoch FROM j.run_at) * 1000)::bigint AS run_at_ms, j.run_at <= now() AS due;
+          ceil(extract(epoch FROM j.run_at) * 1000)::bigint AS run_at_ms, j.run_at <= now() AS due;
 
 -- name: insert_unique_jobs
 -- A batch of which some items carry a unique key, in one statement (one commit). An item
@@ -111,7 +111,7 @@ SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_se
        (SELECT count(*) FROM expired) AS e
  ORDER BY i.n
 ON CONFLICT DO NOTHING
-RETURNING id, floor(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
+RETURNING id, ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;
 
 -- name: get_unique_holders
 -- The jobs that hold these keys now, with where each belongs in Redis and who submitted it.
