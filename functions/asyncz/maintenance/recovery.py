@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TypeVar
 
 from asyncz.errors import InvalidCursorError
 from asyncz.jobs import RecoveryReport
 from asyncz.pagination import decode_cursor, encode_cursor
+from asyncz.port_types import Row
 from asyncz.ports import JobBroker, JobStore, MetricsSink
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import dispatch_of
@@ -110,37 +111,39 @@ class Recovery:
         await self._save_position(after, "waiting")
 
     async def _reenqueue(self, report: RecoveryReport) -> None:
-        # The scan resumes where the last run stopped, so a backlog larger than one run's
-        # cap is still covered in full (a lost position just restarts it from the start).
+        """Queued jobs Redis lost (a flush, a failed enqueue), enqueued again."""
+
+        def count(rows: list[Row]) -> None:
+            report.reenqueued += sum(1 for r in rows if r["due"])
+            report.restored_delayed += sum(1 for r in rows if not r["due"])
+
+        await self._walk("queued", self.store.maintenance.scan_queued, count)
+
+    async def _due_suspended(self, report: RecoveryReport) -> None:
+        """Suspended jobs whose wake has come, enqueued again: a wake Redis lost still comes."""
+
+        def count(rows: list[Row]) -> None:
+            report.reenqueued += len(rows)
+
+        await self._walk("suspended", self.store.maintenance.scan_due_suspended, count)
+
+    async def _walk(self, scan: str, fetch: Callable[[tuple[datetime, str] | None, int],
+                    Awaitable[list[Row]]], count: Callable[[list[Row]], None]) -> None:  # fmt: skip
+        """Enqueue (idempotently) the rows ``fetch`` finds, a page at a time, each page
+        ``count``ed as it goes. The walk resumes where the last run stopped, so a backlog
+        larger than one run's cap is still covered in full (a lost position restarts it)."""
         s = self.settings
-        after = await self._position("queued")
+        after = await self._position(scan)
         for _ in range(s.recovery_max_batches):
-            rows = await self.store.maintenance.scan_queued(after, s.recovery_batch_size)
+            rows = await fetch(after, s.recovery_batch_size)
             if rows:
                 await self.broker.enqueue([dispatch_of(r) for r in rows], register=True)
-                report.reenqueued += sum(1 for r in rows if r["due"])
-                report.restored_delayed += sum(1 for r in rows if not r["due"])
+                count(rows)
             if len(rows) < s.recovery_batch_size:
                 after = None  # reached the end: the next run starts over
                 break
             after = (rows[-1]["run_at"], str(rows[-1]["id"]))
-        await self._save_position(after, "queued")
-
-    async def _due_suspended(self, report: RecoveryReport) -> None:
-        """Suspended jobs whose wake has come, enqueued again (idempotently): a wake Redis
-        lost still comes. A walk that resumes where the last run stopped, as the queued one."""
-        s = self.settings
-        after = await self._position("suspended")
-        for _ in range(s.recovery_max_batches):
-            rows = await self.store.maintenance.scan_due_suspended(after, s.recovery_batch_size)
-            if rows:
-                await self.broker.enqueue([dispatch_of(r) for r in rows], register=True)
-                report.reenqueued += len(rows)
-            if len(rows) < s.recovery_batch_size:
-                after = None
-                break
-            after = (rows[-1]["run_at"], str(rows[-1]["id"]))
-        await self._save_position(after, "suspended")
+        await self._save_position(after, scan)
 
     async def _position(self, scan: str) -> tuple[datetime, str] | None:
         """Where a walk stopped last run (a lost or garbled position restarts it)."""
