@@ -134,20 +134,36 @@ def test_a_crash_between_a_resolve_and_its_enqueue_is_mended_by_recovery(
     _run(settings, body)
 
 
-def test_a_waiting_task_is_resumed_by_the_service_with_the_value(settings: Settings) -> None:
-    async def body(svc: Any) -> None:
+def test_a_waiting_task_shows_its_wait_and_is_resumed_by_the_service_with_the_value(
+    settings: Settings, api: Any
+) -> None:
+    made: list[str] = []
+
+    async def wait_for_it(svc: Any) -> None:
         async with running_worker(svc):
-            job_id = (await svc.submit(NewJob(task="waits_for_a_test_value",
-                                              payload={"timeout": 3600}))).job_id  # fmt: skip
-            job = await _until(svc, job_id, lambda j: j.status is JobStatus.SUSPENDED)
-            assert (await svc.held_reason(job)).startswith("test 'w' until ")
+            new = NewJob(task="waits_for_a_test_value", payload={"timeout": 3600})
+            made.append(job_id := (await svc.submit(new)).job_id)
+            await _until(svc, job_id, lambda j: j.status is JobStatus.SUSPENDED)
+
+    _run(settings, wait_for_it)
+    job_id = made[0]
+    shown = api("GET", f"/jobs/{job_id}").json()
+    assert shown["status"] == "suspended" and shown["waiting_for"].startswith("test 'w' until ")
+    [step] = api("GET", f"/jobs/{job_id}/steps").json()["items"]
+    assert (step["name"], step["kind"], step["status"]) == ("w", "test", "waiting")
+    assert step["wait_until"] is not None
+
+    async def resolve_it(svc: Any) -> None:
+        async with running_worker(svc):
             assert await svc.waits.resolve(job_id, 1, [1, 2])
             assert not await svc.waits.resolve(job_id, 1, [3])  # the first commit won
             job = await _until(svc, job_id, lambda j: j.status.terminal)
             assert (job.status, job.result) == (JobStatus.COMPLETED, {"value": [1, 2]})
             assert [a.outcome for a in await svc.attempts(job_id)] == ["suspended", "completed"]
 
-    _run(settings, body)
+    _run(settings, resolve_it)
+    [step] = api("GET", f"/jobs/{job_id}/steps").json()["items"]
+    assert (step["status"], step["result_bytes"]) == ("completed", 6)
 
 
 async def _until(svc: Any, job_id: str, done: Callable[[Any], bool]) -> Any:

@@ -115,6 +115,14 @@ def test_a_keyed_resolve_takes_each_jobs_earliest_wait_a_page_at_a_time(ports: P
         assert [s["result"] for s in await store.steps.load(twice, 0, 10)] == ["v1", "v2"]
         [waiting] = await store.steps.load(other_key, 0, 10)
         assert waiting["status"] == "waiting"
+        # a job that took this very value on this key (its later wait found it by itself
+        # between two pages of a delivery) is not given it again
+        took, _ = await waiting_job(store, wait(1, "a", key="k2"), wait(2, "b", key="k2"))
+        assert await store.steps.resolve(took, 1, '"v"', 3) is not None
+        [row] = await store.steps.resolve_keyed("test", "k2", '"v"', 3, None, None, 10)
+        assert not row["resolved"]
+        [row] = await store.steps.resolve_keyed("test", "k2", '"w"', 3, None, None, 10)
+        assert row["resolved"]
 
     scenario(ports, body)
 

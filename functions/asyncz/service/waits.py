@@ -46,13 +46,18 @@ class Waits:
 
     async def resolve_keyed(self, kind: str, wait_key: str, value: Any,
                             resolver: str | None = None) -> int:  # fmt: skip
-        """Resolve every wait of ``kind`` on ``wait_key`` (each job's earliest), a page per
-        statement; how many it took."""
-        text, size = value_json(value)
-        after, taken = None, 0
+        """Resolve every wait of ``kind`` on ``wait_key`` (each job's earliest) with
+        ``value``, a page per statement; how many it took."""
+        return await self.resolve_keyed_json(kind, wait_key, value_json(value)[0], resolver)
+
+    async def resolve_keyed_json(self, kind: str, wait_key: str, text: str,
+                                 resolver: str | None,
+                                 after: str | None = None) -> int:  # fmt: skip
+        """The same with the value as JSON text, from the job after ``after``."""
+        taken = 0
         while True:
-            rows = await self.store.steps.resolve_keyed(kind, wait_key, text, size, resolver,
-                                                        after, RESOLVE_PAGE)  # fmt: skip
+            rows = await self.store.steps.resolve_keyed(kind, wait_key, text, len(text.encode()),
+                                                        resolver, after, RESOLVE_PAGE)  # fmt: skip
             taken += await self.wake(rows)
             if len(rows) < RESOLVE_PAGE:
                 return taken

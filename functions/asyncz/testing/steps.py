@@ -117,6 +117,10 @@ class MemorySteps:
         for job_id, r in firsts.items():
             terms = r["result"] if isinstance(r["result"], dict) else {}
             accepts = "from" not in terms or (resolver is not None and resolver in terms["from"])
+            value = json.loads(result)
+            accepts = accepts and not any(  # this job took this very value on this key
+                t["kind"] == kind and t["wait_key"] == wait_key and t["status"] == "completed"
+                and t["result"] == value for t in self.rows[job_id].values())  # fmt: skip
             woken = None
             if accepts and self.waiting(job_id, r["seq"]) is not None:
                 self._complete(r, result, size)
@@ -164,7 +168,7 @@ class MemorySteps:
         for r in self._page(job_id, after_seq, limit):
             ms = int((r["finished_at"] - r["started_at"]).total_seconds() * 1000)
             keys = ("seq", "name", "kind", "status", "attempts", "job_attempt", "started_at",
-                    "finished_at", "result_bytes", "error")  # fmt: skip
+                    "finished_at", "result_bytes", "error", "wait_until")  # fmt: skip
             out.append({**{k: r[k] for k in keys}, "duration_ms": ms})
         return out
 

@@ -44,7 +44,7 @@ SELECT seq, name, kind, after_name, status, result, result_bytes, attempts, job_
 -- GET /jobs/{id}/steps: one page, without the results (their size only).
 SELECT seq, name, kind, status, attempts, job_attempt, started_at, finished_at,
        floor(extract(epoch FROM finished_at - started_at) * 1000)::bigint AS duration_ms,
-       result_bytes, error
+       result_bytes, error, wait_until
   FROM job_steps
  WHERE job_id = %(job_id)s AND seq > %(after_seq)s
  ORDER BY seq

@@ -60,8 +60,10 @@ SELECT id, status, queue, priority, run_at, true AS due FROM woken;
 -- %(after_job)s (each job's earliest such wait only: one value per wait, in order), along
 -- job_steps_waiting_idx, each completed with %(result)s and its job woken as resolve_wait
 -- does. A wait whose terms name the resolvers it accepts ({"from": [...]}) takes a value
--- only from one of them (%(resolver)s). One row per wait the page scanned, by job id:
--- resolved says whether this statement took it (a full page: there may be more).
+-- only from one of them (%(resolver)s), and a job that took this very value on this key
+-- already (a later wait of it found the value by itself, between two pages) takes it no
+-- more. One row per wait the page scanned, by job id: resolved says whether this statement
+-- took it (a full page: there may be more).
 WITH waits AS (
     SELECT DISTINCT ON (s.job_id) s.job_id, s.seq, s.result AS terms
       FROM job_steps s
@@ -74,6 +76,10 @@ WITH waits AS (
      WHERE j.status IN ('queued', 'processing', 'suspended')
        AND (w.terms IS NULL OR NOT (w.terms ? 'from')
             OR coalesce(w.terms -> 'from' ? %(resolver)s::text, false))
+       AND NOT EXISTS (SELECT 1 FROM job_steps t
+                        WHERE t.job_id = w.job_id AND t.kind = %(kind)s
+                          AND t.wait_key = %(wait_key)s AND t.status = 'completed'
+                          AND t.result = %(result)s::jsonb)
      ORDER BY j.id
        FOR NO KEY UPDATE OF j
 ), resolved AS (
