@@ -1,6 +1,7 @@
 """The protocols of the job store's parts (``store.dependencies``, ``.maintenance``,
-``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``): what each concern of the
-service needs from PostgreSQL, beside :class:`asyncz.ports.JobStore`. Protocols only."""
+``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``, ``.events``): what each
+concern of the service needs from PostgreSQL, beside :class:`asyncz.ports.JobStore`.
+Protocols only."""
 
 from __future__ import annotations
 
@@ -258,4 +259,20 @@ class StepStore(Protocol):
     async def prune(self, kind: str, older_than: float, jobs: int, limit: int) -> int:
         """Retention: up to ``limit`` step rows of the next ``jobs`` ``kind`` ("finished",
         "dead") jobs older than ``older_than`` seconds."""
+        ...
+
+
+class EventStore(Protocol):
+    """Events and their delivery to the waits on them (see :mod:`asyncz.store.events`)."""
+
+    async def send(self, event: Row, limit: int) -> tuple[int, str, list[Row]]:
+        """Store an event (name, key, wait_key, payload JSON, sent_by, sent_by_key_id) and
+        resolve the first ``limit`` waits on it, in one transaction under the lock a wait's
+        look-back takes: its id, the value its waits took (JSON) and the page's rows."""
+        ...
+
+    async def count_wakes(self, event_id: int, woke: int) -> None: ...
+
+    async def prune(self, older_than: float, limit: int) -> int:
+        """Retention: up to ``limit`` events older than ``older_than`` seconds."""
         ...

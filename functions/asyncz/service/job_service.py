@@ -37,6 +37,7 @@ from asyncz.ports import JobBroker, JobStore, MetricsSink, NullMetrics
 from asyncz.service.access import Access
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
+from asyncz.service.events import Events
 from asyncz.service.leases import Leases
 from asyncz.service.limits import Limits
 from asyncz.service.submitting import Submitting
@@ -83,6 +84,7 @@ class JobService:
         self.access = Access(store, settings, self.metrics)
         self.activity = Activity(store, broker)
         self.waits = Waits(store, self.enqueuer)  # durable tasks' waits resolved
+        self.events = Events(store, self.waits, settings)  # POST /events
 
     # --- submit (asyncz.service.submitting) ------------------------------------------------
 

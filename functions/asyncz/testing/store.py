@@ -19,6 +19,7 @@ from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
+from asyncz.testing.events import MemoryEvents
 from asyncz.testing.listings import MemoryListings, job_view
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
 from asyncz.testing.steps import MemorySteps
@@ -42,7 +43,8 @@ class MemoryStore(MemoryListings):
         self.access = MemoryAccess()
         self.activity = MemoryActivity(self)
         self.unique = MemoryUnique(self)
-        self.steps = MemorySteps(self)
+        self.steps: MemorySteps = MemorySteps(self)
+        self.events = MemoryEvents(self.jobs, self.steps)
 
     # --- submit and read -----------------------------------------------------------------
 

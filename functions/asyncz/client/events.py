@@ -1,0 +1,26 @@
+"""Events as the client sends them (``POST /events``; docs/durable.md, "Events")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from asyncz.client._core import Call
+
+
+@dataclass(frozen=True, slots=True)
+class SentEvent:
+    """An event stored: its id, and how many waits it woke now (0: none waiting yet)."""
+
+    event_id: int
+    woken: int
+
+    @classmethod
+    def from_api(cls, data: Mapping[str, Any]) -> SentEvent:
+        return cls(int(data["event_id"]), int(data["woken"]))
+
+
+def send_event_call(name: str, key: str, payload: Any) -> Call:
+    """Sent once: an event sent twice is two events (a second wait could take the copy)."""
+    return Call("POST", "/events", {"name": name, "key": key, "payload": payload}, safe=False)
