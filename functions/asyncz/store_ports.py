@@ -271,7 +271,15 @@ class EventStore(Protocol):
         look-back takes: its id, the value its waits took (JSON) and the page's rows."""
         ...
 
-    async def count_wakes(self, event_id: int, woke: int) -> None: ...
+    async def finish(self, event_id: int, woke: int) -> None:
+        """A delivery is done: keep how many waits it woke; the event is pending no more
+        (``send`` marks one whose first page was full)."""
+        ...
+
+    async def pending(self, older_than: float, limit: int) -> list[Row]:
+        """Deliveries left pending longer than ``older_than`` seconds (id, wait_key,
+        payload as JSON text, sent_by), for recovery to finish."""
+        ...
 
     async def prune(self, older_than: float, limit: int) -> int:
         """Retention: up to ``limit`` events older than ``older_than`` seconds."""

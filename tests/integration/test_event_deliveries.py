@@ -169,3 +169,42 @@ def test_retention_deletes_old_events_a_page_at_a_time(settings: Settings) -> No
             assert conn.execute("SELECT count(*) FROM events").fetchone() == (0,)
 
     _run(settings, body)
+
+
+def test_a_delivery_whose_caller_died_between_two_pages_is_finished_by_recovery(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = settings.database_url or ""
+    monkeypatch.setattr("asyncz.service.events.RESOLVE_PAGE", 3)
+    monkeypatch.setattr("asyncz.service.waits.RESOLVE_PAGE", 3)
+
+    def crash(point: str) -> None:
+        if point == "events.between_pages":
+            raise SystemExit("the api died here")
+
+    monkeypatch.setattr("asyncz.service.events.crash_point", crash)
+
+    async def body(svc: Any) -> None:
+        jobs = []
+        for _ in range(7):
+            job_id, lease = await _running(svc)
+            await svc.store.steps.open_wait(job_id, lease.token, _wait_row())
+            await svc.store.steps.suspend(lease, 3600.0, "event")
+            jobs.append(job_id)
+        with pytest.raises(SystemExit):
+            await svc.events.send("approval", "order:1", "all of you", sender="ops")
+        assert len(await svc.store.claim(jobs, "w", 3600)) == 3  # the first page only
+        report = await svc.recover()  # not yet: a delivery may still be under way
+        assert not report.failed
+        assert len(await svc.store.claim(jobs, "w", 3600)) == 0
+        monkeypatch.setattr("asyncz.service.events.PENDING_SECONDS", 0.0)
+        report = await svc.recover()
+        assert not report.failed
+        assert len(await svc.store.claim(jobs, "w", 3600)) == 4  # the rest, each once
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT pending FROM events").fetchone() == (False,)
+            taken = conn.execute("SELECT count(*) FROM job_steps WHERE status = 'completed' "
+                                 "AND result ->> 'payload' = 'all of you'").fetchone()  # fmt: skip
+        assert taken == (7,)
+
+    _run(settings, body)

@@ -150,10 +150,10 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert "WHERE (status = 'waiting'::text)" in indexes[1]["indexdef"]
     assert set(columns(fresh_db, "events")) == {  # 0020: events, for the waits on them
         "id", "name", "key", "wait_key", "payload", "sent_by", "sent_by_key_id", "woke",
-        "created_at"}  # fmt: skip
+        "pending", "created_at"}  # fmt: skip
     event_indexes = rows(fresh_db, "SELECT indexdef FROM pg_indexes WHERE tablename = 'events'")
     assert {i["indexdef"].split(" USING btree ")[1] for i in event_indexes} == {
-        "(id)", "(wait_key, id)", "(created_at, id)"}  # fmt: skip
+        "(id)", "(wait_key, id)", "(created_at, id)", "(id) WHERE pending"}  # fmt: skip
     assert columns(fresh_db, "queue_pauses") == {
         "queue": "text", "paused_at": "timestamp with time zone", "paused_by": "text"}  # fmt: skip
     assert columns(fresh_db, "job_counts_folded") == {

@@ -5,13 +5,19 @@ that names its senders takes only their events; bad input ends the job as step_u
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from typing import Any
 
 import pytest
 
+from asyncz.durable.events import wait_key
 from asyncz.errors import InvalidInputError, InvalidPayloadError
+from asyncz.jobs import NewJob
+from asyncz.service import JobService
+from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskContext, TaskRegistry, task
-from asyncz.testing import run_durable
+from asyncz.testing import MemoryBroker, MemoryStore, run_durable
 
 pytestmark = pytest.mark.unit
 
@@ -140,3 +146,45 @@ def test_an_event_with_a_bad_name_or_payload_is_refused() -> None:
     with pytest.raises(InvalidPayloadError, match="ASYNCZ_MAX_PAYLOAD_BYTES"):
         tight.send_event("approval", "order:1", "x" * 20)
     assert tight.send_event("approval", "order:1", "fits") == 1
+
+
+def test_a_delivery_whose_caller_died_between_pages_is_finished_by_recovery(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("asyncz.service.events.RESOLVE_PAGE", 2)
+    monkeypatch.setattr("asyncz.service.waits.RESOLVE_PAGE", 2)
+
+    def crash(point: str) -> None:
+        if point == "events.between_pages":
+            raise SystemExit("the api died here")
+
+    monkeypatch.setattr("asyncz.service.events.crash_point", crash)
+    settings = Settings(database_url="postgresql://unused", redis_url="redis://unused")
+    store = MemoryStore()
+    svc = JobService(store, MemoryBroker(), TaskRegistry(), settings)
+    route = wait_key("approval", "order:1")
+
+    async def go() -> None:
+        for _ in range(5):
+            job_id = str(uuid.uuid4())
+            await store.insert_job(job_id, NewJob(task="t", payload={}, timeout_seconds=30))
+            [lease] = await store.claim([job_id], "w", 3600)
+            row = {"seq": 1, "name": "e", "kind": "event", "after_name": None, "job_attempt": 1,
+                   "result": None, "wait_until": None, "wait_key": route}  # fmt: skip
+            await store.steps.open_wait(job_id, lease.token, row)
+            await store.steps.suspend(lease, 3600.0, "event")
+        with pytest.raises(SystemExit):
+            await svc.events.send("approval", "order:1", "all")
+        assert _statuses(store) == ["completed"] * 2 + ["waiting"] * 3  # the first page
+        await svc.recover()  # not yet: the delivery may still be under way
+        assert _statuses(store).count("waiting") == 3
+        monkeypatch.setattr("asyncz.service.events.PENDING_SECONDS", -1.0)
+        report = await svc.recover()
+        assert not report.failed and _statuses(store) == ["completed"] * 5
+        assert [e["pending"] for e in store.events.rows] == [False]
+
+    asyncio.run(go())
+
+
+def _statuses(store: MemoryStore) -> list[str]:
+    return sorted(steps[1]["status"] for steps in store.steps.rows.values())

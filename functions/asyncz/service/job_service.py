@@ -143,6 +143,7 @@ class JobService:
         report = await self.recovery.recover(report)
         await run_step(report, "pauses", self.limits.mirror_pauses(), self.metrics)
         await run_step(report, "limits", self.limits.rebuild_if_lost(), self.metrics)
+        await run_step(report, "events", self.events.finish_pending(), self.metrics)
         return report
 
     async def fold_counts(self) -> int:

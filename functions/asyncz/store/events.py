@@ -20,8 +20,9 @@ class EventQueries:
     async def send(self, event: Row, limit: int) -> tuple[int, str, list[Row]]:
         """Store an event (``event``: name, key, wait_key, payload as JSON text, sent_by,
         sent_by_key_id) and resolve the first ``limit`` waits on it, in one transaction
-        under its routing key's lock: the event's id, the value its waits took (JSON text)
-        and the page's rows (as ``StepStore.resolve_keyed``'s)."""
+        under its routing key's lock (a full page: the event is marked pending until
+        :meth:`finish`): the event's id, the value its waits took (JSON text) and the page's
+        rows (as ``StepStore.resolve_keyed``'s)."""
         async with self._run.transaction("send_event") as run:
             await run("lock_event_wait", {"wait_key": event["wait_key"]})
             [row] = await run("insert_event", event)
@@ -32,11 +33,19 @@ class EventQueries:
                 "limit": limit,
             }  # fmt: skip
             rows = await run("resolve_keyed_waits", params)
+            if len(rows) == limit:  # more may follow: pending until its last page
+                await run("mark_event_pending", {"id": row["id"]})
         return int(row["id"]), value, rows
 
-    async def count_wakes(self, event_id: int, woke: int) -> None:
-        """Keep on the event how many waits it woke."""
-        await self._run.rows("count_event_wakes", {"id": event_id, "woke": woke})
+    async def finish(self, event_id: int, woke: int) -> None:
+        """The delivery is done: keep how many waits it woke; pending no more."""
+        await self._run.rows("finish_event_delivery", {"id": event_id, "woke": woke})
+
+    async def pending(self, older_than: float, limit: int) -> list[Row]:
+        """Deliveries left pending for longer than ``older_than`` seconds: id, wait_key,
+        payload (JSON text), sent_by."""
+        params = {"older_than": float(older_than), "limit": limit}
+        return await self._run.rows("pending_events", params)
 
     async def prune(self, older_than: float, limit: int) -> int:
         """Retention: up to ``limit`` events older than ``older_than`` seconds; how many."""

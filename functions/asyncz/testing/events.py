@@ -43,12 +43,19 @@ class MemoryEvents:
         value = event_value(event_id, event["payload"])
         rows = await self.steps.resolve_keyed("event", event["wait_key"], value, len(value),
                                               event["sent_by"], None, limit)  # fmt: skip
+        self.rows[-1]["pending"] = len(rows) == limit
         return event_id, value, rows
 
-    async def count_wakes(self, event_id: int, woke: int) -> None:
+    async def finish(self, event_id: int, woke: int) -> None:
         for e in self.rows:
             if e["id"] == event_id:
-                e["woke"] += woke
+                e.update(woke=e["woke"] + woke, pending=False)
+
+    async def pending(self, older_than: float, limit: int) -> list[Row]:
+        cutoff = now_utc() - timedelta(seconds=older_than)
+        left = [e for e in self.rows if e["pending"] and e["created_at"] < cutoff][:limit]
+        return [{"id": e["id"], "wait_key": e["wait_key"], "payload": json.dumps(e["payload"]),
+                 "sent_by": e["sent_by"]} for e in left]  # fmt: skip
 
     async def prune(self, older_than: float, limit: int) -> int:
         cutoff = now_utc() - timedelta(seconds=older_than)

@@ -55,9 +55,23 @@ INSERT INTO events (name, key, wait_key, payload, sent_by, sent_by_key_id)
 VALUES (%(name)s, %(key)s, %(wait_key)s, %(payload)s::jsonb, %(sent_by)s, %(sent_by_key_id)s)
 RETURNING id;
 
--- name: count_event_wakes
--- How many waits an event woke, kept on its row once its delivery is done.
-UPDATE events SET woke = woke + %(woke)s WHERE id = %(id)s;
+-- name: mark_event_pending
+-- The first page of a delivery was full: more waits may follow, a page per statement; the
+-- flag stays until the last page (recovery finishes a delivery whose caller died).
+UPDATE events SET pending = true WHERE id = %(id)s;
+
+-- name: finish_event_delivery
+-- A delivery is done: how many waits it woke, kept on the event's row.
+UPDATE events SET woke = woke + %(woke)s, pending = false WHERE id = %(id)s;
+
+-- name: pending_events
+-- Deliveries left pending for longer than %(older_than)s seconds (their caller died between
+-- two pages, or is slow: finishing one twice changes nothing), along events_pending_idx.
+SELECT id, wait_key, payload::text AS payload, sent_by
+  FROM events
+ WHERE pending AND created_at < now() - make_interval(secs => %(older_than)s)
+ ORDER BY id
+ LIMIT %(limit)s;
 
 -- name: prune_events
 -- Retention: up to %(limit)s events older than %(older_than)s seconds, oldest first (along

@@ -14,11 +14,15 @@ CREATE TABLE events (
     sent_by        text,
     sent_by_key_id text,
     woke           int         NOT NULL DEFAULT 0,
+    pending        boolean     NOT NULL DEFAULT false,
     created_at     timestamptz NOT NULL DEFAULT now()
 );
 -- a wait's look-back: the events of its routing key after the last one its job took
 CREATE INDEX events_wait_key_idx ON events (wait_key, id);
 -- retention, oldest first
 CREATE INDEX events_created_idx ON events (created_at, id);
+-- pending: a delivery of more than one page is under way (or its caller died between two
+-- pages); recovery finishes the deliveries left pending (only such events enter the index)
+CREATE INDEX events_pending_idx ON events (id) WHERE pending;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON events TO asyncz_app;
