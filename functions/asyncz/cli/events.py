@@ -34,5 +34,5 @@ def add_event_commands(
                        parents=[common])  # fmt: skip
     p.add_argument("name", help="the event's name, e.g. approval")
     p.add_argument("--key", required=True, help="what it is about, e.g. order:1")
-    p.add_argument("--payload", default=None, help="JSON the waiting tasks get (default null)")
+    p.add_argument("--payload", default=None, help="JSON the waiting tasks get (default {})")
     p.set_defaults(func=cmd_event_send)

@@ -22,5 +22,7 @@ class SentEvent:
 
 
 def send_event_call(name: str, key: str, payload: Any) -> Call:
-    """Sent once: an event sent twice is two events (a second wait could take the copy)."""
-    return Call("POST", "/events", {"name": name, "key": key, "payload": payload}, safe=False)
+    """Sent once: an event sent twice is two events (a second wait could take the copy).
+    No payload (``None``): the API's default, ``{}`` (a task reads ``None`` as a timeout)."""
+    body = {"name": name, "key": key} | ({} if payload is None else {"payload": payload})
+    return Call("POST", "/events", body, safe=False)

@@ -94,11 +94,13 @@ class DurableRun:
 
     def send_event(self, name: str, key: str, payload: Any = None, *,
                    sender: str | None = None) -> int:  # fmt: skip
-        """Send an event (as ``POST /events`` does, from the API key named ``sender``) and run
-        the job it wakes to its end or its next suspension; how many waits it woke."""
+        """Send an event (as ``POST /events`` does, from the API key named ``sender``; no
+        payload: ``{}``, as the client sends it) and run the job it wakes to its end or its
+        next suspension; how many waits it woke."""
 
         async def go() -> int:
-            sent = await self.service.events.send(name, key, payload, sender=sender)
+            body = {} if payload is None else payload
+            sent = await self.service.events.send(name, key, body, sender=sender)
             await _drive(self)
             return sent.woken
 

@@ -20,7 +20,8 @@ class EventIn(BaseModel):
 
     name: str = Field(min_length=1, max_length=MAX_NAME, description="e.g. approval")
     key: str = Field(min_length=1, max_length=MAX_KEY, description="e.g. order:1")
-    payload: Any = Field(default=None, description="any JSON; what the waiting tasks get")
+    payload: Any = Field(default_factory=dict, description="any JSON (default {}): what the "
+                         "waiting tasks get (null reads as a timeout)")  # fmt: skip
 
 
 class EventSent(BaseModel):
