@@ -208,3 +208,27 @@ def test_a_delivery_whose_caller_died_between_two_pages_is_finished_by_recovery(
         assert taken == (7,)
 
     _run(settings, body)
+
+
+def test_a_waits_look_back_reads_no_event_sent_before_its_jobs_submit(settings: Settings) -> None:
+    url = settings.database_url or ""
+    with psycopg.connect(url, autocommit=True) as conn:  # a busy key's history, and others'
+        for key, n in ((ROUTE, 5000), (None, 5000)):
+            conn.execute(
+                "INSERT INTO events (name, key, wait_key, payload, created_at) "
+                "SELECT 'approval', 'k', coalesce(%s, n::text), '1', "
+                "       now() - interval '1 day' + n * interval '1 ms' "
+                "  FROM generate_series(1, %s) n", (key, n))  # fmt: skip
+        conn.execute("ANALYZE events")
+
+    async def body(svc: Any) -> None:
+        job_id, lease = await _running(svc)
+        params = {"job_id": job_id, "token": lease.token, **_wait_row()}
+        with psycopg.connect(url) as conn:
+            plan = "\n".join(r[0] for r in conn.execute(
+                "EXPLAIN (ANALYZE, COSTS OFF) " + QUERIES["open_event_wait"], params))  # fmt: skip
+        scan = plan[plan.index("on events e") :]
+        assert "Index Cond:" in scan and "created_at >= $" in scan, plan
+        assert "Rows Removed" not in scan, plan  # nothing older than the submit was read
+
+    _run(settings, body)

@@ -153,7 +153,7 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
         "pending", "created_at"}  # fmt: skip
     event_indexes = rows(fresh_db, "SELECT indexdef FROM pg_indexes WHERE tablename = 'events'")
     assert {i["indexdef"].split(" USING btree ")[1] for i in event_indexes} == {
-        "(id)", "(wait_key, id)", "(created_at, id)", "(id) WHERE pending"}  # fmt: skip
+        "(id)", "(wait_key, created_at, id)", "(created_at, id)", "(id) WHERE pending"}  # fmt: skip
     assert columns(fresh_db, "queue_pauses") == {
         "queue": "text", "paused_at": "timestamp with time zone", "paused_by": "text"}  # fmt: skip
     assert columns(fresh_db, "job_counts_folded") == {

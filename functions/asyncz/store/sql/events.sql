@@ -27,12 +27,12 @@ WITH holder AS (
        AND s.status = 'completed' AND s.result ? 'event'
 ), found AS (
     SELECT e.id, e.payload
-      FROM events e, holder, taken
-     WHERE e.wait_key = %(wait_key)s AND e.id > taken.upto
-       AND e.created_at >= holder.created_at
+      FROM events e  -- (scalar subqueries: their values bound the index scan)
+     WHERE e.wait_key = %(wait_key)s AND e.created_at >= (SELECT created_at FROM holder)
+       AND e.id > (SELECT upto FROM taken)
        AND (%(result)s::jsonb IS NULL OR NOT (%(result)s::jsonb ? 'from')
             OR coalesce(%(result)s::jsonb -> 'from' ? e.sent_by, false))
-     ORDER BY e.id
+     ORDER BY e.created_at, e.id
      LIMIT 1
 )
 INSERT INTO job_steps (job_id, seq, name, kind, after_name, status, result, result_bytes,
@@ -50,9 +50,12 @@ ON CONFLICT (job_id, seq) DO NOTHING
 RETURNING status, result;
 
 -- name: insert_event
--- A delivery's event, stored (after lock_event_wait, in the same transaction).
-INSERT INTO events (name, key, wait_key, payload, sent_by, sent_by_key_id)
-VALUES (%(name)s, %(key)s, %(wait_key)s, %(payload)s::jsonb, %(sent_by)s, %(sent_by_key_id)s)
+-- A delivery's event, stored (after lock_event_wait, in the same transaction). Its time is
+-- the clock's at the insert, under the lock: per routing key, times follow the ids, so a
+-- look-back starts at its job's submit along events_wait_key_idx (no scan of older events).
+INSERT INTO events (name, key, wait_key, payload, sent_by, sent_by_key_id, created_at)
+VALUES (%(name)s, %(key)s, %(wait_key)s, %(payload)s::jsonb, %(sent_by)s, %(sent_by_key_id)s,
+        clock_timestamp())
 RETURNING id;
 
 -- name: mark_event_pending

@@ -17,8 +17,9 @@ CREATE TABLE events (
     pending        boolean     NOT NULL DEFAULT false,
     created_at     timestamptz NOT NULL DEFAULT now()
 );
--- a wait's look-back: the events of its routing key after the last one its job took
-CREATE INDEX events_wait_key_idx ON events (wait_key, id);
+-- a wait's look-back: the events of its routing key since its job's submit (created_at is
+-- the insert's clock_timestamp(), taken under the routing key's lock: in id order per key)
+CREATE INDEX events_wait_key_idx ON events (wait_key, created_at, id);
 -- retention, oldest first
 CREATE INDEX events_created_idx ON events (created_at, id);
 -- pending: a delivery of more than one page is under way (or its caller died between two
