@@ -140,3 +140,19 @@ def test_the_wait_of_a_job_that_ended_is_not_resolved(ports: Ports) -> None:
         assert (await store.get_job(job_id)).status is JobStatus.CANCELLED
 
     scenario(ports, body)
+
+
+def test_a_wait_whose_attempt_was_lost_before_it_suspended_is_resolved_for_the_retry(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        job_id, _ = await waiting_job(store)  # the worker dies here: no suspension
+        [row] = await store.maintenance.recover_stale_leases(-1.0, 10)
+        assert row["status"] == "queued"
+        woke = await store.steps.resolve(job_id, 1, '"v"', 3)
+        assert woke is not None and woke["status"] == "queued"  # it runs anyway
+        [retry] = await store.claim([job_id], "w2", 3600)
+        [step] = await store.steps.load(job_id, 0, 10)
+        assert (retry.attempt, step["status"], step["result"]) == (2, "completed", "v")
+
+    scenario(ports, body)
