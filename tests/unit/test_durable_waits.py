@@ -110,6 +110,36 @@ def test_a_value_resolved_while_the_attempt_runs_wakes_it_at_its_suspension(
     assert [a.outcome for a in run.attempts] == ["suspended", "completed"]
 
 
+def test_of_waits_stored_at_once_in_concurrent_branches_the_earliest_deadline_wakes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reg = TaskRegistry()
+    open_wait = MemorySteps.open_wait
+
+    async def slow_open(self: MemorySteps, job_id: str, token: str, step: Any) -> Any:
+        await asyncio.sleep(0.01)  # a database's round trip: both branches get this far
+        return await open_wait(self, job_id, token, step)
+
+    monkeypatch.setattr(MemorySteps, "open_wait", slow_open)
+
+    @task("two_at_once", durable=True, registry=reg)
+    async def two_at_once(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        assert ctx.journal is not None
+        later = WaitCall("later", "test", 60, "test 'later'")
+        sooner = WaitCall("sooner", "test", 30, "test 'sooner'")
+        # the sooner one suspends first, the later one after it
+        return list(await asyncio.gather(ctx.journal.wait(sooner), ctx.journal.wait(later)))
+
+    run = run_durable(two_at_once, registry=reg)
+    assert run.status == "suspended" and run.job is not None
+    assert (run.job.suspended_for or "").startswith("test 'sooner' until")  # not the later
+    assert [s["status"] for s in run.steps] == ["waiting", "waiting"]
+    run.advance(30)  # the sooner one times out; the later one waits on
+    assert run.status == "suspended" and (run.job.suspended_for or "").startswith("test 'later'")
+    run.advance(30)
+    assert run.status == "completed" and run.result == [None, None]
+
+
 @pytest.mark.parametrize("timeout", [0, 0.5, -1, float("nan"), 366 * 86_400, True, "60"])
 def test_every_wait_has_a_timeout_of_a_second_to_a_year(timeout: Any) -> None:
     with pytest.raises(StepUsageError, match="every wait has a timeout"):

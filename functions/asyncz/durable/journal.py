@@ -118,8 +118,7 @@ class Journal:
         return self._woken(call.name, self.call(call))
 
     def wait(self, call: WaitCall) -> Any:
-        """A wait (:mod:`asyncz.durable.waiting`): its value once resolved (or timed out),
-        else the attempt ends suspended until its deadline. A coroutine in an async task."""
+        """A wait's value (:mod:`asyncz.durable.waiting`; a coroutine in an async task)."""
         if self.is_async:
             self._unawaited[call.name] = None
             return self._await(call)
@@ -158,9 +157,12 @@ class Journal:
         return int(marker["runs"])
 
     def suspend(self, reason: str, wake_at: datetime, continuation: bool = False) -> NoReturn:
-        """End the attempt suspended until ``wake_at`` (the verdict: no step runs after)."""
-        self.suspension = Suspension(reason, wake_at, continuation)
-        self.verdict = SuspendedError(reason, wake_at)
+        """End the attempt suspended until ``wake_at`` (the verdict: no step runs after). Of
+        concurrent branches' suspensions the earliest wake holds; another verdict stands."""
+        if self.verdict is None or (isinstance(self.verdict, SuspendedError) and self.suspension
+                                    and wake_at < self.suspension.wake_at):  # fmt: skip
+            self.suspension = Suspension(reason, wake_at, continuation)
+            self.verdict = SuspendedError(reason, wake_at)
         raise self.verdict
 
     def _fit(self, call: StepCall) -> None:
@@ -323,13 +325,11 @@ class Journal:
             self.lost(row["name"])
 
     def save_from_thread(self, row: dict[str, Any], size: int) -> None:
-        """Store from a sync task's thread."""
-        self._from_thread(self.save(row, size))
+        self._from_thread(self.save(row, size))  # from a sync task's thread
 
     def _from_thread(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        """Run a store call on the worker's loop from a sync task's thread. A thread left
-        behind after its worker's loop closed stores nothing and leaves no coroutine
-        unawaited."""
+        """A store call from a sync task's thread, on the worker's loop (a thread left behind
+        after the loop closed stores nothing and leaves no coroutine unawaited)."""
         try:
             self.check_open()
             future = asyncio.run_coroutine_threadsafe(coro, self.loop)
