@@ -1,12 +1,12 @@
-"""A durable task's waits on the world (docs/durable.md, "Waits"): an event, a callback, the
-jobs it spawned. A wait is a recorded step of its own kind, stored with status ``waiting``,
-its deadline (its timeout: every wait has one) and, when its resolvers find it by a key, a
-routing key, through the lease fence; then the attempt suspends until the deadline, holding
-nothing. A resolve (:mod:`asyncz.service.waits`) completes the step with a value and wakes
-the job; the wake replays the history and the wait returns its value. A replay that finds the
-wait still waiting past its deadline resolves it by its timeout, through the lease fence and
-on the same condition as a resolve, so exactly one of them wins; not yet due, it suspends
-again until the deadline.
+"""A durable task's waits on the world: an event (docs/durable.md, "Wait for an event"), a
+callback, the jobs it spawned. A wait is a recorded step of its own kind, stored with status
+``waiting``, its deadline (its timeout: every wait has one) and, when its resolvers find it
+by a key, a routing key, through the lease fence; then the attempt suspends until the
+deadline, holding nothing. A resolve (:mod:`asyncz.service.waits`) completes the step with a
+value and wakes the job; the wake replays the history and the wait returns its value. A
+replay that finds the wait still waiting past its deadline resolves it by its timeout,
+through the lease fence and on the same condition as a resolve, so exactly one of them wins;
+not yet due, it suspends again until the deadline.
 
 How a new kind plugs in:
 

@@ -1,5 +1,5 @@
-"""Resolving durable tasks' waits (docs/durable.md, "Waits"): the service's side of a wait's
-value arriving. The store completes the waiting step and wakes its job in one transaction
+"""Resolving durable tasks' waits (:mod:`asyncz.durable.waiting`): the service's side of a
+wait's value arriving. The store completes the waiting step and wakes its job in one transaction
 (the first commit wins: a later resolve, or the wait's timeout, changes nothing); after the
 commit, a suspended job's id goes to the ready list. Should that enqueue be lost (Redis
 down, a crash in between), the job's row is due now and recovery's due-suspended scan

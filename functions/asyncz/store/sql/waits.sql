@@ -1,4 +1,4 @@
--- Named queries of durable tasks' waits (migration 0019; docs/durable.md, "Waits"). A wait
+-- Named queries of durable tasks' waits (migration 0019; asyncz.durable.waiting). A wait
 -- is a step row with status 'waiting', its deadline (wait_until) and routing key (wait_key).
 -- Lock order, in every statement here: the job's row first, then the step's, as save_step
 -- (sql/steps.sql) and suspend_job take them, so a resolve and an attempt never deadlock.

@@ -1,4 +1,4 @@
--- Waits of durable tasks (docs/durable.md, "Waits"): a task that waits on the world (an
+-- Waits of durable tasks (asyncz.durable.waiting): a task that waits on the world (an
 -- event, a callback, the jobs it spawned) records the wait as a step of its own kind with
 -- status 'waiting', its deadline (wait_until: every wait has one) and, when something finds
 -- it by a key, its routing key (wait_key: an event's name and key, a callback token's hash).
