@@ -232,3 +232,22 @@ def test_a_waits_look_back_reads_no_event_sent_before_its_jobs_submit(settings: 
         assert "Rows Removed" not in scan, plan  # nothing older than the submit was read
 
     _run(settings, body)
+
+
+def test_a_job_waiting_twice_on_one_name_and_key_takes_one_event_per_wait_in_order(
+    settings: Settings,
+) -> None:
+    async def body(svc: Any) -> None:
+        job_id, lease = await _running(svc)
+        for payload in ("first", "second"):  # sent before the waits began
+            await svc.store.events.send(_event(payload), 10)
+        taken = [await svc.store.steps.open_wait(job_id, lease.token, _wait_row(seq))
+                 for seq in (1, 2, 3)]  # fmt: skip
+        assert [t["status"] for t in taken] == ["completed", "completed", "waiting"]
+        assert [t["result"]["payload"] for t in taken[:2]] == ["first", "second"]
+        _, _, rows = await svc.store.events.send(_event("third"), 10)
+        assert [r["resolved"] for r in rows] == [True]
+        steps = await svc.store.steps.load(job_id, 0, 10)
+        assert [s["result"]["payload"] for s in steps] == ["first", "second", "third"]
+
+    _run(settings, body)
