@@ -38,6 +38,11 @@ def _await_approval(payload: dict[str, Any], ctx: TaskContext) -> Any:
     return {"approval": approval, "shipped": ctx.step("ship", lambda: True)}
 
 
+@task("await_ops_approval", durable=True, max_retries=0)
+def _await_ops_approval(payload: dict[str, Any], ctx: TaskContext) -> Any:
+    return ctx.wait_for_event("approval", key=payload["order"], timeout=3600, senders=["ops"])
+
+
 @asynccontextmanager
 async def _api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """The api app over HTTP (in-process: ASGI), its configured key having every scope."""
@@ -180,5 +185,32 @@ def test_an_event_for_nothing_waiting_and_bad_requests_are_answered_as_such(
         refused = await api.post("/events", json={"name": "a", "key": "k"},
                                  headers={"x-api-key": made.json()["key"]})  # fmt: skip
         assert (refused.status_code, refused.json()["error"]) == (403, "forbidden")
+
+    _run(settings, body)
+
+
+def test_a_wait_that_names_its_senders_is_woken_by_their_key_only_and_the_audit_says_who(
+    settings: Settings,
+) -> None:
+    async def body(svc: Any, api: httpx.AsyncClient) -> None:
+        keys = {}
+        for name, scopes in (("ops", ["events"]), ("intruder", ["events"])):
+            made = await api.post("/keys", json={"name": name, "scopes": scopes})
+            keys[name] = {"x-api-key": made.json()["key"]}
+        async with running_worker(svc):
+            new = NewJob(task="await_ops_approval", payload={"order": "order:5"})
+            job_id = str((await svc.submit(new)).job_id)
+            await _until(svc, job_id, lambda j: j.status is JobStatus.SUSPENDED)
+            body = {"name": "approval", "key": "order:5", "payload": "forged"}
+            for who in ("intruder", None):  # None: the configured key
+                reply = await api.post("/events", json=body, headers=keys.get(who or "", {}))
+                assert (reply.status_code, reply.json()["woken"]) == (202, 0), who
+            reply = await api.post("/events", json=body | {"payload": "real"}, headers=keys["ops"])
+            assert reply.json()["woken"] == 1
+            job = await _until(svc, job_id, lambda j: j.status.terminal)
+        assert (job.status, job.result) == (JobStatus.COMPLETED, "real")
+        entries = (await api.get("/audit", params={"action": "event.send"})).json()["items"]
+        assert [(e["key_name"], e["detail"]["woken"]) for e in entries] == [
+            ("ops", 1), ("configured", 0), ("intruder", 0)]  # newest first  # fmt: skip
 
     _run(settings, body)
