@@ -50,6 +50,7 @@ class Scope(StrEnum):
     READ = "read"  # every GET: jobs, attempts, DLQ, stats, schedules, audit
     OPERATE = "operate"  # cancel, replay, bulk replay, purge
     ADMIN = "admin"  # create, list and revoke keys
+    EVENTS = "events"  # POST /events: wake the durable tasks waiting for an event
 
 
 ALL_SCOPES = frozenset(Scope)
@@ -143,6 +144,8 @@ def route_scope(method: str, path: str) -> Scope | None:
         return Scope.READ
     if method == "POST" and path in ("/jobs", "/jobs/batch"):
         return Scope.SUBMIT
+    if method == "POST" and path == "/events":
+        return Scope.EVENTS
     return Scope.OPERATE
 
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
         AccessStore,
         ActivityStore,
         DependencyStore,
+        EventStore,
         LimitStore,
         MaintenanceStore,
         StepStore,
@@ -179,6 +180,11 @@ class JobStore(Protocol):
     @property
     def steps(self) -> StepStore:
         """The queries of durable tasks' steps (the fenced write, history, listing)."""
+        ...
+
+    @property
+    def events(self) -> EventStore:
+        """The queries of events (a delivery to the waits on it, retention)."""
         ...
 
     @property

@@ -158,6 +158,9 @@ class RecoverySettings(BaseModel):
     retain_finished_seconds: int = Field(default=7 * 86400, ge=0)  # completed, cancelled
     retain_dead_seconds: int = Field(default=30 * 86400, ge=0)
     retain_audit_seconds: int = Field(default=365 * 86400, ge=0)  # the operator audit trail
+    # Events (POST /events): kept this long, which bounds how far back a durable task's
+    # wait_for_event looks for one sent before it began waiting.
+    retain_events_seconds: int = Field(default=7 * 86400, ge=0)
     # Each run deletes in batches until nothing is left or this long has passed (per kind).
     retention_seconds_per_run: float = Field(default=20.0, gt=0)
 

@@ -1,6 +1,7 @@
 """The protocols of the job store's parts (``store.dependencies``, ``.maintenance``,
-``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``): what each concern of the
-service needs from PostgreSQL, beside :class:`asyncz.ports.JobStore`. Protocols only."""
+``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``, ``.events``): what each
+concern of the service needs from PostgreSQL, beside :class:`asyncz.ports.JobStore`.
+Protocols only."""
 
 from __future__ import annotations
 
@@ -224,6 +225,29 @@ class StepStore(Protocol):
         """One page of the job's stored steps after ``after_seq``, by seq."""
         ...
 
+    async def open_wait(self, job_id: str, token: str, step: Row) -> Row | None:
+        """Store a new wait (status 'waiting', ``wait_until``, ``wait_key``, its terms as
+        ``result``) fenced by the lease, or complete it at once when its kind finds what it
+        waits for already there; the stored ``status`` and ``result``; None: lease lost."""
+        ...
+
+    async def resolve(self, job_id: str, seq: int, result: str, size: int) -> Row | None:
+        """Complete a waiting step with a value and wake its job (a dispatch row: id,
+        status, queue, priority, run_at, due); None: not waiting (first commit wins)."""
+        ...
+
+    async def resolve_keyed(self, kind: str, wait_key: str, result: str, size: int,
+                            resolver: str | None, after_job: str | None, limit: int
+                            ) -> list[Row]:  # fmt: skip
+        """A page of the waits of ``kind`` on ``wait_key`` (each job's earliest), resolved as
+        :meth:`resolve` does; one row per wait scanned, ``resolved`` saying if it took it."""
+        ...
+
+    async def time_out(self, lease: Lease, seq: int, result: str) -> Row | None:
+        """Resolve a wait by its timeout, fenced by the lease: ``timed_out`` and the wait's
+        ``result`` (a value's, when one came first); None: the lease is lost."""
+        ...
+
     async def list(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
         """One page of the job's steps for people (no results), by seq."""
         ...
@@ -235,4 +259,28 @@ class StepStore(Protocol):
     async def prune(self, kind: str, older_than: float, jobs: int, limit: int) -> int:
         """Retention: up to ``limit`` step rows of the next ``jobs`` ``kind`` ("finished",
         "dead") jobs older than ``older_than`` seconds."""
+        ...
+
+
+class EventStore(Protocol):
+    """Events and their delivery to the waits on them (see :mod:`asyncz.store.events`)."""
+
+    async def send(self, event: Row, limit: int) -> tuple[int, str, list[Row]]:
+        """Store an event (name, key, wait_key, payload JSON, sent_by, sent_by_key_id) and
+        resolve the first ``limit`` waits on it, in one transaction under the lock a wait's
+        look-back takes: its id, the value its waits took (JSON) and the page's rows."""
+        ...
+
+    async def finish(self, event_id: int, woke: int) -> None:
+        """A delivery is done: keep how many waits it woke; the event is pending no more
+        (``send`` marks one whose first page was full)."""
+        ...
+
+    async def pending(self, older_than: float, limit: int) -> list[Row]:
+        """Deliveries left pending longer than ``older_than`` seconds (id, wait_key,
+        payload as JSON text, sent_by), for recovery to finish."""
+        ...
+
+    async def prune(self, older_than: float, limit: int) -> int:
+        """Retention: up to ``limit`` events older than ``older_than`` seconds."""
         ...

@@ -214,8 +214,8 @@ def test_a_revoked_key_is_refused_on_every_sandbox_within_the_bound(
 
 def test_the_configured_key_keeps_every_scope(api: Any) -> None:
     me = api("GET", "/whoami").json()
-    assert me == {"name": "configured", "key_id": me["key_id"],
-                  "scopes": ["admin", "operate", "read", "submit"], "rate": None}  # fmt: skip
+    assert me == {"name": "configured", "key_id": me["key_id"], "rate": None,
+                  "scopes": ["admin", "events", "operate", "read", "submit"]}  # fmt: skip
     assert me["key_id"].startswith("configured-")
     job = api("POST", "/jobs", body={"task": "echo", "payload": {}}).json()
     shown = api("GET", f"/jobs/{job['job_id']}").json()

@@ -14,10 +14,12 @@ from tests.support.contract import *  # noqa: F403 - the suite's tests run here
 from tests.support.contract_access import *  # noqa: F403
 from tests.support.contract_activity import *  # noqa: F403
 from tests.support.contract_wakes import *  # noqa: F403
+from tests.support.events_contract import *  # noqa: F403 - and events
 from tests.support.limits_contract import *  # noqa: F403 - and the flow-control contract
 from tests.support.steps_contract import *  # noqa: F403 - and the durable steps' part
 from tests.support.suspension_contract import *  # noqa: F403 - and suspended durable jobs
 from tests.support.unique_contract import *  # noqa: F403 - and the unique jobs' part
+from tests.support.waits_contract import *  # noqa: F403 - and durable tasks' waits
 
 pytestmark = pytest.mark.integration
 

@@ -146,6 +146,7 @@ def test_a_new_key_is_picked_up_by_an_early_reload() -> None:
     [
         ("POST", "/jobs", Scope.SUBMIT),
         ("POST", "/jobs/batch", Scope.SUBMIT),
+        ("POST", "/events", Scope.EVENTS),
         ("GET", "/jobs", Scope.READ),
         ("GET", "/dlq", Scope.READ),
         ("GET", "/audit", Scope.READ),

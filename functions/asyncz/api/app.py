@@ -31,6 +31,7 @@ from asyncz.api.replies import (
 from asyncz.api.routes.activity import mount_activity
 from asyncz.api.routes.audit import mount_audit
 from asyncz.api.routes.dlq import mount_dlq
+from asyncz.api.routes.events import mount_events
 from asyncz.api.routes.jobs import mount_jobs
 from asyncz.api.routes.keys import mount_access
 from asyncz.api.routes.queues import mount_queues
@@ -139,6 +140,7 @@ def create_app(
 
     mount_jobs(app, state.service, state.scale_out)
     mount_steps(app, state.service)
+    mount_events(app, state.service)
     mount_dlq(app, state.service)
     mount_stats(app, state.service, state.health)
     mount_tasks(app, state.service, state.tasks)

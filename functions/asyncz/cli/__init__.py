@@ -18,6 +18,7 @@ from asyncz.cli.access import add_access_commands
 from asyncz.cli.activity import cmd_workers
 from asyncz.cli.client import DEFAULT_API_URL, CliError
 from asyncz.cli.commands import cmd_dev, cmd_migrate
+from asyncz.cli.events import add_event_commands
 from asyncz.cli.limits import cmd_pause, cmd_resume
 from asyncz.cli.ops import (
     cmd_cancel,
@@ -224,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("health", "check the API")
     p.set_defaults(func=cmd_health)
     add_access_commands(add, common)
+    add_event_commands(add, common)
     return parser
 
 

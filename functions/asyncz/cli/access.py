@@ -80,7 +80,8 @@ def add_access_commands(
     p = sub.add_parser("create", help="create a key; it is printed once", parents=[common])
     p.add_argument("--name", required=True, help="e.g. billing-svc (letters, digits, . _ -)")
     p.add_argument(
-        "--scope", action="append", required=True, choices=["submit", "read", "operate", "admin"],
+        "--scope", action="append", required=True,
+        choices=["submit", "read", "operate", "admin", "events"],
         help="repeat for more",
     )  # fmt: skip
     p.add_argument("--rate", help="requests per period across every sandbox, e.g. 5/s, 600/m")

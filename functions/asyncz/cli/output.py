@@ -87,8 +87,8 @@ DEAD_COLUMNS = [
     ("finished_at", "DEAD SINCE (UTC)"),
     ("last_error", "LAST ERROR"),
 ]
-_DESCRIBED = ["id", "task", "queue", "status", "priority", "attempts", "max_retries",
-              "timeout_seconds", "run_at", "created_at", "started_at", "finished_at",
+_DESCRIBED = ["id", "task", "queue", "status", "waiting_for", "priority", "attempts",
+              "max_retries", "timeout_seconds", "run_at", "created_at", "started_at", "finished_at",
               "last_error", "result", "payload", "open_parents", "depends_on",
               "dependents"]  # fmt: skip
 

@@ -30,6 +30,7 @@ from asyncz.client.errors import (
     UniqueKeyHeld,
     WaitTimeout,
 )
+from asyncz.client.events import SentEvent
 from asyncz.client.models import Attempt, Health, Job, QueueStats, Stats
 from asyncz.client.steps import Step
 from asyncz.client.sync import Client
@@ -55,6 +56,7 @@ __all__ = [
     "PayloadTooLarge",
     "QueueStats",
     "RateLimited",
+    "SentEvent",
     "ServerError",
     "Stats",
     "Step",

@@ -24,6 +24,7 @@ from asyncz.client.errors import (
     Unavailable,
     WaitTimeout,
 )
+from asyncz.client.events import SentEvent, send_event_call
 from asyncz.client.limits import with_concurrency_key
 from asyncz.client.models import Attempt, Health, Job, Stats
 from asyncz.client.steps import Step, all_steps_async, replay_call
@@ -265,14 +266,8 @@ class AsyncClient:
                   "cursor": cursor, "submitted_by": submitted_by}  # fmt: skip
         return self._pages("/jobs", params)
 
-    def dead(
-        self,
-        *,
-        queue: str | None = None,
-        task: str | None = None,
-        page_size: int = 100,
-        cursor: str | None = None,
-    ) -> AsyncIterator[Job]:
+    def dead(self, *, queue: str | None = None, task: str | None = None, page_size: int = 100,
+             cursor: str | None = None) -> AsyncIterator[Job]:  # fmt: skip
         """Every dead job matching the filters, page after page."""
         params = {"queue": queue, "task": task, "limit": page_size, "cursor": cursor}
         return self._pages("/dlq", params)
@@ -295,6 +290,11 @@ class AsyncClient:
                 raise Unavailable(503, "unavailable", response.text[:200], {}) from None
         data = _core.decode(response)
         return Health(str(data["status"]), dict(data.get("dependencies") or {}))
+
+    async def send_event(self, name: str, key: str, payload: Any = None) -> SentEvent:
+        """Wake the durable tasks waiting for event ``name`` with ``key`` (scope ``events``):
+        the event and how many waits it woke. Sent once: never retried once it may have run."""
+        return SentEvent.from_api(await self._json(send_event_call(name, key, payload)))
 
     # --- operator actions ----------------------------------------------------------------
 

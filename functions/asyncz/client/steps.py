@@ -16,8 +16,8 @@ STEPS_PAGE = 500  # GET /jobs/{id}/steps' largest page
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One stored step: ``completed`` (its result replays) or ``failed`` (it runs again);
-    ``attempts`` counts its runs."""
+    """One stored step: ``completed`` (its result replays), ``failed`` (it runs again) or
+    ``waiting`` (a wait); ``attempts`` counts its runs."""
 
     seq: int
     name: str
@@ -30,12 +30,14 @@ class Step:
     duration_ms: int
     result_bytes: int
     error: str | None
+    wait_until: datetime | None = None  # a wait's deadline (status "waiting" until then)
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> Step:
         values: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__}
-        for when in ("started_at", "finished_at"):
-            values[when] = datetime.fromisoformat(str(data[when]).replace("Z", "+00:00"))
+        for when in ("started_at", "finished_at", "wait_until"):
+            if data.get(when) is not None:
+                values[when] = datetime.fromisoformat(str(data[when]).replace("Z", "+00:00"))
         return cls(**values)
 
 

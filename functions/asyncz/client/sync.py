@@ -23,6 +23,7 @@ from asyncz.client.errors import (
     Unavailable,
     WaitTimeout,
 )
+from asyncz.client.events import SentEvent, send_event_call
 from asyncz.client.limits import with_concurrency_key
 from asyncz.client.models import Attempt, Health, Job, Stats
 from asyncz.client.steps import Step, all_steps, replay_call
@@ -263,14 +264,8 @@ class Client:
                   "cursor": cursor, "submitted_by": submitted_by}  # fmt: skip
         return self._pages("/jobs", params)
 
-    def dead(
-        self,
-        *,
-        queue: str | None = None,
-        task: str | None = None,
-        page_size: int = 100,
-        cursor: str | None = None,
-    ) -> Iterator[Job]:
+    def dead(self, *, queue: str | None = None, task: str | None = None, page_size: int = 100,
+             cursor: str | None = None) -> Iterator[Job]:  # fmt: skip
         """Every dead job matching the filters, page after page."""
         params = {"queue": queue, "task": task, "limit": page_size, "cursor": cursor}
         return self._pages("/dlq", params)
@@ -293,6 +288,11 @@ class Client:
                 raise Unavailable(503, "unavailable", response.text[:200], {}) from None
         data = _core.decode(response)
         return Health(str(data["status"]), dict(data.get("dependencies") or {}))
+
+    def send_event(self, name: str, key: str, payload: Any = None) -> SentEvent:
+        """Wake the durable tasks waiting for event ``name`` with ``key`` (scope ``events``):
+        the event and how many waits it woke. Sent once: never retried once it may have run."""
+        return SentEvent.from_api(self._json(send_event_call(name, key, payload)))
 
     # --- operator actions ----------------------------------------------------------------
 

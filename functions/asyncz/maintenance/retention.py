@@ -1,4 +1,4 @@
-"""Retention: finished and dead jobs, and the audit trail, go after the periods the
+"""Retention: finished and dead jobs, the audit trail and events go after the periods the
 settings give. A part of
 :class:`asyncz.service.JobService`."""
 
@@ -48,6 +48,14 @@ class Retention:
             await self.store.maintenance.prune_periodic_runs(s.retain_finished_seconds)
         if s.retain_audit_seconds > 0:
             await self.store.access.prune_audit(s.retain_audit_seconds, s.recovery_batch_size)
+        if s.retain_events_seconds > 0:  # a page at a time, within the run's bound
+            ends = time.monotonic() + s.retention_seconds_per_run
+            while (
+                await self.store.events.prune(s.retain_events_seconds, s.recovery_batch_size)
+                == s.recovery_batch_size
+                and time.monotonic() < ends
+            ):
+                pass
         if pruned:
             self.metrics.add_metric("JobsPruned", "Count", pruned)
         return pruned

@@ -37,9 +37,11 @@ from asyncz.ports import JobBroker, JobStore, MetricsSink, NullMetrics
 from asyncz.service.access import Access
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
+from asyncz.service.events import Events
 from asyncz.service.leases import Leases
 from asyncz.service.limits import Limits
 from asyncz.service.submitting import Submitting
+from asyncz.service.waits import Waits
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 
@@ -81,6 +83,8 @@ class JobService:
         self.overview = Stats(store, broker, settings)
         self.access = Access(store, settings, self.metrics)
         self.activity = Activity(store, broker)
+        self.waits = Waits(store, self.enqueuer)  # durable tasks' waits resolved
+        self.events = Events(store, self.waits, settings)  # POST /events
 
     # --- submit (asyncz.service.submitting) ------------------------------------------------
 
@@ -139,6 +143,7 @@ class JobService:
         report = await self.recovery.recover(report)
         await run_step(report, "pauses", self.limits.mirror_pauses(), self.metrics)
         await run_step(report, "limits", self.limits.rebuild_if_lost(), self.metrics)
+        await run_step(report, "events", self.events.finish_pending(), self.metrics)
         return report
 
     async def fold_counts(self) -> int:

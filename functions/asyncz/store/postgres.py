@@ -23,6 +23,7 @@ from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.access import AccessQueries
 from asyncz.store.activity import ActivityQueries
 from asyncz.store.dependencies import DependencyQueries
+from asyncz.store.events import EventQueries
 from asyncz.store.limits import LimitQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns, new_job_params
@@ -55,6 +56,7 @@ class PostgresStore:
         self.activity = ActivityQueries(self._run)
         self.unique = UniqueQueries(self._run)
         self.steps = StepQueries(self._run)
+        self.events = EventQueries(self._run)
 
     @classmethod
     def create(

@@ -7,11 +7,12 @@ import inspect
 import math
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from asyncz.durable.events import event_wait
 from asyncz.durable.journal import Journal
 from asyncz.durable.running import StepCall
 from asyncz.durable.sleeping import decode_wake, wake_time
@@ -108,6 +109,18 @@ class TaskContext:
         now = journal.clock.now()
         return journal.sleep(StepCall(name, "sleep", lambda: wake_time(name, now, seconds, until),
                                       decode=decode_wake, inline=True))  # fmt: skip
+
+    def wait_for_event(self, name: str, *, key: str, timeout: float,
+                       senders: Sequence[str] | None = None,
+                       step: str | None = None) -> Any:  # fmt: skip
+        """Wait, holding nothing, for the event ``name`` sent with ``key`` (``POST /events``)
+        and return its payload, or ``None`` once ``timeout`` seconds pass first (``await`` it
+        in an async task). An event sent since the job's submit counts, one event per wait;
+        ``senders``: the API key names it accepts. Recorded as step ``step`` (unnamed:
+        ``event:<name>:1``, ``:2``… in the order asked). docs/durable.md, "Events"."""
+        journal = self._steps()
+        call = event_wait(name, key, timeout, senders, step or journal.auto_name(f"event:{name}"))
+        return journal.wait(call)
 
     def uuid(self, name: str | None = None) -> Any:
         """A random UUID as a recorded step (``await`` it in an async task); unnamed:

@@ -92,6 +92,20 @@ class DurableRun:
         asyncio.run(go())
         return self
 
+    def send_event(self, name: str, key: str, payload: Any = None, *,
+                   sender: str | None = None) -> int:  # fmt: skip
+        """Send an event (as ``POST /events`` does, from the API key named ``sender``; no
+        payload: ``{}``, as the client sends it) and run the job it wakes to its end or its
+        next suspension; how many waits it woke."""
+
+        async def go() -> int:
+            body = {} if payload is None else payload
+            sent = await self.service.events.send(name, key, body, sender=sender)
+            await _drive(self)
+            return sent.woken
+
+        return asyncio.run(go())
+
     def replay(self, *, reset_steps: bool = False) -> DurableRun:
         """Replay the dead job (``reset_steps``: its stored steps go first) and run it to
         its end again."""
@@ -118,7 +132,8 @@ def run_durable(
     """Submit one job of ``task`` (its name, or the function ``@task`` registered) and run it
     with an in-process worker until it ends: ``completed``, ``dead`` (its retries spent, or
     a final error such as ``nondeterministic``) or ``cancelled``; or until it is
-    ``suspended`` (a sleep: :meth:`DurableRun.advance` moves the clock and wakes it).
+    ``suspended`` (a sleep or a wait: :meth:`DurableRun.advance` moves the clock and wakes
+    it, :meth:`DurableRun.send_event` sends an event).
     ``timeout_seconds``: the job's (unset: the task's own). Retries follow at once;
     ``settings`` override any other setting (``max_steps_per_job=10``).
     ``invocation_seconds``: each worker invocation's remaining

@@ -19,6 +19,7 @@ from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
+from asyncz.testing.events import MemoryEvents
 from asyncz.testing.listings import MemoryListings, job_view
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
 from asyncz.testing.steps import MemorySteps
@@ -42,7 +43,8 @@ class MemoryStore(MemoryListings):
         self.access = MemoryAccess()
         self.activity = MemoryActivity(self)
         self.unique = MemoryUnique(self)
-        self.steps = MemorySteps(self)
+        self.steps: MemorySteps = MemorySteps(self)
+        self.events = MemoryEvents(self.jobs, self.steps)
 
     # --- submit and read -----------------------------------------------------------------
 
@@ -68,7 +70,7 @@ class MemoryStore(MemoryListings):
             "concurrency_key": new.concurrency_key,
             "submitted_by": new.submitted_by, "submitted_by_key_id": new.submitted_by_key_id,
             "traceparent": new.traceparent, "tracestate": new.tracestate,
-            "suspensions": 0, "first_started_at": None, "suspended_for": None,
+            "suspensions": 0, "first_started_at": None, "suspended_for": None, "woken": False,
         }  # fmt: skip
         self.jobs[job_id].update(state)
         self.attempts[job_id] = []

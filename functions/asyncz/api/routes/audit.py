@@ -16,7 +16,10 @@ class AuditEntry(BaseModel):
     at: datetime
     key_id: str | None = Field(description="the acting key (none: before key ids were kept)")
     key_name: str
-    action: str = Field(description="cancel, replay, bulk_replay, purge, key.create, key.revoke")
+    action: str = Field(
+        description="cancel, replay, bulk_replay, purge, pause, resume, key.create, key.revoke, "
+        "event.send"
+    )
     target: str | None = Field(description="the job id, or the key's name")
     detail: dict[str, Any]
     outcome: str = Field(description="ok, an error code, or pending (its answer was lost)")

@@ -21,7 +21,7 @@ from asyncz.access import (
 from asyncz.errors import InvalidInputError
 from asyncz.service import JobService
 
-ScopeName = Annotated[str, Field(pattern="^(submit|read|operate|admin)$")]
+ScopeName = Annotated[str, Field(pattern=f"^({'|'.join(s.value for s in Scope)})$")]
 
 
 class WhoAmI(BaseModel):
@@ -35,7 +35,7 @@ class KeyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-    scopes: list[ScopeName] = Field(min_length=1, max_length=4)
+    scopes: list[ScopeName] = Field(min_length=1, max_length=len(Scope))
     rate: str | None = Field(
         default=None, max_length=20, description="requests per period across every sandbox, "
         "e.g. 5/s or 600/m; none: no limit"

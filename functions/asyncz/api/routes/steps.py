@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import FastAPI, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from asyncz.access import Scope
 from asyncz.api.access import forbidden
@@ -22,13 +22,14 @@ from asyncz.service import JobService
 
 
 class StepOut(BaseModel):
-    """One stored step: ``completed`` (its result replays) or ``failed`` (it runs again on
-    the next try); ``attempts`` counts its runs, retries and job attempts included."""
+    """One stored step: ``completed`` (its result replays), ``failed`` (it runs again on
+    the next try) or ``waiting`` (a wait not resolved yet, until ``wait_until``);
+    ``attempts`` counts its runs, retries and job attempts included."""
 
     seq: int
     name: str
-    kind: Literal["step", "now", "uuid", "sleep"]
-    status: Literal["completed", "failed"]
+    kind: str = Field(description="step, now, uuid, sleep, or a wait's kind (event, ...)")
+    status: Literal["completed", "failed", "waiting"]
     attempts: int
     job_attempt: int  # the job's attempt that stored it last
     started_at: datetime
@@ -36,6 +37,7 @@ class StepOut(BaseModel):
     duration_ms: int
     result_bytes: int
     error: str | None
+    wait_until: datetime | None = None  # a wait's deadline (its timeout)
 
     @classmethod
     def of(cls, row: Row) -> StepOut:
