@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
     from asyncz.store_ports import (
         AccessStore,
         ActivityStore,
+        CallbackStore,
         DependencyStore,
         LimitStore,
         MaintenanceStore,
@@ -179,6 +180,11 @@ class JobStore(Protocol):
     @property
     def steps(self) -> StepStore:
         """The queries of durable tasks' steps (the fenced write, history, listing)."""
+        ...
+
+    @property
+    def callbacks(self) -> CallbackStore:
+        """The queries of durable tasks' callbacks (by token hash, heartbeat, the key)."""
         ...
 
     @property

@@ -22,6 +22,7 @@ from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.access import AccessQueries
 from asyncz.store.activity import ActivityQueries
+from asyncz.store.callbacks import CallbackQueries
 from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.limits import LimitQueries
 from asyncz.store.maintenance import MaintenanceQueries
@@ -55,6 +56,7 @@ class PostgresStore:
         self.activity = ActivityQueries(self._run)
         self.unique = UniqueQueries(self._run)
         self.steps = StepQueries(self._run)
+        self.callbacks = CallbackQueries(self._run)
 
     @classmethod
     def create(

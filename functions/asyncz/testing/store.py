@@ -18,6 +18,7 @@ from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, 
 from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
+from asyncz.testing.callbacks import MemoryCallbacks
 from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.listings import MemoryListings, job_view
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
@@ -43,6 +44,7 @@ class MemoryStore(MemoryListings):
         self.activity = MemoryActivity(self)
         self.unique = MemoryUnique(self)
         self.steps = MemorySteps(self)
+        self.callbacks = MemoryCallbacks(self.steps)
 
     # --- submit and read -----------------------------------------------------------------
 

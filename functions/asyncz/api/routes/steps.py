@@ -22,13 +22,14 @@ from asyncz.service import JobService
 
 
 class StepOut(BaseModel):
-    """One stored step: ``completed`` (its result replays) or ``failed`` (it runs again on
-    the next try); ``attempts`` counts its runs, retries and job attempts included."""
+    """One stored step: ``completed`` (its result replays), ``failed`` (it runs again on
+    the next try) or ``waiting`` (a wait with no value yet); ``attempts`` counts its runs,
+    retries and job attempts included."""
 
     seq: int
     name: str
-    kind: Literal["step", "now", "uuid", "sleep"]
-    status: Literal["completed", "failed"]
+    kind: Literal["step", "now", "uuid", "sleep", "callback"]
+    status: Literal["completed", "failed", "waiting"]  # waiting: a wait with no value yet
     attempts: int
     job_attempt: int  # the job's attempt that stored it last
     started_at: datetime
