@@ -212,3 +212,16 @@ def describe(exc: BaseException, limit: int = 4000) -> str:
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     """The one error shape every API response uses."""
     return {"error": code, "message": message, **extra}
+
+
+class CallbackNotFoundError(AsyncZError):
+    """No callback has this token (a wrong or forged token, or its job was deleted)."""
+
+    code = "callback_not_found"
+
+
+class CallbackUsedError(AsyncZError):
+    """The callback's token was used already (or its wait timed out, or its job ended):
+    a token resumes a job once."""
+
+    code = "callback_used"

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
     from asyncz.store_ports import (
         AccessStore,
         ActivityStore,
+        CallbackStore,
         DependencyStore,
         EventStore,
         LimitStore,
@@ -185,6 +186,11 @@ class JobStore(Protocol):
     @property
     def events(self) -> EventStore:
         """The queries of events (a delivery to the waits on it, retention)."""
+        ...
+
+    @property
+    def callbacks(self) -> CallbackStore:
+        """The queries of durable tasks' callbacks (by token hash, heartbeat, the key)."""
         ...
 
     @property

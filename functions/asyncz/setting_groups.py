@@ -94,6 +94,9 @@ class JobSettings(BaseModel):
     # reads them all back into memory when it starts).
     max_steps_per_job: int = Field(default=1000, ge=1, le=100_000)
     max_step_bytes_per_job: int = Field(default=16 * 1024 * 1024, ge=1, le=256 * 1024 * 1024)
+    # The deployment's public base URL (the construct sets it): a callback's URL is
+    # <public_url>/callbacks/<token>. Unset: cb.url is None (cb.token still works).
+    public_url: str | None = None
     queues: str = "default"  # comma-separated queues a worker polls
     task_modules: str = ""  # comma-separated modules imported at worker start
 
@@ -174,6 +177,9 @@ class ApiSettings(BaseModel):
     # serverless), a deploy-time dynamic reference to the same secret.
     api_keys: str = ""
     wake_worker: bool = True
+    # POST /callbacks/* needs no key (the token is the credential): this rate, counted for
+    # the whole deployment, bounds them (requests/period, as a key's rate).
+    callback_rate: str = "100/s"
 
     # The gateway in front of the api (set by the construct): prices GET /stats' estimate.
     api_front: Literal["rest", "http"] = "rest"

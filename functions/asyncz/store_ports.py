@@ -1,7 +1,7 @@
 """The protocols of the job store's parts (``store.dependencies``, ``.maintenance``,
-``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``, ``.events``): what each
-concern of the service needs from PostgreSQL, beside :class:`asyncz.ports.JobStore`.
-Protocols only."""
+``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``, ``.events``,
+``.callbacks``): what each concern of the service needs from PostgreSQL, beside
+:class:`asyncz.ports.JobStore`. Protocols only."""
 
 from __future__ import annotations
 
@@ -186,6 +186,21 @@ class UniqueStore(Protocol):
         ...
 
 
+class CallbackStore(Protocol):
+    """What durable tasks' callbacks (:mod:`asyncz.durable.callbacks`, the ``/callbacks``
+    routes) need from Postgres (see :mod:`asyncz.store.callbacks`)."""
+
+    async def find(self, token_hash: str) -> Row | None:
+        """The callback of a token's SHA-256 (hex): job_id, seq, status, job_status,
+        wait_until; None: no such token."""
+        ...
+
+    async def heartbeat(self, token_hash: str) -> datetime | None:
+        """Move a waiting callback's deadline to at least now plus its timeout; the new
+        deadline, or None when it does not wait."""
+        ...
+
+
 class MaintenanceStore(Protocol):
     """What maintenance (:mod:`asyncz.maintenance`) needs from Postgres, beside the job store
     (see :mod:`asyncz.store.maintenance`)."""
@@ -246,6 +261,14 @@ class StepStore(Protocol):
     async def time_out(self, lease: Lease, seq: int, result: str) -> Row | None:
         """Resolve a wait by its timeout, fenced by the lease: ``timed_out`` and the wait's
         ``result`` (a value's, when one came first); None: the lease is lost."""
+        ...
+
+    async def callback_key(self) -> bytes:
+        """The key callback tokens are derived under (the same in every sandbox)."""
+        ...
+
+    async def peek(self, job_id: str, seq: int) -> Row | None:
+        """One stored step as it is now: status, result, wait_until."""
         ...
 
     async def list(self, job_id: str, after_seq: int, limit: int) -> list[Row]:

@@ -112,6 +112,8 @@ class ServiceStack(Stack):
                 tracing=config.tracing,
                 log_retention=log_retention,
             )
+        # a callback's URL is <public_url>/callbacks/<token> (docs/durable.md)
+        functions.worker.add_environment("ASYNCZ_PUBLIC_URL", api.public_url)
         # the construct id stays "Schedules": a deployed stack keeps its rules' logical ids
         rules = MinuteRules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery)
         self.migration = Migration(

@@ -233,3 +233,14 @@ def test_database_log_exports_expire(aws: Synth) -> None:
         if g["Properties"].get("LogGroupName") == f"/aws/rds/instance/{name}/postgresql"
     ]
     assert len(groups) == 1 and groups[0]["RetentionInDays"] > 0
+
+
+def test_a_workers_callback_urls_are_under_the_apis_own_address(aws: Synth, lean: Synth) -> None:
+    # built from the API resource alone (its id or endpoint), never its deployment or stage,
+    # which need the api function: the worker's environment adds no dependency cycle
+    for synth, front in ((aws, "AWS::ApiGateway::RestApi"), (lean, "AWS::ApiGatewayV2::Api")):
+        worker = asyncz_functions(synth.service)["worker"][1]
+        url = json.dumps(environment(worker)["ASYNCZ_PUBLIC_URL"])
+        [(api_id, _)] = resources(synth.service, front).items()
+        assert api_id in url, url
+        assert "Deployment" not in url and "Stage" not in url, url

@@ -10,6 +10,7 @@ import pytest
 
 from asyncz.broker.redis import RedisBroker
 from asyncz.store.postgres import PostgresStore
+from tests.support.callbacks_contract import *  # noqa: F403 - and their callbacks
 from tests.support.contract import *  # noqa: F403 - the suite's tests run here
 from tests.support.contract_access import *  # noqa: F403
 from tests.support.contract_activity import *  # noqa: F403

@@ -145,9 +145,18 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert columns(fresh_db, "job_steps") == EXPECTED_STEPS
     indexes = rows(fresh_db, "SELECT indexname, indexdef FROM pg_indexes "
                              "WHERE tablename = 'job_steps' ORDER BY 1")  # fmt: skip
-    # a step writes one index entry (its key); only waiting rows enter the waits' index
-    assert [i["indexname"] for i in indexes] == ["job_steps_pkey", "job_steps_waiting_idx"]
-    assert "WHERE (status = 'waiting'::text)" in indexes[1]["indexdef"]
+    # a step writes one index entry (its key); only waiting rows enter the waits' index, and
+    # only callbacks the tokens' index
+    assert [i["indexname"] for i in indexes] == [
+        "job_steps_callback_idx", "job_steps_pkey", "job_steps_waiting_idx"]  # fmt: skip
+    assert "WHERE (kind = 'callback'::text)" in indexes[0]["indexdef"]
+    assert "WHERE (status = 'waiting'::text)" in indexes[2]["indexdef"]
+    assert columns(fresh_db, "asyncz_secrets") == {
+        "name": "text", "secret": "bytea", "created_at": "timestamp with time zone"}  # fmt: skip
+    [secret] = rows(fresh_db, "SELECT length(secret) AS n, "
+                              "has_table_privilege('asyncz_app', 'asyncz_secrets', 'UPDATE') AS w "
+                              "FROM asyncz_secrets WHERE name = 'callback_tokens'")  # fmt: skip
+    assert (secret["n"], secret["w"]) == (32, False)  # the runtime role reads it only
     assert set(columns(fresh_db, "events")) == {  # 0020: events, for the waits on them
         "id", "name", "key", "wait_key", "payload", "sent_by", "sent_by_key_id", "woke",
         "pending", "created_at"}  # fmt: skip

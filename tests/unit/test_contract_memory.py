@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from asyncz.testing import MemoryBroker, MemoryStore
+from tests.support.callbacks_contract import *  # noqa: F403 - and their callbacks
 from tests.support.contract import *  # noqa: F403 - the suite's tests run here
 from tests.support.contract_access import *  # noqa: F403
 from tests.support.contract_activity import *  # noqa: F403

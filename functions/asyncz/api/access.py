@@ -23,6 +23,7 @@ from asyncz.errors import AsyncZError
 from asyncz.ports import JobBroker
 
 log = logging.getLogger("asyncz.api")
+CALLBACKS = "/callbacks/"  # POST /callbacks/{token}: no key (asyncz.api.routes.callbacks)
 
 KEYS_UNAVAILABLE = error_reply(
     503, "key_check_unavailable",
@@ -49,19 +50,35 @@ def rate_limited(principal: Principal, wait_seconds: float) -> Reply:
     )  # fmt: skip
 
 
+def callbacks_limited(rate: tuple[int, int], wait_seconds: float) -> Reply:
+    retry = max(1, math.ceil(wait_seconds))
+    return Reply(
+        429,
+        {"error": "rate_limited",
+         "message": f"callbacks are limited to {rate[0]} requests per {rate[1]} s",
+         "retry_after": retry},
+        {"retry-after": str(retry)},
+    )  # fmt: skip
+
+
 class AccessGate:
     """``await gate(method, path, headers)``: a refusal (Reply), else the principal (or
     ``None`` on a public path)."""
 
-    def __init__(self, ring: KeyRing, broker: Callable[[], Awaitable[JobBroker]]) -> None:
+    def __init__(self, ring: KeyRing, broker: Callable[[], Awaitable[JobBroker]],
+                 callback_rate: tuple[int, int] = (100, 1)) -> None:  # fmt: skip
         self.ring = ring
         self._broker = broker
+        self.callback_rate = callback_rate
 
     async def __call__(
         self, method: str, path: str, headers: Mapping[str, str]
     ) -> Reply | Principal | None:
         if is_public(path):
             return None
+        if path.startswith(CALLBACKS):  # the token is the credential: a deployment-wide rate
+            wait = await self._take("callbacks", self.callback_rate)
+            return None if wait <= 0 else callbacks_limited(self.callback_rate, wait)
         key = headers.get("x-api-key")
         if not key:
             return UNAUTHORIZED
@@ -78,14 +95,17 @@ class AccessGate:
             if not reads_own:
                 return forbidden(principal, need)
         if principal.rate is not None:
-            try:
-                wait = await (await self._broker()).take_request(principal.key_id, *principal.rate)
-            except AsyncZError:  # Redis down: the key's limit cannot be counted; let it in
-                log.warning("per-key rate limit not counted (Redis unavailable)")
-                wait = 0.0
+            wait = await self._take(principal.key_id, principal.rate)
             if wait > 0:
                 return rate_limited(principal, wait)
         return principal
+
+    async def _take(self, bucket: str, rate: tuple[int, int]) -> float:
+        try:
+            return await (await self._broker()).take_request(bucket, *rate)
+        except AsyncZError:  # Redis down: the limit cannot be counted; let it in
+            log.warning("request rate limit of %s not counted (Redis unavailable)", bucket)
+            return 0.0
 
     def known(self, key: str) -> bool:
         """A key among the loaded ones (no I/O): the handler's check before refusing a body

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from asyncz import composition
-from asyncz.access import KeyRing
+from asyncz.access import KeyRing, parse_rate
 from asyncz.api.access import AccessGate
 from asyncz.api.guards import InputGuard
 from asyncz.api.openapi import ERRORS, openapi_with_key
@@ -30,6 +30,7 @@ from asyncz.api.replies import (
 )
 from asyncz.api.routes.activity import mount_activity
 from asyncz.api.routes.audit import mount_audit
+from asyncz.api.routes.callbacks import mount_callbacks
 from asyncz.api.routes.dlq import mount_dlq
 from asyncz.api.routes.events import mount_events
 from asyncz.api.routes.jobs import mount_jobs
@@ -141,6 +142,7 @@ def create_app(
     mount_jobs(app, state.service, state.scale_out)
     mount_steps(app, state.service)
     mount_events(app, state.service)
+    mount_callbacks(app, state.service)
     mount_dlq(app, state.service)
     mount_stats(app, state.service, state.health)
     mount_tasks(app, state.service, state.tasks)
@@ -169,4 +171,4 @@ def access_gate(settings: Settings, service: Callable[[], Awaitable[JobService]]
         return (await service()).broker
 
     ring = KeyRing(load, lambda: api_key_hashes(settings), touch=touch, find_one=find_one)
-    return AccessGate(ring, broker)
+    return AccessGate(ring, broker, parse_rate(settings.callback_rate))

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
+from asyncz.api.access import CALLBACKS
 from asyncz.api.guards import PUBLIC_PATHS
 from asyncz.api.routes.jobs_models import (
     BatchSubmitted,
@@ -118,6 +119,7 @@ def openapi_with_key(app: FastAPI, registry: TaskRegistry) -> dict[str, Any]:
             schema["paths"].setdefault(path, {})["post"] = op
         for path, ops in schema["paths"].items():
             for op in ops.values():
-                op["security"] = [] if path in PUBLIC_PATHS else [{"ApiKey": []}]
+                keyless = path in PUBLIC_PATHS or path.startswith(CALLBACKS)  # a token instead
+                op["security"] = [] if keyless else [{"ApiKey": []}]
         app.openapi_schema = schema
     return app.openapi_schema

@@ -16,6 +16,8 @@ from asyncz.errors import (
     AsyncZError,
     BatchSizeError,
     BrokerUnavailableError,
+    CallbackNotFoundError,
+    CallbackUsedError,
     DependencyLimitError,
     DuplicateJobError,
     InvalidCursorError,
@@ -40,6 +42,8 @@ log = logging.getLogger("asyncz.api")
 
 STATUS_OF: dict[type[AsyncZError], int] = {
     JobNotFoundError: 404,
+    CallbackNotFoundError: 404,
+    CallbackUsedError: 409,
     UnknownTaskError: 422,
     UnknownQueueError: 422,
     UnknownDependencyError: 422,

@@ -35,7 +35,7 @@ from asyncz.durable.sleeping import (
     retry_reason,
     sleep_reason,
 )
-from asyncz.durable.waiting import WaitCall, settle
+from asyncz.durable.waiting import Settle, WaitCall, settle
 from asyncz.errors import NondeterministicError, StepLeaseLostError, StepLimitError, StepUsageError
 from asyncz.jobs import Lease
 from asyncz.store_ports import StepStore
@@ -117,18 +117,17 @@ class Journal:
             return self._asleep(call)
         return self._woken(call.name, self.call(call))
 
-    def wait(self, call: WaitCall) -> Any:
-        """A wait's value (:mod:`asyncz.durable.waiting`; a coroutine in an async task)."""
+    def wait(self, call: WaitCall, then: Settle = settle) -> Any:
+        """A wait (:mod:`asyncz.durable.waiting`): ``then`` of its stored step (by default its
+        value, else the attempt suspends). A coroutine in an async task."""
         if self.is_async:
             self._unawaited[call.name] = None
-            return self._await(call)
-        after, stored = self._ask(call.step)
-        return self._from_thread(settle(self, call, after, stored))
+            return self._await(call, then)
+        return self.from_thread(then(self, call, *self._ask(call.step)))
 
-    async def _await(self, call: WaitCall) -> Any:
+    async def _await(self, call: WaitCall, then: Settle) -> Any:
         self._unawaited.pop(call.name, None)
-        after, stored = await self._aask(call.step)
-        return await settle(self, call, after, stored)
+        return await then(self, call, *await self._aask(call.step))
 
     def lost(self, name: str) -> NoReturn:
         """A fenced write found the lease gone: the verdict (the attempt stops)."""
@@ -325,9 +324,9 @@ class Journal:
             self.lost(row["name"])
 
     def save_from_thread(self, row: dict[str, Any], size: int) -> None:
-        self._from_thread(self.save(row, size))  # from a sync task's thread
+        self.from_thread(self.save(row, size))  # from a sync task's thread
 
-    def _from_thread(self, coro: Coroutine[Any, Any, Any]) -> Any:
+    def from_thread(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """A store call from a sync task's thread, on the worker's loop (a thread left behind
         after the loop closed stores nothing and leaves no coroutine unawaited)."""
         try:

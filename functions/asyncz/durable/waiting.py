@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, Protocol
@@ -99,33 +99,52 @@ class Journal(Protocol):
     def lost(self, name: str) -> NoReturn: ...
 
 
+# what a wait's stored step becomes: (journal, call, the step before it, its stored step)
+Settle = Callable[["Journal", WaitCall, str | None, StoredStep | None], Coroutine[Any, Any, Any]]
+
+
 async def settle(journal: Journal, call: WaitCall, after: str | None,
                  stored: StoredStep | None) -> Any:  # fmt: skip
     """The wait's value (decoded), once it has one; else the attempt suspends until its
     deadline (a new wait is stored first, through the lease fence)."""
     if stored is not None and stored.status == COMPLETED:
         return call.decode(stored.result)
-    now = journal.clock.now()
     if stored is None:
-        deadline = now + timedelta(seconds=call.timeout)
-        row = {"seq": journal.reserve(call.step, None), "name": call.name, "kind": call.kind,
-               "after_name": after, "job_attempt": journal.lease.attempt,
-               "result": None if call.terms is None else json.dumps(call.terms),
-               "wait_until": deadline, "wait_key": call.key}  # fmt: skip
-        journal.check_open()
-        lease = journal.lease
-        found = await journal.store.open_wait(lease.job_id, lease.token, row)
-        if found is None:
-            journal.lost(call.name)
-        journal.stored(call.name)
+        found, deadline, _ = await begin(journal, call, after)
         if found["status"] == COMPLETED:  # what it waits for was there already
             return call.decode(found["result"])
         journal.suspend(call.reason(deadline), deadline)
-    deadline = stored.wait_until or now
+    return await expire(journal, call, stored.seq, stored.wait_until)
+
+
+async def begin(journal: Journal, call: WaitCall, after: str | None
+                ) -> tuple[dict[str, Any], datetime, int]:  # fmt: skip
+    """Store a new wait through the lease fence: its stored status and result (completed
+    at once when its kind found what it waits for), its deadline and its position."""
+    deadline = journal.clock.now() + timedelta(seconds=call.timeout)
+    seq = journal.reserve(call.step, None)
+    row = {"seq": seq, "name": call.name, "kind": call.kind,
+           "after_name": after, "job_attempt": journal.lease.attempt,
+           "result": None if call.terms is None else json.dumps(call.terms),
+           "wait_until": deadline, "wait_key": call.key}  # fmt: skip
+    journal.check_open()
+    lease = journal.lease
+    found = await journal.store.open_wait(lease.job_id, lease.token, row)
+    if found is None:
+        journal.lost(call.name)
+    journal.stored(call.name)
+    return found, deadline, seq
+
+
+async def expire(journal: Journal, call: WaitCall, seq: int, deadline: datetime | None) -> Any:
+    """A stored wait without a value: not due, the attempt suspends until its deadline;
+    past it, the timeout resolves it (unless a value wins first) and that is its value."""
+    now = journal.clock.now()
+    deadline = deadline or now
     if deadline > now + timedelta(seconds=WAKE_EARLY_SECONDS):
         journal.suspend(call.reason(deadline), deadline)  # woken early: it waits on
-    journal.check_open()  # past its deadline: the timeout resolves it, unless a value won
-    ended = await journal.store.time_out(journal.lease, stored.seq, json.dumps(call.on_timeout))
+    journal.check_open()
+    ended = await journal.store.time_out(journal.lease, seq, json.dumps(call.on_timeout))
     if ended is None:
         journal.lost(call.name)
     return call.decode(ended["result"])

@@ -121,11 +121,13 @@ def resolve_api_key(data_dir: Path) -> tuple[str, str]:
 
 
 def sandbox_env(
-    urls: ServerUrls, api_key: str, lambda_url: str, max_workers: int | None = None
-) -> dict[str, str]:
+    urls: ServerUrls, api_key: str, lambda_url: str, max_workers: int | None = None,
+    public_url: str | None = None,
+) -> dict[str, str]:  # fmt: skip
     """What every local sandbox sees: ``ASYNCZ_*`` settings plus a Lambda-ish AWS environment.
     The fleet's plan (api scale-out, fleet tick) is capped at ``max_workers``, the sandboxes
-    the runner will start, unless ``ASYNCZ_FLEET_MAX_WORKERS`` is set."""
+    the runner will start, unless ``ASYNCZ_FLEET_MAX_WORKERS`` is set. ``public_url``: the
+    front's (callbacks' URLs), unless ``ASYNCZ_PUBLIC_URL`` is set."""
     env = {
         "ASYNCZ_DATABASE_URL": urls.database_url,
         "ASYNCZ_REDIS_URL": urls.redis_url,
@@ -146,6 +148,7 @@ def sandbox_env(
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_DEV": "false",
         "ASYNCZ_FLEET_MAX_WORKERS": str(max_workers or default_max_workers()),
+        **({"ASYNCZ_PUBLIC_URL": public_url} if public_url else {}),
     }
     for key, value in defaults.items():
         env[key] = os.environ.get(key, value)

@@ -147,7 +147,7 @@ class DevRunner:
         endpoint = LambdaEndpoint({f"{FUNCTION_PREFIX}-worker": fleet.invoke})
         endpoint.start()
         self._cleanups.append(endpoint.close)
-        env = sandbox_env(urls, api_key, endpoint.url, opts.max_worker_sandboxes)
+        env = sandbox_env(urls, api_key, endpoint.url, opts.max_worker_sandboxes, gateway.url)
         fleet.env = env
 
         backend = self._api_backend(env)

@@ -35,6 +35,7 @@ from asyncz.pagination import decode_cursor, encode_cursor, fit_page
 from asyncz.port_types import BatchItem, FailOutcome, HeartbeatOutcome, Page, Row, SubmitOutcome
 from asyncz.ports import JobBroker, JobStore, MetricsSink, NullMetrics
 from asyncz.service.access import Access
+from asyncz.service.callbacks import Callbacks
 from asyncz.service.dependencies import Dependencies
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.events import Events
@@ -85,6 +86,7 @@ class JobService:
         self.activity = Activity(store, broker)
         self.waits = Waits(store, self.enqueuer)  # durable tasks' waits resolved
         self.events = Events(store, self.waits, settings)  # POST /events
+        self.callbacks = Callbacks(store, self.waits, settings.max_result_bytes)
 
     # --- submit (asyncz.service.submitting) ------------------------------------------------
 

@@ -22,6 +22,7 @@ from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
 from asyncz.store.access import AccessQueries
 from asyncz.store.activity import ActivityQueries
+from asyncz.store.callbacks import CallbackQueries
 from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.events import EventQueries
 from asyncz.store.limits import LimitQueries
@@ -57,6 +58,7 @@ class PostgresStore:
         self.unique = UniqueQueries(self._run)
         self.steps = StepQueries(self._run)
         self.events = EventQueries(self._run)
+        self.callbacks = CallbackQueries(self._run)
 
     @classmethod
     def create(

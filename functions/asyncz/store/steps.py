@@ -23,6 +23,7 @@ NO_JOB = "00000000-0000-0000-0000-000000000000"  # before every job id: a first 
 class StepQueries:
     def __init__(self, run: QueryRunner) -> None:
         self._run = run
+        self._callback_key: bytes | None = None
 
     async def save(self, job_id: str, token: str, step: Row) -> bool:
         """Store one step's outcome while the lease holds (``step``: seq, name, kind,
@@ -91,6 +92,19 @@ class StepQueries:
         return await self._run.rows(
             "load_steps", {"job_id": job_id, "after_seq": after_seq, "limit": limit}
         )
+
+    async def callback_key(self) -> bytes:
+        """The key callback tokens are derived under (migration 0022), read once."""
+        if self._callback_key is None:
+            row = await self._run.one("callback_secret", {})
+            if row is None:
+                raise RuntimeError("the callback key is missing: run the migrations")
+            self._callback_key = bytes(row["secret"])
+        return self._callback_key
+
+    async def peek(self, job_id: str, seq: int) -> Row | None:
+        """One stored step as it is now: status, result, wait_until."""
+        return await self._run.one("peek_step", {"job_id": job_id, "seq": seq})
 
     async def list(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
         """One page of a job's steps for people (no results): seq, name, kind, status,

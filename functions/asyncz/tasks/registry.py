@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from asyncz.durable.callbacks import callback_call, opener
 from asyncz.durable.events import event_wait
 from asyncz.durable.journal import Journal
 from asyncz.durable.running import StepCall
@@ -67,6 +68,7 @@ class TaskContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     parents: dict[str, ParentResult] = field(default_factory=dict)
     journal: Journal | None = None  # a durable task's steps (docs/durable.md)
+    public_url: str | None = None  # the deployment's, for callbacks' URLs
     _progress: tuple[float, str | None] | None = None
     _progress_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -121,6 +123,12 @@ class TaskContext:
         journal = self._steps()
         call = event_wait(name, key, timeout, senders, step or journal.auto_name(f"event:{name}"))
         return journal.wait(call)
+
+    def callback(self, name: str, *, timeout: float) -> Any:
+        """A single-use token (and URL) the world answers through ``POST /callbacks/{token}``,
+        usable at once; ``.wait()`` suspends until the answer (``await`` both in an async
+        task). docs/durable.md, "Callbacks"."""
+        return self._steps().wait(callback_call(name, timeout), then=opener(self.public_url))
 
     def uuid(self, name: str | None = None) -> Any:
         """A random UUID as a recorded step (``await`` it in an async task); unnamed:

@@ -6,6 +6,7 @@ A kind of wait whose wait may be resolved when it begins registers an opener in
 from __future__ import annotations
 
 import json
+import secrets
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -29,6 +30,7 @@ class MemorySteps:
         self.store = store
         self.rows: dict[str, dict[int, dict[str, Any]]] = {}  # job id -> seq -> row
         self.openers: dict[str, Opener] = {}
+        self._callback_key = secrets.token_bytes(32)
 
     async def save(self, job_id: str, token: str, step: Row) -> bool:
         j = self.store.jobs.get(job_id)
@@ -162,6 +164,13 @@ class MemorySteps:
         keys = ("seq", "name", "kind", "after_name", "status", "result", "result_bytes",
                 "attempts", "job_attempt", "wait_until")  # fmt: skip
         return [{k: r[k] for k in keys} for r in self._page(job_id, after_seq, limit)]
+
+    async def callback_key(self) -> bytes:
+        return self._callback_key
+
+    async def peek(self, job_id: str, seq: int) -> Row | None:
+        row = self.rows.get(job_id, {}).get(seq)
+        return None if row is None else {k: row[k] for k in ("status", "result", "wait_until")}
 
     async def list(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
         out = []

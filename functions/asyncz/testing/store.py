@@ -18,6 +18,7 @@ from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob, 
 from asyncz.port_types import Row, epoch_ms
 from asyncz.testing.access import MemoryAccess
 from asyncz.testing.activity import MemoryActivity
+from asyncz.testing.callbacks import MemoryCallbacks
 from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.events import MemoryEvents
 from asyncz.testing.listings import MemoryListings, job_view
@@ -45,6 +46,7 @@ class MemoryStore(MemoryListings):
         self.unique = MemoryUnique(self)
         self.steps: MemorySteps = MemorySteps(self)
         self.events = MemoryEvents(self.jobs, self.steps)
+        self.callbacks = MemoryCallbacks(self.steps)
 
     # --- submit and read -----------------------------------------------------------------
 

@@ -211,6 +211,7 @@ class WorkerLoop:
             queue=lease.queue,
             worker_id=self.worker_id,
             artifact_dir=self.settings.artifact_dir,
+            public_url=self.settings.public_url,
         )
         running = Running(lease=lease, ctx=ctx, mates=mates)
         self.running[lease.job_id] = running

@@ -3,7 +3,7 @@ function checks every key (named keys with scopes and per-key rates, asyncz.acce
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Aws, Fn, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -73,3 +73,9 @@ class Api(Construct):
         )
         self.api_id: str = self.rest_api.rest_api_id
         self.url: str = self.rest_api.url
+        # The same URL built from the API's id alone (not its deployment, which needs the
+        # api function): the worker's callbacks' URLs, with no cycle through the api.
+        self.public_url: str = Fn.join("", [
+            "https://", self.api_id, ".execute-api.", Aws.REGION, ".", Aws.URL_SUFFIX, "/",
+            stage_name,
+        ])  # fmt: skip

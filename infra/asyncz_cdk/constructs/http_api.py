@@ -76,3 +76,4 @@ class HttpApiFront(Construct):
         )
         self.api_id: str = self.http_api.api_id
         self.url: str = f"{self.http_api.api_endpoint}/"
+        self.public_url: str = self.http_api.api_endpoint  # callbacks' URLs (the worker's)
