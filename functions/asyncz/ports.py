@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
         DependencyStore,
         LimitStore,
         MaintenanceStore,
+        SpawnStore,
         StepStore,
         UniqueStore,
     )
@@ -179,6 +180,11 @@ class JobStore(Protocol):
     @property
     def steps(self) -> StepStore:
         """The queries of durable tasks' steps (the fenced write, history, listing)."""
+        ...
+
+    @property
+    def spawns(self) -> SpawnStore:
+        """The queries of spawned jobs (the fenced spawn, a cancel's cascade, reads)."""
         ...
 
     @property

@@ -94,6 +94,10 @@ class JobSettings(BaseModel):
     # reads them all back into memory when it starts).
     max_steps_per_job: int = Field(default=1000, ge=1, le=100_000)
     max_step_bytes_per_job: int = Field(default=16 * 1024 * 1024, ge=1, le=256 * 1024 * 1024)
+    # Spawned jobs (docs/durable.md, "Spawned jobs"): how deep spawners may nest (a job
+    # submitted from outside is at depth 0), and the bytes of results one gather returns.
+    max_spawn_depth: int = Field(default=5, ge=1, le=100)
+    max_gather_bytes: int = Field(default=4 * 1024 * 1024, ge=1, le=64 * 1024 * 1024)
     queues: str = "default"  # comma-separated queues a worker polls
     task_modules: str = ""  # comma-separated modules imported at worker start
 

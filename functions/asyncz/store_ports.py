@@ -1,6 +1,7 @@
 """The protocols of the job store's parts (``store.dependencies``, ``.maintenance``,
-``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``): what each concern of the
-service needs from PostgreSQL, beside :class:`asyncz.ports.JobStore`. Protocols only."""
+``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``, ``.spawns``): what each
+concern of the service needs from PostgreSQL, beside :class:`asyncz.ports.JobStore`.
+Protocols only."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from asyncz.jobs import Lease, NewJob
+    from asyncz.jobs import Job, Lease, NewJob
     from asyncz.port_types import Plan, Row
 
 
@@ -235,4 +236,32 @@ class StepStore(Protocol):
     async def prune(self, kind: str, older_than: float, jobs: int, limit: int) -> int:
         """Retention: up to ``limit`` step rows of the next ``jobs`` ``kind`` ("finished",
         "dead") jobs older than ``older_than`` seconds."""
+        ...
+
+
+class SpawnStore(Protocol):
+    """What durable tasks' spawned jobs (:mod:`asyncz.service.spawns`) need from Postgres
+    (see :mod:`asyncz.store.spawns`)."""
+
+    async def insert(self, lease: Lease, job_id: str, new: NewJob, max_depth: int) -> Row | None:
+        """Store a spawned job, fenced by the spawner's ``lease``: ``too_deep``, ``inserted``,
+        ``run_at_ms``, ``due``; None: the lease is lost."""
+        ...
+
+    async def find(self, job_id: str, new: NewJob) -> Row | None:
+        """After a spawn that inserted nothing: the job holding its id, idempotency key or
+        unique key (id, spawned_by, status, queue, priority, run_at, due)."""
+        ...
+
+    async def cancel(self, spawner_ids: Sequence[str], limit: int) -> list[Row]:
+        """One page of a cancel's cascade over the live jobs cancelled spawners created."""
+        ...
+
+    async def count(self, job_id: str, limit: int) -> dict[str, int]:
+        """A spawner's jobs by status (at most ``limit`` counted)."""
+        ...
+
+    async def list(self, spawner_id: str, after: tuple[datetime, str] | None,
+                   limit: int) -> list[Job]:  # fmt: skip
+        """A page of a spawner's jobs, newest first."""
         ...

@@ -59,6 +59,8 @@ EXPECTED_JOBS = {
     "suspensions": "integer",  # 0018: suspended durable jobs
     "first_started_at": "timestamp with time zone",
     "suspended_for": "text",
+    "spawned_by": "uuid",  # 0021: spawned jobs
+    "spawn_depth": "smallint",
 }
 EXPECTED_DEPENDENCIES = {
     "child_id": "uuid",
@@ -195,6 +197,9 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     for name in ("jobs_suspended_run_at_idx", "jobs_suspended_idx", "jobs_task_suspended_idx",
                  "jobs_queue_suspended_idx"):  # fmt: skip
         assert "WHERE (status = 'suspended'::text)" in indexes[name]
+    # 0021: a spawner's jobs, and its live ones (a cancel's cascade); plain rows enter neither
+    assert "WHERE (spawned_by IS NOT NULL)" in indexes["jobs_spawned_by_idx"]
+    assert "'suspended'::text" in indexes["jobs_spawned_live_idx"]
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(

@@ -34,6 +34,7 @@ from asyncz.durable.sleeping import (
     retry_reason,
     sleep_reason,
 )
+from asyncz.durable.spawning import Spawner
 from asyncz.errors import NondeterministicError, StepLeaseLostError, StepLimitError, StepUsageError
 from asyncz.jobs import Lease
 from asyncz.store_ports import StepStore
@@ -72,6 +73,7 @@ class Journal:
         self.suspension: Suspension | None = None  # the attempt ends suspended
         self.running = 0  # steps executing now (async): they may still ask for more
         self.bound: StepBound | None = None  # each step's time, and the invocation's
+        self.spawner: Spawner | None = None  # what submits the jobs the task spawns
         self._changed = asyncio.Event()
         self._thread: int | None = None
         self._counters: dict[str, int] = {}

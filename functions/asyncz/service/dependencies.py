@@ -97,7 +97,10 @@ class Dependencies:
                     todo_settle = _unique([*todo_settle, *ended])
                     continue
                 rows, more = await self.store.dependencies.settle(todo_settle, page)
-                ended, _ = await self._changed(rows)
+                # the live jobs a cancelled one spawned (migration 0021) end with it
+                spawned = await self.store.spawns.cancel(todo_settle, page)
+                more = more or len(spawned) >= page
+                ended, _ = await self._changed([*rows, *spawned])
                 if more:
                     await self._mark(todo_settle, marked)
                     todo_settle = _unique([*todo_settle, *ended])

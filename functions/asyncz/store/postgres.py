@@ -27,6 +27,7 @@ from asyncz.store.limits import LimitQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns, new_job_params
 from asyncz.store.runner import QueryRunner, check_if_idle
+from asyncz.store.spawns import SpawnQueries
 from asyncz.store.steps import StepQueries
 from asyncz.store.unique import UniqueQueries
 
@@ -55,6 +56,7 @@ class PostgresStore:
         self.activity = ActivityQueries(self._run)
         self.unique = UniqueQueries(self._run)
         self.steps = StepQueries(self._run)
+        self.spawns = SpawnQueries(self._run)
 
     @classmethod
     def create(

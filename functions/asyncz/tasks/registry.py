@@ -15,6 +15,7 @@ from typing import Any
 from asyncz.durable.journal import Journal
 from asyncz.durable.running import StepCall
 from asyncz.durable.sleeping import decode_wake, wake_time
+from asyncz.durable.spawning import spawn_call
 from asyncz.errors import InvalidPayloadError, StepUsageError, UnknownTaskError
 from asyncz.tasks.limits import TaskLimits
 from asyncz.tasks.schedule import Schedule
@@ -117,6 +118,15 @@ class TaskContext:
         return journal.call(
             StepCall(name, "uuid", lambda: str(uuid.uuid4()), decode=uuid.UUID, inline=True)
         )
+
+    def spawn(self, task: str, payload: dict[str, Any], /, *, name: str | None = None,
+              **options: Any) -> Any:  # fmt: skip
+        """Submit a job of ``task`` once per job (a durable task's step of kind ``spawn``):
+        a :class:`~asyncz.durable.spawning.Spawned` naming it (``await`` it in an async
+        task). ``options``: as a submit's (queue, priority, unique_key, ...); unnamed, the
+        step is ``spawn:1``, ``spawn:2``... docs/durable.md, "Spawned jobs"."""
+        journal = self._steps()
+        return journal.call(spawn_call(journal, task, payload, name, options))
 
     def _steps(self) -> Journal:
         if self.journal is None:

@@ -21,6 +21,7 @@ from asyncz.testing.activity import MemoryActivity
 from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.listings import MemoryListings, job_view
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+from asyncz.testing.spawns import MemorySpawns
 from asyncz.testing.steps import MemorySteps
 from asyncz.testing.store_limits import MemoryStoreLimits
 from asyncz.testing.unique import MemoryUnique
@@ -43,6 +44,7 @@ class MemoryStore(MemoryListings):
         self.activity = MemoryActivity(self)
         self.unique = MemoryUnique(self)
         self.steps = MemorySteps(self)
+        self.spawns = MemorySpawns(self)
 
     # --- submit and read -----------------------------------------------------------------
 

@@ -1,0 +1,114 @@
+"""A durable task's spawned jobs (docs/durable.md, "Spawned jobs"): ``ctx.spawn`` submits a
+job as a step of kind ``spawn`` whose stored value names the job, so a replay gets the same
+job back and never submits a second one. The job's id is derived from the spawner, its
+replay generation and the step's name: a spawn run again after a crash (the job stored, the
+step not) finds the job it stored the first time instead of making another.
+
+The submit itself is the service's (:class:`asyncz.service.spawns.Spawns`), reached through
+the attempt's journal (its ``spawner``): the worker's service, or the in-memory one in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
+
+from asyncz.durable.running import StepCall
+from asyncz.errors import SpawnRefusedError, StepUsageError
+from asyncz.jobs import Lease, NewJob, UniqueScope
+from asyncz.tracing import child_context
+
+# uuid5 namespace of spawned jobs' ids (a constant: the same spawn gives the same id)
+SPAWN_NAMESPACE = uuid.UUID("0f2f6e34-3c55-5b8e-9d61-5a3c2b1f7e20")
+# the options a spawn takes, as NewJob's fields (dependencies, refs, a submitter and a
+# debounce are not a spawn's: it waits on nothing, its submitter is its spawner's key, and
+# it must not change a job another submit made)
+SPAWN_OPTIONS = frozenset({
+    "queue", "priority", "max_retries", "timeout_seconds", "delay_seconds", "run_at",
+    "idempotency_key", "concurrency_key", "unique_key", "unique_scope", "unique_for",
+})  # fmt: skip
+
+
+class Spawner(Protocol):
+    """What a spawn needs of the service (:class:`asyncz.service.spawns.Spawns`)."""
+
+    async def spawn(self, lease: Lease, job_id: str, new: NewJob) -> dict[str, Any]: ...
+
+
+class SpawningJournal(Protocol):
+    """What a spawn needs of the attempt's journal (:mod:`asyncz.durable.journal`)."""
+
+    lease: Lease
+    loop: asyncio.AbstractEventLoop
+    is_async: bool
+    spawner: Spawner | None
+
+    def auto_name(self, kind: str) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Spawned:
+    """A job a durable task spawned: give it (or a list of them) to ``ctx.gather``."""
+
+    job_id: str
+    task: str
+    created: bool  # False: its unique (or idempotency) key pointed it to another submit's job
+    name: str  # the step that spawned it
+
+
+def spawned_id(spawner_id: str, generation: int, name: str) -> str:
+    """The id of the job step ``name`` spawns (``generation``: the spawner's replays, so a
+    replay that starts its steps over spawns new jobs)."""
+    return str(uuid.uuid5(SPAWN_NAMESPACE, f"{spawner_id}/{generation}/{name}"))
+
+
+def new_spawn(task: str, payload: Any, options: dict[str, Any]) -> NewJob:
+    """The job a spawn asks for, its options checked (a wrong one ends the job: it would be
+    wrong on every replay too)."""
+    unknown = sorted(set(options) - SPAWN_OPTIONS)
+    if unknown:
+        raise SpawnRefusedError(
+            f"spawn of {task!r}: {', '.join(unknown)} is not a spawn's option "
+            f"(it takes {', '.join(sorted(SPAWN_OPTIONS))})"
+        )
+    if not isinstance(task, str) or not isinstance(payload, dict):
+        raise SpawnRefusedError("spawn(task, payload): a task's name and a dict payload")
+    scope = options.get("unique_scope")
+    if scope is not None:
+        options = {**options, "unique_scope": UniqueScope(scope)}
+    elif options.get("unique_key") is not None:
+        options = {**options, "unique_scope": UniqueScope.QUEUED_OR_RUNNING}
+    return NewJob(task=task, payload=payload, **options)
+
+
+def spawn_call(journal: SpawningJournal, task: str, payload: Any, name: str | None,
+               options: dict[str, Any]) -> StepCall:  # fmt: skip
+    """The step of one ``ctx.spawn``: its function stores the job (once) and enqueues it."""
+    spawner = journal.spawner
+    if spawner is None:
+        raise StepUsageError("ctx.spawn needs a worker that can submit jobs")
+    new = new_spawn(task, payload, options)
+    traceparent, tracestate = child_context(journal.lease.traceparent, journal.lease.tracestate)
+    new = NewJob(**{**{f.name: getattr(new, f.name) for f in fields(NewJob)},
+                    "traceparent": traceparent, "tracestate": tracestate})  # fmt: skip
+    step = name or journal.auto_name("spawn")
+    lease = journal.lease
+    job_id = spawned_id(lease.job_id, lease.attempt_base, step)
+
+    def decode(value: dict[str, Any]) -> Spawned:
+        return Spawned(value["job_id"], value["task"], bool(value["created"]), step)
+
+    if journal.is_async:
+
+        async def submit() -> dict[str, Any]:
+            return await spawner.spawn(lease, job_id, new)
+
+        return StepCall(step, "spawn", submit, decode=decode)
+
+    def submit_from_thread() -> dict[str, Any]:
+        future = asyncio.run_coroutine_threadsafe(spawner.spawn(lease, job_id, new), journal.loop)
+        return future.result()
+
+    return StepCall(step, "spawn", submit_from_thread, decode=decode)
