@@ -225,6 +225,29 @@ class StepStore(Protocol):
         """One page of the job's stored steps after ``after_seq``, by seq."""
         ...
 
+    async def open_wait(self, job_id: str, token: str, step: Row) -> Row | None:
+        """Store a new wait (status 'waiting', ``wait_until``, ``wait_key``, its terms as
+        ``result``) fenced by the lease, or complete it at once when its kind finds what it
+        waits for already there; the stored ``status`` and ``result``; None: lease lost."""
+        ...
+
+    async def resolve(self, job_id: str, seq: int, result: str, size: int) -> Row | None:
+        """Complete a waiting step with a value and wake its job (a dispatch row: id,
+        status, queue, priority, run_at, due); None: not waiting (first commit wins)."""
+        ...
+
+    async def resolve_keyed(self, kind: str, wait_key: str, result: str, size: int,
+                            resolver: str | None, after_job: str | None, limit: int
+                            ) -> list[Row]:  # fmt: skip
+        """A page of the waits of ``kind`` on ``wait_key`` (each job's earliest), resolved as
+        :meth:`resolve` does; one row per wait scanned, ``resolved`` saying if it took it."""
+        ...
+
+    async def time_out(self, lease: Lease, seq: int, result: str) -> Row | None:
+        """Resolve a wait by its timeout, fenced by the lease: ``timed_out`` and the wait's
+        ``result`` (a value's, when one came first); None: the lease is lost."""
+        ...
+
     async def list(self, job_id: str, after_seq: int, limit: int) -> list[Row]:
         """One page of the job's steps for people (no results), by seq."""
         ...

@@ -19,6 +19,7 @@ from tests.support.spawn_contract import *  # noqa: F403 - and spawned jobs
 from tests.support.steps_contract import *  # noqa: F403 - and the durable steps' part
 from tests.support.suspension_contract import *  # noqa: F403 - and suspended durable jobs
 from tests.support.unique_contract import *  # noqa: F403 - and the unique jobs' part
+from tests.support.waits_contract import *  # noqa: F403 - and durable tasks' waits
 
 pytestmark = pytest.mark.integration
 

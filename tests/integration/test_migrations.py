@@ -59,6 +59,7 @@ EXPECTED_JOBS = {
     "suspensions": "integer",  # 0018: suspended durable jobs
     "first_started_at": "timestamp with time zone",
     "suspended_for": "text",
+    "woken": "boolean",  # 0019: a wait resolved while its attempt ran
     "spawned_by": "uuid",  # 0021: spawned jobs
     "spawn_depth": "smallint",
 }
@@ -103,6 +104,8 @@ EXPECTED_STEPS = {  # 0017: durable tasks' steps
     "job_attempt": "integer",
     "started_at": "timestamp with time zone",
     "finished_at": "timestamp with time zone",
+    "wait_until": "timestamp with time zone",  # 0019: waits
+    "wait_key": "text",
 }
 
 
@@ -142,8 +145,11 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert columns(fresh_db, "job_counts") == EXPECTED_JOB_COUNTS
     assert columns(fresh_db, "job_dependencies") == EXPECTED_DEPENDENCIES
     assert columns(fresh_db, "job_steps") == EXPECTED_STEPS
-    indexes = rows(fresh_db, "SELECT indexname FROM pg_indexes WHERE tablename = 'job_steps'")
-    assert indexes == [{"indexname": "job_steps_pkey"}]  # one index: each step writes one
+    indexes = rows(fresh_db, "SELECT indexname, indexdef FROM pg_indexes "
+                             "WHERE tablename = 'job_steps' ORDER BY 1")  # fmt: skip
+    # a step writes one index entry (its key); only waiting rows enter the waits' index
+    assert [i["indexname"] for i in indexes] == ["job_steps_pkey", "job_steps_waiting_idx"]
+    assert "WHERE (status = 'waiting'::text)" in indexes[1]["indexdef"]
     assert columns(fresh_db, "queue_pauses") == {
         "queue": "text", "paused_at": "timestamp with time zone", "paused_by": "text"}  # fmt: skip
     assert columns(fresh_db, "job_counts_folded") == {

@@ -44,8 +44,7 @@ async def open_steps(
     journal.bound = StepBound(lease.timeout_seconds, budget,
                               None if spec.is_async else timer, timer.when(), None,
                               max(idle, 0))  # fmt: skip
-    journal.spawner = spawner
-    ctx.journal = journal
+    ctx.journal, ctx.spawner = journal, spawner
 
 
 def timeout_error(ctx: TaskContext, lease: Lease) -> str:

@@ -11,8 +11,9 @@ asked for again (else the task changed: it asks for a step where another one ran
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from asyncz.errors import NondeterministicError
@@ -31,6 +32,7 @@ class StoredStep:
     result: Any
     result_bytes: int
     attempts: int
+    wait_until: datetime | None = None  # a wait's deadline (durable.waiting)
 
 
 def _where(after: str | None) -> str:
@@ -47,8 +49,27 @@ class History:
         self.result_bytes = 0
         self.last_attempt = 0  # the latest attempt that stored a step (0: none)
         for r in rows:
-            self.add(StoredStep(r["seq"], r["name"], r["kind"], r["after_name"], r["status"],
-                                r["result"], r["result_bytes"], r["attempts"]))  # fmt: skip
+            self.load(r)
+
+    @classmethod
+    async def read(cls, load: Callable[[str, int, int], Awaitable[Sequence[Mapping[str, Any]]]],
+                   job_id: str, page: int) -> History:  # fmt: skip
+        """A job's stored steps, read ``page`` rows a statement (``load``: the store's)."""
+        history, after = cls(), 0
+        while True:
+            rows = await load(job_id, after, page)
+            for r in rows:
+                history.load(r)
+            if len(rows) < page:
+                return history
+            after = rows[-1]["seq"]
+
+    def load(self, r: Mapping[str, Any]) -> None:
+        """Add one stored row (as the store's ``load`` gives it)."""
+        self.last_attempt = max(self.last_attempt, r.get("job_attempt") or 0)
+        self.add(StoredStep(r["seq"], r["name"], r["kind"], r["after_name"], r["status"],
+                            r["result"], r["result_bytes"], r["attempts"],
+                            r.get("wait_until")))  # fmt: skip
 
     def add(self, step: StoredStep) -> None:
         self.steps[step.name] = step

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
@@ -34,7 +35,7 @@ from asyncz.durable.sleeping import (
     retry_reason,
     sleep_reason,
 )
-from asyncz.durable.spawning import Spawner
+from asyncz.durable.waiting import WaitCall, settle
 from asyncz.errors import NondeterministicError, StepLeaseLostError, StepLimitError, StepUsageError
 from asyncz.jobs import Lease
 from asyncz.store_ports import StepStore
@@ -73,7 +74,6 @@ class Journal:
         self.suspension: Suspension | None = None  # the attempt ends suspended
         self.running = 0  # steps executing now (async): they may still ask for more
         self.bound: StepBound | None = None  # each step's time, and the invocation's
-        self.spawner: Spawner | None = None  # what submits the jobs the task spawns
         self._changed = asyncio.Event()
         self._thread: int | None = None
         self._counters: dict[str, int] = {}
@@ -83,17 +83,7 @@ class Journal:
     async def open(cls, store: StepStore, lease: Lease, limits: StepLimits, clock: Clock,
                    ended: threading.Event, is_async: bool) -> Journal:  # fmt: skip
         """Read the job's stored steps, a page at a time, and start the attempt's journal."""
-        history, after = History(), 0
-        while True:
-            rows = await store.load(lease.job_id, after, HISTORY_PAGE)
-            for r in rows:
-                history.last_attempt = max(history.last_attempt, r.get("job_attempt") or 0)
-                history.add(StoredStep(r["seq"], r["name"], r["kind"], r["after_name"],
-                                       r["status"], r["result"], r["result_bytes"],
-                                       r["attempts"]))  # fmt: skip
-            if len(rows) < HISTORY_PAGE:
-                break
-            after = rows[-1]["seq"]
+        history = await History.read(store.load, lease.job_id, HISTORY_PAGE)
         loop = asyncio.get_running_loop()
         return cls(store, lease, history, limits, clock, loop, ended, is_async)
 
@@ -117,7 +107,7 @@ class Journal:
             return call.decode(stored.result)
         done = self._resume(call, stored)
         self._fit(call)
-        return run_sync(self, call, self._reserve(call, stored), after, done)
+        return run_sync(self, call, self.reserve(call, stored), after, done)
 
     def sleep(self, call: StepCall) -> Any:
         """A sleep (its step's value is its wake time): ``None`` once due, else the attempt
@@ -126,6 +116,26 @@ class Journal:
             self._unawaited[call.name] = None
             return self._asleep(call)
         return self._woken(call.name, self.call(call))
+
+    def wait(self, call: WaitCall) -> Any:
+        """A wait (:mod:`asyncz.durable.waiting`): its value once resolved (or timed out),
+        else the attempt ends suspended until its deadline. A coroutine in an async task."""
+        if self.is_async:
+            self._unawaited[call.name] = None
+            return self._await(call)
+        after, stored = self._ask(call.step)
+        return self._from_thread(settle(self, call, after, stored))
+
+    async def _await(self, call: WaitCall) -> Any:
+        self._unawaited.pop(call.name, None)
+        after, stored = await self._aask(call.step)
+        return await settle(self, call, after, stored)
+
+    def lost(self, name: str) -> NoReturn:
+        """A fenced write found the lease gone: the verdict (the attempt stops)."""
+        self.verdict = StepLeaseLostError(f"step {name!r} was not stored: the attempt's "
+                                          f"lease is lost")  # fmt: skip
+        raise self.verdict
 
     async def _asleep(self, call: StepCall) -> None:
         self._woken(call.name, await self._acall(call))
@@ -205,7 +215,7 @@ class Journal:
             return call.decode(stored.result)
         done = self._resume(call, stored)
         self._fit(call)
-        return await run_async(self, call, self._reserve(call, stored), after, done)
+        return await run_async(self, call, self.reserve(call, stored), after, done)
 
     # --- matching against the history --------------------------------------------------
 
@@ -272,7 +282,7 @@ class Journal:
             self.verdict = self.history.changed(call.name, after, unasked[0])
             raise self.verdict
 
-    def _reserve(self, call: StepCall, stored: StoredStep | None) -> int:
+    def reserve(self, call: StepCall, stored: StoredStep | None) -> int:
         """The stored position of a step to run: a failed one keeps its own; a new one takes
         the next, within the job's cap."""
         if stored is not None:
@@ -310,22 +320,25 @@ class Journal:
         if self.bound is not None and self.bound.step is not None:
             self.bound.disarm()  # the step's run is over: the attempt's own time again
         if not await self.store.save(self.lease.job_id, self.lease.token, row):
-            self.verdict = StepLeaseLostError(
-                f"step {row['name']!r} was not stored: the attempt's lease is lost"
-            )
-            raise self.verdict
+            self.lost(row["name"])
 
     def save_from_thread(self, row: dict[str, Any], size: int) -> None:
-        """Store from a sync task's thread. A thread left behind after its worker's loop
-        closed stores nothing and leaves no coroutine unawaited."""
-        self.check_open()
-        coro = self.save(row, size)
+        """Store from a sync task's thread."""
+        self._from_thread(self.save(row, size))
+
+    def _from_thread(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run a store call on the worker's loop from a sync task's thread. A thread left
+        behind after its worker's loop closed stores nothing and leaves no coroutine
+        unawaited."""
         try:
+            self.check_open()
             future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        except RuntimeError:  # the loop is closed: the attempt is long over
+        except BaseException as exc:
             coro.close()
-            raise StepLeaseLostError("the attempt has ended: no step is stored now") from None
-        future.result()
+            if isinstance(exc, RuntimeError):  # the loop is closed: the attempt is long over
+                raise StepLeaseLostError("the attempt has ended: no step is stored now") from None
+            raise
+        return future.result()
 
     def stored(self, name: str) -> None:
         """A step ran and its result is stored (an event of the attempt's span)."""

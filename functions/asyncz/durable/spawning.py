@@ -43,7 +43,6 @@ class SpawningJournal(Protocol):
     lease: Lease
     loop: asyncio.AbstractEventLoop
     is_async: bool
-    spawner: Spawner | None
 
     def auto_name(self, kind: str) -> str: ...
 
@@ -83,10 +82,9 @@ def new_spawn(task: str, payload: Any, options: dict[str, Any]) -> NewJob:
     return NewJob(task=task, payload=payload, **options)
 
 
-def spawn_call(journal: SpawningJournal, task: str, payload: Any, name: str | None,
-               options: dict[str, Any]) -> StepCall:  # fmt: skip
+def spawn_call(journal: SpawningJournal, spawner: Spawner | None, task: str, payload: Any,
+               name: str | None, options: dict[str, Any]) -> StepCall:  # fmt: skip
     """The step of one ``ctx.spawn``: its function stores the job (once) and enqueues it."""
-    spawner = journal.spawner
     if spawner is None:
         raise StepUsageError("ctx.spawn needs a worker that can submit jobs")
     new = new_spawn(task, payload, options)

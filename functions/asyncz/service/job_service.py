@@ -41,6 +41,7 @@ from asyncz.service.leases import Leases
 from asyncz.service.limits import Limits
 from asyncz.service.spawns import Spawns
 from asyncz.service.submitting import Submitting
+from asyncz.service.waits import Waits
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
 
@@ -83,6 +84,7 @@ class JobService:
         self.overview = Stats(store, broker, settings)
         self.access = Access(store, settings, self.metrics)
         self.activity = Activity(store, broker)
+        self.waits = Waits(store, self.enqueuer)  # durable tasks' waits resolved
 
     # --- submit (asyncz.service.submitting) ------------------------------------------------
 

@@ -153,8 +153,8 @@ class Leases:
         if row is None:
             return None
         status = JobStatus(row["status"])
-        if status is JobStatus.SUSPENDED:
-            await self.enqueuer.enqueue_quietly([{**row, "due": delay_seconds <= 0}])
+        if status is JobStatus.SUSPENDED:  # due at once when a wait was resolved meanwhile
+            await self.enqueuer.enqueue_quietly([row])
         else:
             await self.dependencies.settle([row])
         return status

@@ -15,7 +15,7 @@ from typing import Any
 from asyncz.durable.journal import Journal
 from asyncz.durable.running import StepCall
 from asyncz.durable.sleeping import decode_wake, wake_time
-from asyncz.durable.spawning import spawn_call
+from asyncz.durable.spawning import Spawner, spawn_call
 from asyncz.errors import InvalidPayloadError, StepUsageError, UnknownTaskError
 from asyncz.tasks.limits import TaskLimits
 from asyncz.tasks.schedule import Schedule
@@ -67,6 +67,7 @@ class TaskContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     parents: dict[str, ParentResult] = field(default_factory=dict)
     journal: Journal | None = None  # a durable task's steps (docs/durable.md)
+    spawner: Spawner | None = None  # what submits the jobs a durable task spawns
     _progress: tuple[float, str | None] | None = None
     _progress_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -126,7 +127,7 @@ class TaskContext:
         task). ``options``: as a submit's (queue, priority, unique_key, ...); unnamed, the
         step is ``spawn:1``, ``spawn:2``... docs/durable.md, "Spawned jobs"."""
         journal = self._steps()
-        return journal.call(spawn_call(journal, task, payload, name, options))
+        return journal.call(spawn_call(journal, self.spawner, task, payload, name, options))
 
     def _steps(self) -> Journal:
         if self.journal is None:

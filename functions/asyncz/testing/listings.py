@@ -20,6 +20,7 @@ def job_view(j: dict[str, Any]) -> Job:
     across its suspensions)."""
     row = dict(j)
     first = row.pop("first_started_at", None)
+    row.pop("woken", None)  # the store's own flag (a wait resolved while the attempt ran)
     return Job(**{**row, "started_at": first or row["started_at"]})
 
 

@@ -70,7 +70,7 @@ class MemoryStore(MemoryListings):
             "concurrency_key": new.concurrency_key,
             "submitted_by": new.submitted_by, "submitted_by_key_id": new.submitted_by_key_id,
             "traceparent": new.traceparent, "tracestate": new.tracestate,
-            "suspensions": 0, "first_started_at": None, "suspended_for": None,
+            "suspensions": 0, "first_started_at": None, "suspended_for": None, "woken": False,
         }  # fmt: skip
         self.jobs[job_id].update(state)
         self.attempts[job_id] = []

@@ -235,12 +235,17 @@ SELECT id, status, queue, priority, run_at, has_dependents FROM done;
 -- backoff): the job waits in PostgreSQL until run_at, holding no lease, and the attempt's
 -- row says 'suspended'. Not a try: suspensions counts it. Fenced by the lease token, as
 -- finish_failed_job; a cancel requested while the attempt ran wins (it ends 'cancelled').
+-- A wait resolved while the attempt ran (woken, set by the resolve: sql/steps.sql) wakes
+-- the job at once: the resolve and this statement update the same row, so whichever
+-- commits second sees the other's change.
 WITH done AS (
     UPDATE jobs
        SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'suspended' END,
            run_at = CASE WHEN cancel_requested THEN run_at
+                         WHEN woken THEN now()
                          ELSE now() + make_interval(secs => %(delay_seconds)s) END,
            finished_at = CASE WHEN cancel_requested THEN now() END,
+           woken = false,
            suspensions = suspensions + 1, suspended_for = %(reason)s,
            first_started_at = coalesce(first_started_at, started_at),
            updated_at = now(), lease_token = NULL, heartbeat_at = NULL
@@ -255,7 +260,7 @@ WITH done AS (
            floor(extract(epoch FROM updated_at - started_at) * 1000)::int, task
       FROM done
 )
-SELECT id, status, queue, priority, run_at, has_dependents FROM done;
+SELECT id, status, queue, priority, run_at, run_at <= now() AS due, has_dependents FROM done;
 
 -- name: cancel_job
 -- A queued, waiting or suspended job is cancelled at once (nothing runs it); a running one

@@ -9,7 +9,9 @@
 -- a change sees another token (or none) and stores nothing: no row back = the lease is
 -- lost, and the attempt stops. (Should the lease move to a table of its own, the holder
 -- CTE reads and locks that row instead.) A 'failed' row (the step raised) is overwritten by the
--- next run's outcome; a 'completed' one never is. started_at is now() less the run's time.
+-- next run's outcome; a 'completed' one never is, nor a 'waiting' one (a wait, stored by
+-- open_wait: only its resolve or timeout completes it, sql/waits.sql). started_at is now()
+-- less the run's time.
 WITH holder AS (
     SELECT id FROM jobs
      WHERE id = %(job_id)s AND lease_token = %(token)s AND status = 'processing'
@@ -31,7 +33,8 @@ RETURNING seq;
 
 -- name: load_steps
 -- One page of a job's history, in the order the steps were first stored (the primary key).
-SELECT seq, name, kind, after_name, status, result, result_bytes, attempts, job_attempt
+SELECT seq, name, kind, after_name, status, result, result_bytes, attempts, job_attempt,
+       wait_until
   FROM job_steps
  WHERE job_id = %(job_id)s AND seq > %(after_seq)s
  ORDER BY seq
