@@ -276,8 +276,24 @@ class SpawnStore(Protocol):
         unique key (id, spawned_by, status, queue, priority, run_at, due)."""
         ...
 
-    async def cancel(self, spawner_ids: Sequence[str], limit: int) -> list[Row]:
-        """One page of a cancel's cascade over the live jobs cancelled spawners created."""
+    async def cascade(self, ended_ids: Sequence[str], limit: int) -> list[Row]:
+        """A cascade's page over ended jobs: the live jobs cancelled spawners created,
+        cancelled (``kind`` "cancelled", at most ``limit``), and the gatherers that have not
+        counted them yet (``kind`` "gatherer")."""
+        ...
+
+    async def settle(self, gatherer_id: str, ended_ids: Sequence[str] | None, *,
+                     wake: bool = True) -> list[Row]:  # fmt: skip
+        """Count ended jobs (None: all) for a gatherer's waits, once each; the gatherer as a
+        dispatch row when a wait of it was completed (and ``wake``)."""
+        ...
+
+    async def waiting_gatherers(self, after: str, limit: int) -> list[str]:
+        """A page of the jobs with a waiting gather, by id after ``after``."""
+        ...
+
+    async def progress(self, job_id: str) -> Row | None:
+        """A gathering job's waiting gather: ``name``, ``pending``, ``total``."""
         ...
 
     async def count(self, job_id: str, limit: int) -> dict[str, int]:

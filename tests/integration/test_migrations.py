@@ -106,6 +106,7 @@ EXPECTED_STEPS = {  # 0017: durable tasks' steps
     "finished_at": "timestamp with time zone",
     "wait_until": "timestamp with time zone",  # 0019: waits
     "wait_key": "text",
+    "pending": "integer",  # 0021: a waiting gather's jobs not ended yet
 }
 
 
@@ -206,6 +207,9 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     # 0021: a spawner's jobs, and its live ones (a cancel's cascade); plain rows enter neither
     assert "WHERE (spawned_by IS NOT NULL)" in indexes["jobs_spawned_by_idx"]
     assert "'suspended'::text" in indexes["jobs_spawned_live_idx"]
+    # 0021: a gather's edges (settled as their jobs end), the foreign key's index with them
+    assert set(columns(fresh_db, "job_gathers")) == {
+        "child_id", "job_id", "seq", "position", "settled"}  # fmt: skip
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(

@@ -76,13 +76,13 @@ def test_a_cancelled_spawners_cascade_page_cancels_only_its_live_jobs(ports: Por
         for i in ids:
             assert (await store.spawns.insert(lease, i, new(), 5))["inserted"]
         [running] = await store.claim([ids[0]], "w2", 3600)
-        assert await store.spawns.cancel([lease.job_id], 10) == []  # not cancelled: nothing
+        assert await store.spawns.cascade([lease.job_id], 10) == []  # not cancelled: nothing
         await store.steps.suspend(lease, 3600, "gather")
         assert (await store.cancel(lease.job_id))["status"] == "cancelled"
-        first = await store.spawns.cancel([lease.job_id], 1)  # a page of one
-        assert len(first) == 1
-        rest = await store.spawns.cancel([lease.job_id], 10)
-        assert len(rest) == 2 and await store.spawns.cancel([lease.job_id], 10) == []
+        first = await store.spawns.cascade([lease.job_id], 1)  # a page of one
+        assert [r["kind"] for r in first] == ["cancelled"]
+        rest = await store.spawns.cascade([lease.job_id], 10)
+        assert len(rest) == 2 and await store.spawns.cascade([lease.job_id], 10) == []
         jobs = {i: await store.get_job(i) for i in ids}
         assert jobs[running.job_id].status == "processing"  # flagged: it stops at its heartbeat
         assert jobs[running.job_id].cancel_requested

@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from asyncz.durable.running import StepCall
-from asyncz.errors import SpawnRefusedError, StepUsageError
+from asyncz.durable.waiting import WaitCall
+from asyncz.errors import (
+    GatherTimeoutError,
+    SpawnedJobFailedError,
+    SpawnRefusedError,
+    StepLimitError,
+    StepUsageError,
+)
 from asyncz.jobs import Lease, NewJob, UniqueScope
 from asyncz.tracing import child_context
 
@@ -33,6 +41,8 @@ SPAWN_OPTIONS = frozenset({
 
 class Spawner(Protocol):
     """What a spawn needs of the service (:class:`asyncz.service.spawns.Spawns`)."""
+
+    max_gather_bytes: int  # ASYNCZ_MAX_GATHER_BYTES: what one gather may return
 
     async def spawn(self, lease: Lease, job_id: str, new: NewJob) -> dict[str, Any]: ...
 
@@ -110,3 +120,41 @@ def spawn_call(journal: SpawningJournal, spawner: Spawner | None, task: str, pay
         return future.result()
 
     return StepCall(step, "spawn", submit_from_thread, decode=decode)
+
+
+def gather_call(spawned: Iterable[Spawned | str], *, timeout: float, return_exceptions: bool,
+                name: str, max_bytes: int) -> WaitCall:  # fmt: skip
+    """The wait of one ``ctx.gather``: its value, once every one of its jobs has ended, is
+    their results in order (a job that ended dead or cancelled raises
+    :class:`SpawnedJobFailedError`, or is one in its place with ``return_exceptions``). Its
+    timeout passing first raises :class:`GatherTimeoutError`."""
+    items = list(spawned)
+    if not all(isinstance(s, Spawned | str) for s in items):
+        raise StepUsageError(f"gather {name!r}: give it the jobs ctx.spawn returned")
+    ids = [s.job_id if isinstance(s, Spawned) else str(uuid.UUID(s)) for s in items]
+
+    def decode(value: Any) -> list[Any]:
+        if isinstance(value, dict) and value.get("timed_out"):
+            raise GatherTimeoutError(
+                f"gather {name!r}: its timeout of {timeout:g} s passed before every one of its "
+                f"{len(ids)} spawned jobs had ended"
+            )
+        if isinstance(value, dict) and "too_large" in value:
+            raise StepLimitError(
+                f"gather {name!r}: the results of its {len(ids)} jobs are {value['too_large']} "
+                f"bytes of JSON, more than ASYNCZ_MAX_GATHER_BYTES ({value['max_bytes']})"
+            )
+        out: list[Any] = []
+        for end in value:
+            if end["status"] == "completed":
+                out.append(end["result"])
+                continue
+            failed = SpawnedJobFailedError(end["job_id"], end["status"], end["error"])
+            if not return_exceptions:
+                raise failed
+            out.append(failed)
+        return out
+
+    return WaitCall(name, "gather", timeout, f"gather {name!r} of {len(ids)} spawned jobs",
+                    terms={"jobs": ids, "total": len(ids), "max_bytes": max_bytes},
+                    on_timeout={"timed_out": True}, decode=decode)  # fmt: skip

@@ -209,7 +209,7 @@ class JobService:
         """Why a queued job is held back, or what a suspended one waits for, in words
         (``None`` when nothing holds it)."""
         if job.status is JobStatus.SUSPENDED:
-            return job.suspended_for
+            return await self.spawns.waiting_for(job) or job.suspended_for
         if job.status is not JobStatus.QUEUED:
             return None
         row = {"id": job.id, "task": job.task, "concurrency_key": job.concurrency_key,

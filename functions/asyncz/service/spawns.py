@@ -9,7 +9,6 @@ a spawn run again after a crash (the child stored, the step not) finds the same 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from asyncz.errors import (
@@ -22,7 +21,7 @@ from asyncz.errors import (
 )
 from asyncz.jobs import Job, Lease, NewJob
 from asyncz.pagination import decode_cursor, encode_cursor, fit_page
-from asyncz.port_types import Dispatch, Page, Row
+from asyncz.port_types import Dispatch, Page
 from asyncz.ports import JobStore
 from asyncz.service.enqueue import Enqueuer
 from asyncz.service.submitting import KEY_ROUNDS, Submitting
@@ -36,6 +35,7 @@ class Spawns:
                  settings: Settings) -> None:  # fmt: skip
         self.store, self.enqueuer, self.submitting = store, enqueuer, submitting
         self.settings = settings
+        self.max_gather_bytes = settings.max_gather_bytes  # what one gather may return
 
     async def spawn(self, lease: Lease, job_id: str, new: NewJob) -> dict[str, Any]:
         """Store the job ``job_id`` spawned by ``lease``'s attempt (once: a second call finds
@@ -67,11 +67,16 @@ class Spawns:
             # the key's holder was purged between the two statements: the key is free again
         raise StoreUnavailableError(f"spawn of {new.task!r}: its key's holder kept changing")
 
-    async def cancel_page(self, spawner_ids: Sequence[str], limit: int) -> tuple[list[Row], bool]:
-        """A cancel's cascade, one page: the live jobs these spawners (those cancelled)
-        created; whether a page may be left."""
-        rows = await self.store.spawns.cancel(spawner_ids, limit)
-        return rows, len(rows) >= limit
+    async def waiting_for(self, job: Job) -> str | None:
+        """What a suspended job that gathers waits for, with how many of its jobs have
+        ended (``37/100 spawned jobs ended: gather 'pages' ...``); None: it does not gather."""
+        reason = job.suspended_for or ""
+        if not reason.startswith("gather "):
+            return None
+        row = await self.store.spawns.progress(job.id)
+        if row is None or row["total"] is None:
+            return reason
+        return f"{row['total'] - row['pending']}/{row['total']} spawned jobs ended: {reason}"
 
     async def describe(self, job: Job) -> dict[str, Any]:
         """For a spawner, ``spawned``: how many jobs it created, by status (counted up to

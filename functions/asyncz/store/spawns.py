@@ -32,9 +32,30 @@ class SpawnQueries:
                   "unique_key": new.unique_key}  # fmt: skip
         return await self._run.one("find_spawned", params)
 
-    async def cancel(self, spawner_ids: Sequence[str], limit: int) -> list[Row]:
-        """One page of a cancel's cascade: the live jobs these cancelled spawners created."""
-        return await self._run.rows("cancel_spawned", {"ids": list(spawner_ids), "limit": limit})
+    async def cascade(self, ended_ids: Sequence[str], limit: int) -> list[Row]:
+        """A cascade's page over these ended jobs: the live jobs the cancelled ones spawned,
+        cancelled (at most ``limit``; ``kind`` "cancelled"), and the gatherers that have not
+        counted them yet (``kind`` "gatherer": :meth:`settle` each)."""
+        return await self._run.rows("cascade_spawned", {"ids": list(ended_ids), "limit": limit})
+
+    async def settle(self, gatherer_id: str, ended_ids: Sequence[str] | None, *,
+                     wake: bool = True) -> list[Row]:  # fmt: skip
+        """Count these ended jobs (None: every ended one) for the gatherer's waits, under its
+        row lock; the gatherer, when a wait of it was completed (and ``wake``)."""
+        params = {"job_id": gatherer_id, "wake": wake,
+                  "ids": None if ended_ids is None else list(ended_ids)}  # fmt: skip
+        async with self._run.transaction("settle_gather_wait") as run:
+            await run("lock_waiting_job", params)
+            return await run("settle_gather_wait", params)
+
+    async def waiting_gatherers(self, after: str, limit: int) -> list[str]:
+        """Recovery: a page of the jobs with a waiting gather, by id after ``after``."""
+        rows = await self._run.rows("scan_waiting_gathers", {"after": after, "limit": limit})
+        return [r["job_id"] for r in rows]
+
+    async def progress(self, job_id: str) -> Row | None:
+        """A gathering job's waiting gather: its ``name``, ``pending`` and ``total`` jobs."""
+        return await self._run.one("gather_progress", {"id": job_id})
 
     async def count(self, job_id: str, limit: int) -> dict[str, int]:
         """A spawner's jobs by status, counting at most ``limit``."""

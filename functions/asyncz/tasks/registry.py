@@ -15,7 +15,7 @@ from typing import Any
 from asyncz.durable.journal import Journal
 from asyncz.durable.running import StepCall
 from asyncz.durable.sleeping import decode_wake, wake_time
-from asyncz.durable.spawning import Spawner, spawn_call
+from asyncz.durable.spawning import Spawner, gather_call, spawn_call
 from asyncz.errors import InvalidPayloadError, StepUsageError, UnknownTaskError
 from asyncz.tasks.limits import TaskLimits
 from asyncz.tasks.schedule import Schedule
@@ -128,6 +128,18 @@ class TaskContext:
         step is ``spawn:1``, ``spawn:2``... docs/durable.md, "Spawned jobs"."""
         journal = self._steps()
         return journal.call(spawn_call(journal, self.spawner, task, payload, name, options))
+
+    def gather(self, spawned: Iterable[Any], /, *, timeout: float,
+               return_exceptions: bool = False, name: str | None = None) -> Any:  # fmt: skip
+        """Wait, holding nothing, until every one of these spawned jobs has ended (at most
+        ``timeout`` seconds: then ``GatherTimeoutError``), and return their results in order
+        (``await`` it in an async task). One that ended dead or cancelled raises
+        ``SpawnedJobFailedError``, or stands in its place with ``return_exceptions``."""
+        journal = self._steps()
+        limit = self.spawner.max_gather_bytes if self.spawner is not None else 1 << 22
+        return journal.wait(gather_call(spawned, timeout=timeout, max_bytes=limit,
+                                        return_exceptions=return_exceptions,
+                                        name=name or journal.auto_name("gather")))  # fmt: skip
 
     def _steps(self) -> Journal:
         if self.journal is None:

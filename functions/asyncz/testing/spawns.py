@@ -3,6 +3,7 @@ on the memory store's dicts, fenced by the spawner's lease as ``insert_spawned_j
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,6 +24,9 @@ _LIVE = ("waiting", "queued", "processing", "suspended")
 class MemorySpawns:
     def __init__(self, store: StoreTables) -> None:
         self.store = store
+        self.gathers: dict[tuple[str, int], dict[str, Any]] = {}  # (job id, seq) -> wait
+        self.edges: dict[tuple[str, str, int], bool] = {}  # (child, job id, seq) -> settled
+        store.steps.openers["gather"] = self.open_gather  # type: ignore[attr-defined]
 
     async def insert(self, lease: Lease, job_id: str, new: NewJob, max_depth: int) -> Row | None:
         p = self.store.jobs.get(lease.job_id)
@@ -65,11 +69,11 @@ class MemorySpawns:
         return {**dispatch_row(found), "due": found["run_at"] <= now_utc(),
                 "spawned_by": found.get("spawned_by")}  # fmt: skip
 
-    async def cancel(self, spawner_ids: Sequence[str], limit: int) -> list[Row]:
-        cancelled = {i for i in spawner_ids
-                     if (p := self.store.jobs.get(i)) and p["status"] == "cancelled"}  # fmt: skip
+    async def cascade(self, ended_ids: Sequence[str], limit: int) -> list[Row]:
+        jobs = self.store.jobs
+        cancelled = {i for i in ended_ids if (p := jobs.get(i)) and p["status"] == "cancelled"}
         page = sorted(
-            (j for j in self.store.jobs.values()
+            (j for j in jobs.values()
              if j.get("spawned_by") in cancelled and j["status"] in _LIVE
              and not j["cancel_requested"]),
             key=lambda j: uuid.UUID(j["id"]),
@@ -84,7 +88,54 @@ class MemorySpawns:
                 updated_at=now,
                 last_error=j["last_error"] or f"spawner_cancelled: {j['spawned_by']}",
             )
-        return [dispatch_row(j) for j in page]
+        gatherers = sorted({g for (c, g, _), settled in self.edges.items()
+                            if c in ended_ids and not settled})  # fmt: skip
+        return [{**dispatch_row(j), "kind": "cancelled"} for j in page] + [
+            {"kind": "gatherer", "id": g} for g in gatherers]  # fmt: skip
+
+    async def settle(self, gatherer_id: str, ended_ids: Sequence[str] | None, *,
+                     wake: bool = True) -> list[Row]:  # fmt: skip
+        jobs, steps = self.store.jobs, self.store.steps  # type: ignore[attr-defined]
+        counted: dict[int, int] = {}
+        for (c, g, seq), settled in self.edges.items():
+            if g != gatherer_id or settled or (ended_ids is not None and c not in ended_ids):
+                continue
+            if c in jobs and str(jobs[c]["status"]) in _LIVE:
+                continue
+            self.edges[(c, g, seq)] = True
+            counted[seq] = counted.get(seq, 0) + 1
+        woken = False
+        for seq, n in counted.items():
+            wait = steps.rows.get(gatherer_id, {}).get(seq)
+            if wait is None or wait["status"] != "waiting":
+                continue
+            self.gathers[(gatherer_id, seq)]["pending"] -= n
+            if self.gathers[(gatherer_id, seq)]["pending"] <= 0:
+                value = self._value((gatherer_id, seq))
+                wait.update(status="completed", result=json.loads(value),
+                            result_bytes=len(value), finished_at=now_utc())  # fmt: skip
+                woken = True
+        live = gatherer_id in jobs and str(jobs[gatherer_id]["status"]) in _LIVE
+        return [steps.wake(gatherer_id)] if woken and wake and live else []
+
+    async def waiting_gatherers(self, after: str, limit: int) -> list[str]:
+        steps: Any = self.store.steps  # type: ignore[attr-defined]
+        found = sorted({g for (g, seq) in self.gathers
+                        if steps.rows.get(g, {}).get(seq, {}).get("status") == "waiting"
+                        and uuid.UUID(g) > uuid.UUID(after)}, key=uuid.UUID)  # fmt: skip
+        return found[:limit]
+
+    async def progress(self, job_id: str) -> Row | None:
+        waits = sorted(
+            seq
+            for (g, seq), w in self.gathers.items()
+            if g == job_id and self.store.steps.rows[g][seq]["status"] == "waiting"
+        )  # type: ignore[attr-defined]
+        if not waits:
+            return None
+        w = self.gathers[(job_id, waits[0])]
+        name = self.store.steps.rows[job_id][waits[0]]["name"]  # type: ignore[attr-defined]
+        return {"name": name, "pending": w["pending"], "total": len(w["jobs"])}
 
     async def count(self, job_id: str, limit: int) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -102,3 +153,32 @@ class MemorySpawns:
                 and (after is None or key(j) < (after[0], uuid.UUID(after[1])))]  # fmt: skip
         rows.sort(key=key, reverse=True)
         return [job_view(j) for j in rows[:limit]]
+
+    # --- the gather wait's opener and count (migration 0021's trigger) ------------------
+
+    def open_gather(self, job_id: str, step: dict[str, Any]) -> str | None:
+        """A gather begins: its edges stored (to ended jobs: settled); none live: its value."""
+        terms = json.loads(step["result"])
+        jobs = self.store.jobs
+        key = (job_id, step["seq"])
+        live = 0
+        for child in terms["jobs"]:
+            alive = child in jobs and str(jobs[child]["status"]) in _LIVE
+            if alive:
+                jobs[child]["has_dependents"] = True
+            live += alive
+            self.edges.setdefault((child, job_id, step["seq"]), not alive)
+        self.gathers[key] = {"jobs": terms["jobs"], "pending": live,
+                             "max_bytes": terms["max_bytes"]}  # fmt: skip
+        return None if live else self._value(key)
+
+    def _value(self, key: tuple[str, int]) -> str:
+        w, jobs = self.gathers[key], self.store.jobs
+        ends = [{"job_id": c, "status": str(jobs[c]["status"]) if c in jobs else "purged",
+                 "result": jobs[c]["result"] if c in jobs else None,
+                 "error": jobs[c]["last_error"] if c in jobs else None}
+                for c in w["jobs"]]  # fmt: skip
+        text = json.dumps(ends)
+        if len(text) > w["max_bytes"]:
+            text = json.dumps({"too_large": len(text), "max_bytes": w["max_bytes"]})
+        return text
