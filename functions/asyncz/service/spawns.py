@@ -19,6 +19,7 @@ from asyncz.errors import (
     UnknownQueueError,
     UnknownTaskError,
 )
+from asyncz.faults import crash_point
 from asyncz.jobs import Job, Lease, NewJob
 from asyncz.pagination import decode_cursor, encode_cursor, fit_page
 from asyncz.port_types import Dispatch, Page
@@ -56,6 +57,7 @@ class Spawns:
                     f"levels deep, the most ASYNCZ_MAX_SPAWN_DEPTH ({depth}) allows to spawn"
                 )
             if row["inserted"]:
+                crash_point("spawn.after_commit")  # chaos: the job is stored, the step is not
                 await self.enqueuer.dispatch_quietly([Dispatch(
                     job_id, new.queue, new.priority, row["run_at_ms"], row["due"],
                     new.concurrency_key)])  # fmt: skip
