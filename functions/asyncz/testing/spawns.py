@@ -126,11 +126,9 @@ class MemorySpawns:
         return found[:limit]
 
     async def progress(self, job_id: str) -> Row | None:
-        waits = sorted(
-            seq
-            for (g, seq), w in self.gathers.items()
-            if g == job_id and self.store.steps.rows[g][seq]["status"] == "waiting"
-        )  # type: ignore[attr-defined]
+        steps: Any = self.store.steps  # type: ignore[attr-defined]
+        waits = sorted(seq for (g, seq) in self.gathers
+                       if g == job_id and steps.rows[g][seq]["status"] == "waiting")  # fmt: skip
         if not waits:
             return None
         w = self.gathers[(job_id, waits[0])]
