@@ -30,7 +30,7 @@ def dev(folder: Path) -> Iterator[DevRun]:
 
 
 def test_the_page_shows_the_client_and_the_test_helper() -> None:
-    assert len(EXAMPLES) == 6  # steps, sleep and a long job, with the client and the helper
+    assert len(EXAMPLES) == 8  # steps, sleep, spawned jobs and a long job: client and helper
 
 
 @pytest.mark.parametrize("n", range(len(EXAMPLES)))
