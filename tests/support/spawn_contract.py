@@ -3,11 +3,14 @@ against the in-memory store and against PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
-from asyncz.jobs import UniqueScope
+from asyncz.jobs import JobStatus, UniqueScope
 from tests.support.contract import Ports, insert, new, scenario
+
+NO_JOB = "00000000-0000-0000-0000-000000000000"
 
 
 async def _spawner(store: Any, **kw: Any) -> Any:
@@ -88,5 +91,46 @@ def test_a_cancelled_spawners_cascade_page_cancels_only_its_live_jobs(ports: Por
         assert jobs[running.job_id].cancel_requested
         assert sorted(str(j.status) for j in jobs.values()) == [
             "cancelled", "cancelled", "processing"]  # fmt: skip
+
+    scenario(ports, body)
+
+
+def test_a_gather_counts_each_end_once_and_completes_when_the_last_has_ended(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        lease = await _spawner(store)
+        kids = [str(uuid.uuid4()) for _ in range(3)]
+        for kid in kids:
+            assert (await store.spawns.insert(lease, kid, new(), 5))["inserted"]
+        [early] = await store.claim([kids[0]], "w", 3600)
+        assert await store.complete_many([(early, "zero")])  # ended before the gather began
+        terms = {"jobs": kids, "total": 3, "max_bytes": 1 << 20}
+        step = {"seq": 1, "name": "all", "kind": "gather", "after_name": None,
+                "job_attempt": 1, "result": json.dumps(terms), "wait_until": None,
+                "wait_key": None}  # fmt: skip
+        opened = await store.steps.open_wait(lease.job_id, lease.token, step)
+        assert opened["status"] == "waiting"
+        assert await store.spawns.progress(lease.job_id) == {"name": "all", "pending": 2,
+                                                             "total": 3}  # fmt: skip
+        assert await store.steps.suspend(lease, 3600, "gather 'all'")
+        one, two = await store.claim(kids[1:], "w", 3600)
+        assert await store.complete_many([(one, "one")])
+        rows = await store.spawns.cascade([kids[1]], 10)
+        assert [(r["kind"], r["id"]) for r in rows] == [("gatherer", lease.job_id)]
+        assert await store.spawns.settle(lease.job_id, [kids[1]]) == []
+        assert await store.spawns.settle(lease.job_id, [kids[1]]) == []  # counted once
+        assert (await store.spawns.progress(lease.job_id))["pending"] == 1
+        await store.finish_failed(two, status=JobStatus.DEAD, outcome="failed",
+                                  error="ValueError: torn", delay_seconds=0)  # fmt: skip
+        [woken] = await store.spawns.settle(lease.job_id, None)  # recovery's full count
+        assert (woken["id"], woken["status"], woken["due"]) == (lease.job_id, "suspended", True)
+        [stored] = await store.steps.load(lease.job_id, 0, 10)
+        assert stored["status"] == "completed"
+        assert [(e["status"], e["result"]) for e in stored["result"]] == [
+            ("completed", "zero"), ("completed", "one"), ("dead", None)]  # fmt: skip
+        assert stored["result"][2]["error"] == "ValueError: torn"
+        assert await store.spawns.settle(lease.job_id, None) == []
+        assert await store.spawns.waiting_gatherers(NO_JOB, 10) == []
 
     scenario(ports, body)

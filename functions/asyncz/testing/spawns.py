@@ -120,9 +120,11 @@ class MemorySpawns:
 
     async def waiting_gatherers(self, after: str, limit: int) -> list[str]:
         steps: Any = self.store.steps  # type: ignore[attr-defined]
+        jobs = self.store.jobs
         found = sorted({g for (g, seq) in self.gathers
                         if steps.rows.get(g, {}).get(seq, {}).get("status") == "waiting"
-                        and uuid.UUID(g) > uuid.UUID(after)}, key=uuid.UUID)  # fmt: skip
+                        and uuid.UUID(g) > uuid.UUID(after) and g in jobs
+                        and str(jobs[g]["status"]) in _LIVE}, key=uuid.UUID)  # fmt: skip
         return found[:limit]
 
     async def progress(self, job_id: str) -> Row | None:

@@ -211,10 +211,14 @@ ON CONFLICT (job_id, seq) DO NOTHING
 RETURNING status, result;
 
 -- name: scan_waiting_gathers
--- Recovery's sweep: the next page of jobs with a waiting gather, after %(after)s (along
--- job_steps_waiting_idx), whose edges it settles in full.
-SELECT DISTINCT job_id::text AS job_id FROM job_steps
- WHERE status = 'waiting' AND kind = 'gather' AND wait_key IS NULL AND job_id > %(after)s::uuid
+-- Recovery's sweep: the next page of live jobs with a waiting gather, after %(after)s (along
+-- job_steps_waiting_idx), whose edges it settles in full. A job that has ended (cancelled
+-- while it gathered) keeps its wait, and is passed over.
+SELECT DISTINCT s.job_id::text AS job_id FROM job_steps s
+ WHERE s.status = 'waiting' AND s.kind = 'gather' AND s.wait_key IS NULL
+   AND s.job_id > %(after)s::uuid
+   AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = s.job_id
+                  AND j.status IN ('queued', 'processing', 'suspended'))
  ORDER BY 1
  LIMIT %(limit)s;
 
