@@ -1,7 +1,8 @@
 """Spawned jobs and ctx.gather on PostgreSQL and Redis with real worker loops: a task that
 spawns 200 jobs and gathers them completes once with their 200 results in order, holding no
-worker while it waits; a gather whose timeout passes raises in the task; jobs ending at the
-same moment on concurrent connections (and while the gather begins) resolve it exactly once;
+worker while it waits; a gather whose timeout passes raises in the task; 1,000 jobs ending at
+the same moment on 16 concurrent connections (half while the gather begins) resolve it exactly
+once; an end whose count a crash cut off is counted by recovery;
 cancelling a gathering task cancels the jobs it created, not the one a unique key pointed it
 to; GET /jobs/{id} shows spawned_by, spawned and what a gathering job waits for."""
 
@@ -164,7 +165,7 @@ def test_jobs_ending_at_once_on_concurrent_connections_resolve_the_gather_exactl
             "FOR EACH ROW WHEN (OLD.status = 'waiting' AND NEW.status = 'completed') "
             "EXECUTE FUNCTION log_gather_resolution()"
         )
-    n, lanes = 100, 10
+    n, lanes = 1000, 16
     try:
 
         async def body(svc: Any, worker: Any) -> None:
