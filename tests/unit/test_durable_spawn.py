@@ -14,7 +14,7 @@ import pytest
 
 from asyncz.durable.spawning import Spawned, spawned_id
 from asyncz.errors import SpawnRefusedError
-from asyncz.jobs import JobStatus, NewJob
+from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
 from asyncz.service import JobService
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskContext, TaskRegistry, task
@@ -152,3 +152,29 @@ def test_a_cancelled_spawner_cancels_what_it_created_and_not_what_a_unique_key_p
         assert not (await svc.get(lease.job_id)).cascade_pending
 
     asyncio.run(go())
+
+
+def test_a_running_spawner_cancelled_cancels_its_jobs_when_its_attempt_stops() -> None:
+    async def go() -> None:
+        svc = _service()
+        lease = await _spawner(svc)
+        child = await svc.spawns.spawn(lease, spawned_id(lease.job_id, 0, "a"),
+                                       NewJob(task="page", payload={"n": 1}))  # fmt: skip
+        assert await svc.cancel(lease.job_id) is JobStatus.PROCESSING  # flagged: it runs on
+        assert (await svc.get(child["job_id"])).status is JobStatus.QUEUED
+        await svc.fail(lease, "cancelled on request", AttemptOutcome.CANCELLED)  # its heartbeat
+        assert (await svc.get(child["job_id"])).status is JobStatus.CANCELLED
+
+    asyncio.run(go())
+
+
+def test_a_gather_of_something_ctx_spawn_did_not_return_is_step_usage() -> None:
+    reg = TaskRegistry()
+
+    @task("odd_gather", durable=True, registry=reg)
+    def odd_gather(payload: dict[str, Any], ctx: TaskContext) -> Any:
+        return ctx.gather([42], timeout=60)
+
+    run = run_durable(odd_gather, registry=reg)
+    assert run.status == "dead" and run.error is not None
+    assert run.error.startswith("step_usage: gather 'gather:1': give it the jobs ctx.spawn")

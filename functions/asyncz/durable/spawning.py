@@ -4,8 +4,10 @@ job back and never submits a second one. The job's id is derived from the spawne
 replay generation and the step's name: a spawn run again after a crash (the job stored, the
 step not) finds the job it stored the first time instead of making another.
 
-The submit itself is the service's (:class:`asyncz.service.spawns.Spawns`), reached through
-the attempt's journal (its ``spawner``): the worker's service, or the in-memory one in tests.
+The submit itself is the service's (:class:`asyncz.service.spawns.Spawns`), the task
+context's ``spawner``: the worker's service, or the in-memory one in tests. ``ctx.gather`` is
+a wait (:mod:`asyncz.durable.waiting`) of kind ``gather``: its value, once the last of its
+jobs has ended, is their ends in order (migration 0021 for how each end is counted).
 """
 
 from __future__ import annotations
@@ -129,9 +131,10 @@ def gather_call(spawned: Iterable[Spawned | str], *, timeout: float, return_exce
     :class:`SpawnedJobFailedError`, or is one in its place with ``return_exceptions``). Its
     timeout passing first raises :class:`GatherTimeoutError`."""
     items = list(spawned)
-    if not all(isinstance(s, Spawned | str) for s in items):
-        raise StepUsageError(f"gather {name!r}: give it the jobs ctx.spawn returned")
-    ids = [s.job_id if isinstance(s, Spawned) else str(uuid.UUID(s)) for s in items]
+    try:
+        ids = [s.job_id if isinstance(s, Spawned) else str(uuid.UUID(s)) for s in items]
+    except (TypeError, ValueError, AttributeError):
+        raise StepUsageError(f"gather {name!r}: give it the jobs ctx.spawn returned") from None
 
     def decode(value: Any) -> list[Any]:
         if isinstance(value, dict) and value.get("timed_out"):

@@ -1,6 +1,8 @@
 """Spawned jobs (docs/durable.md, "Spawned jobs"): what a durable task's ``ctx.spawn``
-stores, what ``GET /jobs/{id}`` says of a spawner, and the page of a cancel's cascade that
-reaches the jobs a cancelled spawner created. A part of :class:`asyncz.service.JobService`.
+stores, what ``GET /jobs/{id}`` says of a spawner and of a job that gathers, and the list of
+a spawner's jobs. A part of :class:`asyncz.service.JobService`. (What an end adds to its
+cascade, a cancelled spawner's jobs cancelled and a gather's count, runs in
+:mod:`asyncz.service.dependencies` through the store's ``spawns`` part.)
 
 A spawn is a step of its task (:mod:`asyncz.durable.spawning`): the child is committed,
 fenced by the spawner's lease, before its id reaches Redis, and its id is deterministic, so
