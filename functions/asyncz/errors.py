@@ -191,6 +191,31 @@ class StepUsageError(FinalTaskError):
     code = "step_usage"
 
 
+class SpawnRefusedError(FinalTaskError):
+    """A durable task's ``ctx.spawn`` that cannot be stored as asked: an unknown task or
+    queue, a payload that does not fit, options a spawn does not take, or a spawner nested
+    as deep as ``ASYNCZ_MAX_SPAWN_DEPTH`` allows."""
+
+    code = "spawn_refused"
+
+
+class SpawnedJobFailedError(FinalTaskError):
+    """A job ``ctx.gather`` waited on ended dead or cancelled (its id, status and error are
+    attributes and in the message)."""
+
+    code = "spawned_job_failed"
+
+    def __init__(self, job_id: str, status: str, error: str | None) -> None:
+        super().__init__(f"spawned job {job_id} ended {status}: {error or 'no error recorded'}")
+        self.job_id, self.status, self.error = job_id, status, error
+
+
+class GatherTimeoutError(FinalTaskError):
+    """``ctx.gather``'s timeout passed before every one of its jobs had ended."""
+
+    code = "gather_timeout"
+
+
 class StepLeaseLostError(AsyncZError):
     """A step's write found the attempt's lease gone (or the attempt ended): nothing was
     stored, and the attempt stops without writing anything more."""

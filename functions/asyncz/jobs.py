@@ -170,6 +170,8 @@ class Job:
     tracestate: str | None = None
     suspensions: int = 0  # attempts that ended suspended (not tries)
     suspended_for: str | None = None  # while suspended: what it waits for, in words
+    spawned_by: str | None = None  # the durable job whose ctx.spawn created it
+    spawn_depth: int = 0  # spawners above it (0: submitted from outside)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,14 +15,13 @@ if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
     from asyncz.store_ports import (
         AccessStore,
         ActivityStore,
-        CallbackStore,
         DependencyStore,
-        EventStore,
         LimitStore,
         MaintenanceStore,
         StepStore,
         UniqueStore,
     )
+    from asyncz.wait_ports import CallbackStore, EventStore, SpawnStore
 
 
 class LimitBroker(Protocol):
@@ -191,6 +190,11 @@ class JobStore(Protocol):
     @property
     def callbacks(self) -> CallbackStore:
         """The queries of durable tasks' callbacks (by token hash, heartbeat, the key)."""
+        ...
+
+    @property
+    def spawns(self) -> SpawnStore:
+        """The queries of spawned jobs (the fenced spawn, a cancel's cascade, reads)."""
         ...
 
     @property

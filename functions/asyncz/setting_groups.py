@@ -97,6 +97,10 @@ class JobSettings(BaseModel):
     # The deployment's public base URL (the construct sets it): a callback's URL is
     # <public_url>/callbacks/<token>. Unset: cb.url is None (cb.token still works).
     public_url: str | None = None
+    # Spawned jobs (docs/durable.md, "Spawned jobs"): how deep spawners may nest (a job
+    # submitted from outside is at depth 0), and the bytes of results one gather returns.
+    max_spawn_depth: int = Field(default=5, ge=1, le=100)
+    max_gather_bytes: int = Field(default=4 * 1024 * 1024, ge=1, le=64 * 1024 * 1024)
     queues: str = "default"  # comma-separated queues a worker polls
     task_modules: str = ""  # comma-separated modules imported at worker start
 

@@ -1,6 +1,6 @@
 """The protocols of the job store's parts (``store.dependencies``, ``.maintenance``,
-``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``, ``.events``,
-``.callbacks``): what each concern of the service needs from PostgreSQL, beside
+``.access``, ``.activity``, ``.limits``, ``.unique``, ``.steps``; the waits' parts are in
+:mod:`asyncz.wait_ports`): what each concern of the service needs from PostgreSQL, beside
 :class:`asyncz.ports.JobStore`. Protocols only."""
 
 from __future__ import annotations
@@ -186,21 +186,6 @@ class UniqueStore(Protocol):
         ...
 
 
-class CallbackStore(Protocol):
-    """What durable tasks' callbacks (:mod:`asyncz.durable.callbacks`, the ``/callbacks``
-    routes) need from Postgres (see :mod:`asyncz.store.callbacks`)."""
-
-    async def find(self, token_hash: str) -> Row | None:
-        """The callback of a token's SHA-256 (hex): job_id, seq, status, job_status,
-        wait_until; None: no such token."""
-        ...
-
-    async def heartbeat(self, token_hash: str) -> datetime | None:
-        """Move a waiting callback's deadline to at least now plus its timeout; the new
-        deadline, or None when it does not wait."""
-        ...
-
-
 class MaintenanceStore(Protocol):
     """What maintenance (:mod:`asyncz.maintenance`) needs from Postgres, beside the job store
     (see :mod:`asyncz.store.maintenance`)."""
@@ -282,28 +267,4 @@ class StepStore(Protocol):
     async def prune(self, kind: str, older_than: float, jobs: int, limit: int) -> int:
         """Retention: up to ``limit`` step rows of the next ``jobs`` ``kind`` ("finished",
         "dead") jobs older than ``older_than`` seconds."""
-        ...
-
-
-class EventStore(Protocol):
-    """Events and their delivery to the waits on them (see :mod:`asyncz.store.events`)."""
-
-    async def send(self, event: Row, limit: int) -> tuple[int, str, list[Row]]:
-        """Store an event (name, key, wait_key, payload JSON, sent_by, sent_by_key_id) and
-        resolve the first ``limit`` waits on it, in one transaction under the lock a wait's
-        look-back takes: its id, the value its waits took (JSON) and the page's rows."""
-        ...
-
-    async def finish(self, event_id: int, woke: int) -> None:
-        """A delivery is done: keep how many waits it woke; the event is pending no more
-        (``send`` marks one whose first page was full)."""
-        ...
-
-    async def pending(self, older_than: float, limit: int) -> list[Row]:
-        """Deliveries left pending longer than ``older_than`` seconds (id, wait_key,
-        payload as JSON text, sent_by), for recovery to finish."""
-        ...
-
-    async def prune(self, older_than: float, limit: int) -> int:
-        """Retention: up to ``limit`` events older than ``older_than`` seconds."""
         ...

@@ -228,6 +228,18 @@ class AttemptTrace:
             self._token = None
 
 
+def child_context(traceparent: str | None, tracestate: str | None) -> tuple[str | None, str | None]:
+    """The trace context of a job submitted from inside an attempt (a durable task's
+    spawn): the attempt's span when tracing is on, else the attempt's own context."""
+    if tracer() is None:
+        return traceparent, tracestate
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    out: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(out)
+    return out.get("traceparent", traceparent), out.get("tracestate", tracestate)
+
+
 def step_event(name: str) -> None:
     """A durable task's step ran and was stored: an event on the attempt's span."""
     if tracer() is None:

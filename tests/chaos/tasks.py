@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import Any
 
@@ -60,3 +61,18 @@ def chaos_durable_exit(payload: dict[str, Any], ctx: Any) -> list[Any]:
     crash = ctx.step("crash", _exit_once, folder)
     after = ctx.step("after", _mark, folder, "after")
     return [before, crash, after]
+
+
+@task("chaos_page")
+def chaos_page(payload: dict[str, Any]) -> int:
+    return int(payload["n"])
+
+
+@task("chaos_fan_out_killed", durable=True)
+def chaos_fan_out_killed(payload: dict[str, Any], ctx: Any) -> Any:
+    """Spawns ``n`` jobs; the first time, the worker is SIGKILLed before the task suspends on
+    their gather (after its spawns, before the attempt ends)."""
+    kids = [ctx.spawn("chaos_page", {"n": n}) for n in range(payload["n"])]
+    if _mark(payload["folder"], "spawned") == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return ctx.gather(kids, timeout=300)

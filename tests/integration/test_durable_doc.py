@@ -30,8 +30,8 @@ def dev(folder: Path) -> Iterator[DevRun]:
 
 
 def test_the_page_shows_the_client_and_the_test_helper() -> None:
-    # steps, sleep, an event, a callback and a long job, with the client and the helper
-    assert len(EXAMPLES) == 9
+    # steps, sleep, an event, a callback, spawned jobs and a long job: client and helper
+    assert len(EXAMPLES) == 11
 
 
 @pytest.mark.parametrize("n", range(len(EXAMPLES)))

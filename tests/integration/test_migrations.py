@@ -60,6 +60,8 @@ EXPECTED_JOBS = {
     "first_started_at": "timestamp with time zone",
     "suspended_for": "text",
     "woken": "boolean",  # 0019: a wait resolved while its attempt ran
+    "spawned_by": "uuid",  # 0021: spawned jobs
+    "spawn_depth": "smallint",
 }
 EXPECTED_DEPENDENCIES = {
     "child_id": "uuid",
@@ -104,6 +106,7 @@ EXPECTED_STEPS = {  # 0017: durable tasks' steps
     "finished_at": "timestamp with time zone",
     "wait_until": "timestamp with time zone",  # 0019: waits
     "wait_key": "text",
+    "pending": "integer",  # 0021: a waiting gather's jobs not ended yet
 }
 
 
@@ -216,6 +219,12 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     for name in ("jobs_suspended_run_at_idx", "jobs_suspended_idx", "jobs_task_suspended_idx",
                  "jobs_queue_suspended_idx"):  # fmt: skip
         assert "WHERE (status = 'suspended'::text)" in indexes[name]
+    # 0021: a spawner's jobs, and its live ones (a cancel's cascade); plain rows enter neither
+    assert "WHERE (spawned_by IS NOT NULL)" in indexes["jobs_spawned_by_idx"]
+    assert "'suspended'::text" in indexes["jobs_spawned_live_idx"]
+    # 0021: a gather's edges (settled as their jobs end), the foreign key's index with them
+    assert set(columns(fresh_db, "job_gathers")) == {
+        "child_id", "job_id", "seq", "position", "settled"}  # fmt: skip
     with psycopg.connect(fresh_db, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(

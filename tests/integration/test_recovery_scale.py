@@ -128,7 +128,9 @@ def scale_db() -> Iterator[str]:
         if not _shape_ok(conn):
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
-                conn.execute("TRUNCATE jobs, job_steps, job_attempts, job_dependencies")
+                conn.execute(
+                    "TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies"
+                )
                 conn.execute(GENERATE, {"rows": ROWS})
             assert _shape_ok(conn), "generated table has the wrong shape"
             conn.execute("VACUUM ANALYZE jobs")

@@ -75,7 +75,7 @@ def test_counts_stay_exact_through_finishing_folding_and_pruning(settings: Setti
             assert await svc.store.maintenance.prune_finished(0.0, 1000) == 16
             await check()
             finish(url, "completed", 1)
-            rows(url, "TRUNCATE jobs, job_steps, job_attempts, job_dependencies")
+            rows(url, "TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies")
             await check()
         return seen
 

@@ -29,7 +29,7 @@ SPREADS = {"day": "24 hours", "burst": "1 hour"}
 
 
 def fill(conn: psycopg.Connection[Any], spread: str) -> None:
-    conn.execute("TRUNCATE jobs, job_steps, job_attempts, job_dependencies")
+    conn.execute("TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies")
     conn.execute(
         """
         INSERT INTO jobs (id, task, payload, queue, status, attempts, max_retries,

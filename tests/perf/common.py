@@ -37,7 +37,7 @@ def prepare() -> None:
             )
     apply_migrations(DB)
     with psycopg.connect(DB, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs, job_steps, job_attempts, job_dependencies")
+        conn.execute("TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies")
         conn.execute("VACUUM ANALYZE jobs")
     redis.Redis.from_url(REDIS).flushdb()
 

@@ -138,7 +138,7 @@ def empty_servers(pg_url: str, redis_url: str) -> None:
     """Empty the job tables and the Redis db (also between two halves of one test)."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(
-            "TRUNCATE jobs, job_steps, job_attempts, job_dependencies, periodic_runs, api_keys, "
-            "audit_log, queue_pauses, events"
+            "TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies, periodic_runs, "
+            "api_keys, audit_log, queue_pauses, events"
         )
     redis.Redis.from_url(redis_url).flushdb()

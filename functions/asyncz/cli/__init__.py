@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue")
     p.add_argument("--task")
     p.add_argument("--submitted-by", metavar="KEY_NAME", help="jobs this named key submitted")
+    p.add_argument("--spawned-by", metavar="JOB_ID", help="the jobs this durable job spawned")
     _page_options(p)
     p.set_defaults(func=cmd_list)
 

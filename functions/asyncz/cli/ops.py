@@ -185,6 +185,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     with make_client(args) as client:
         jobs = _listing(args, client.jobs(status=args.status, queue=args.queue, task=args.task,
                                           submitted_by=args.submitted_by,
+                                          spawned_by=args.spawned_by,
                                           page_size=args.limit, cursor=args.cursor))  # fmt: skip
     emit(args, {"items": jobs}, table(jobs, JOB_COLUMNS) if jobs else "no jobs")
     return 0

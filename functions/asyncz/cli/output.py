@@ -90,7 +90,7 @@ DEAD_COLUMNS = [
 _DESCRIBED = ["id", "task", "queue", "status", "waiting_for", "priority", "attempts",
               "max_retries", "timeout_seconds", "run_at", "created_at", "started_at", "finished_at",
               "last_error", "result", "payload", "open_parents", "depends_on",
-              "dependents"]  # fmt: skip
+              "dependents", "spawned_by", "spawned"]  # fmt: skip
 
 
 def describe(job: Job) -> Table:
@@ -102,6 +102,9 @@ def describe(job: Job) -> Table:
         value = getattr(job, key)
         if key in ("depends_on", "dependents") and value:
             value = " ".join(f"{p['job_id']} ({p['status']})" for p in value)
+        if key == "spawned" and value:  # its spawned jobs: counts, and how to list them
+            counts = ", ".join(f"{n} {s}" for s, n in value["by_status"].items())
+            value = f"{value['total']} ({counts}): asyncz list --spawned-by {job.id}"
         if key == "open_parents" and job.status != "waiting":
             continue
         if (value is not None and value != []) or key in ("status", "result"):

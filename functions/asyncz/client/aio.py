@@ -259,11 +259,11 @@ class AsyncClient:
         task: str | None = None,
         submitted_by: str | None = None,
         page_size: int = 100,
-        cursor: str | None = None,
+        cursor: str | None = None, spawned_by: str | None = None,
     ) -> AsyncIterator[Job]:
         """Every matching job, newest first, page after page (from ``cursor`` if given)."""
         params = {"status": status, "queue": queue, "task": task, "limit": page_size,
-                  "cursor": cursor, "submitted_by": submitted_by}  # fmt: skip
+                  "cursor": cursor, "submitted_by": submitted_by, "spawned_by": spawned_by}
         return self._pages("/jobs", params)
 
     def dead(self, *, queue: str | None = None, task: str | None = None, page_size: int = 100,

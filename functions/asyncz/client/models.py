@@ -53,6 +53,8 @@ class Job:
     concurrency_key: str | None = None  # what the task's per-key limits count by
     waiting_for: str | None = None  # get(): why a queued job is held back (a limit, a pause)
     submitted_by: str | None = None  # the name of the API key that submitted it
+    spawned_by: str | None = None  # the durable job whose ctx.spawn created it
+    spawned: dict[str, Any] | None = None  # get(): a spawner's jobs by status, and where
     # cancel(), replay(), get(): the cascade to its children goes on (the API answered 202;
     # the recovery sweep finishes it)
     cascade_pending: bool = False
@@ -98,6 +100,8 @@ class Job:
             depends_on=data.get("depends_on"),
             dependents=data.get("dependents"),
             submitted_by=data.get("submitted_by"),
+            spawned_by=data.get("spawned_by"),
+            spawned=data.get("spawned"),
             cascade_pending=bool(data.get("cascade_pending")),
         )
 

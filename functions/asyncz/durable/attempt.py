@@ -12,6 +12,7 @@ from asyncz.durable.bounds import StepBound, StepTimeoutError
 from asyncz.durable.clock import Clock
 from asyncz.durable.journal import Journal, StepLimits
 from asyncz.durable.sleeping import Suspension
+from asyncz.durable.spawning import Spawner
 from asyncz.errors import FinalTaskError, StepLeaseLostError, UnknownTaskError, describe
 from asyncz.jobs import Lease
 from asyncz.settings import Settings
@@ -28,6 +29,7 @@ def attempt_seconds(spec: TaskSpec, lease: Lease, budget: Callable[[], float]) -
 async def open_steps(
     store: StepStore, spec: TaskSpec, lease: Lease, ctx: TaskContext, settings: Settings,
     clock: Clock, timer: asyncio.Timeout, budget: Callable[[], float],
+    spawner: Spawner | None = None,
 ) -> None:  # fmt: skip
     """Give a durable task's context its journal (a plain task's: nothing to do), its steps
     bounded by the task's timeout within the invocation's ``budget()`` (``timer``: the
@@ -42,7 +44,7 @@ async def open_steps(
     journal.bound = StepBound(lease.timeout_seconds, budget,
                               None if spec.is_async else timer, timer.when(), None,
                               max(idle, 0))  # fmt: skip
-    ctx.journal = journal
+    ctx.journal, ctx.spawner = journal, spawner
 
 
 def timeout_error(ctx: TaskContext, lease: Lease) -> str:

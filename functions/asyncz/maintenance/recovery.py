@@ -1,7 +1,8 @@
 """Recovery's sweep: a lease whose worker died goes back to its queue (or to the DLQ when
 out of retries), every queued row's id is put in Redis again, idempotently, so a job
 whose enqueue was lost still runs, and every waiting job whose parents have ended is
-released (or ended by its rule). Also folds finished jobs into the per-queue counts.
+released (or ended by its rule), and every waiting gather counts the jobs of its that have
+ended. Also folds finished jobs into the per-queue counts.
 A part of :class:`asyncz.service.JobService`."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from asyncz.settings import Settings
 
 log = logging.getLogger("asyncz.recovery")
 T = TypeVar("T")
+NO_JOB = "00000000-0000-0000-0000-000000000000"  # before every job id: a walk's start
 
 
 async def run_step(
@@ -61,14 +63,15 @@ class Recovery:
 
     async def recover(self, report: RecoveryReport | None = None) -> RecoveryReport:
         """Stale leases → queued/dead; flagged cascades resumed; waiting jobs whose parents
-        ended → released (or ended); every queued row, and every suspended one whose wake has
-        come → (re-)enqueued, idempotently. Each
+        ended → released (or ended); waiting gathers count their ended jobs; every queued
+        row, and every suspended one whose wake has come → (re-)enqueued, idempotently. Each
         step fails alone (see :func:`run_step`): the others still run."""
         report = report or RecoveryReport()
         await run_step(report, "leases", self._stale_leases(report), self.metrics)
         await run_step(report, "cascades", self._cascades(), self.metrics)
         await run_step(report, "waiting", self._waiting(report), self.metrics)
         await run_step(report, "reenqueue", self._reenqueue(report), self.metrics)
+        await run_step(report, "gathers", self._gathers(report), self.metrics)
         await run_step(report, "suspended", self._due_suspended(report), self.metrics)
         await run_step(report, "promote", self._promote(), self.metrics)
         return report
@@ -144,6 +147,22 @@ class Recovery:
                 break
             after = (rows[-1]["run_at"], str(rows[-1]["id"]))
         await self._save_position(after, scan)
+
+    async def _gathers(self, report: RecoveryReport) -> None:
+        """Waiting gathers count every job of theirs that has ended: an end whose count a
+        crash cut off (between the end's commit and its cascade) is counted here, and the
+        gather it completes wakes its job. Bounded: at most max_batches pages a run."""
+        s, after = self.settings, NO_JOB
+        for _ in range(s.recovery_max_batches):
+            page = await self.store.spawns.waiting_gatherers(after, s.recovery_batch_size)
+            for gatherer in page:
+                woken = await self.store.spawns.settle(gatherer, None)
+                if woken:
+                    await self.broker.enqueue([dispatch_of(r) for r in woken], register=True)
+                    report.released += len(woken)
+            if len(page) < s.recovery_batch_size:
+                break
+            after = page[-1]
 
     async def _position(self, scan: str) -> tuple[datetime, str] | None:
         """Where a walk stopped last run (a lost or garbled position restarts it)."""

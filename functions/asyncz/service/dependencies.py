@@ -97,7 +97,15 @@ class Dependencies:
                     todo_settle = _unique([*todo_settle, *ended])
                     continue
                 rows, more = await self.store.dependencies.settle(todo_settle, page)
-                ended, _ = await self._changed(rows)
+                # the live jobs a cancelled one spawned end with it; a gather counts the ends
+                # of its jobs (migration 0021), and the one completed wakes its gatherer
+                spawned = await self.store.spawns.cascade(todo_settle, page)
+                cancelled = [r for r in spawned if r["kind"] == "cancelled"]
+                for gatherer in (r["id"] for r in spawned if r["kind"] == "gatherer"):
+                    woken = await self.store.spawns.settle(gatherer, todo_settle)
+                    await self.enqueuer.enqueue_quietly(woken)
+                more = more or len(cancelled) >= page
+                ended, _ = await self._changed([*rows, *cancelled])
                 if more:
                     await self._mark(todo_settle, marked)
                     todo_settle = _unique([*todo_settle, *ended])

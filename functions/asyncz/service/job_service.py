@@ -41,6 +41,7 @@ from asyncz.service.enqueue import Enqueuer
 from asyncz.service.events import Events
 from asyncz.service.leases import Leases
 from asyncz.service.limits import Limits
+from asyncz.service.spawns import Spawns
 from asyncz.service.submitting import Submitting
 from asyncz.service.waits import Waits
 from asyncz.settings import Settings
@@ -66,6 +67,7 @@ class JobService:
         self.enqueuer = Enqueuer(broker)
         self.dependencies = Dependencies(store, self.enqueuer, settings, self.metrics)
         self.submitting = Submitting(store, self.enqueuer, registry, settings, self.metrics)
+        self.spawns = Spawns(store, self.enqueuer, self.submitting, settings)
         self.limits = Limits(store, broker, registry, settings)
         self.leases = Leases(
             store,
@@ -201,16 +203,18 @@ class JobService:
         return job
 
     async def graph(self, job: Job) -> dict[str, Any]:
-        """A job's parents (``depends_on``) and children (``dependents``)."""
-        return await self.dependencies.describe(
+        """A job's parents (``depends_on``) and children (``dependents``); its spawner
+        (``spawned_by``) and the jobs it spawned (``spawned``)."""
+        described = await self.dependencies.describe(
             job.id, depth=job.depth, has_dependents=job.has_dependents
         )
+        return {**described, **await self.spawns.describe(job)}
 
     async def held_reason(self, job: Job) -> str | None:
         """Why a queued job is held back, or what a suspended one waits for, in words
         (``None`` when nothing holds it)."""
         if job.status is JobStatus.SUSPENDED:
-            return job.suspended_for
+            return await self.spawns.waiting_for(job) or job.suspended_for
         if job.status is not JobStatus.QUEUED:
             return None
         row = {"id": job.id, "task": job.task, "concurrency_key": job.concurrency_key,

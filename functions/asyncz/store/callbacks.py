@@ -1,5 +1,5 @@
 """The PostgreSQL adapter's queries of durable tasks' callbacks (``sql/callbacks.sql``): the
-store's ``callbacks`` part (:class:`asyncz.store_ports.CallbackStore`). A callback is a wait
+store's ``callbacks`` part (:class:`asyncz.wait_ports.CallbackStore`). A callback is a wait
 (:mod:`asyncz.store.steps` resolves it); these find it by its token's hash, move its
 deadline on a heartbeat (the worker's side is in the ``steps`` part)."""
 

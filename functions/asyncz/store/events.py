@@ -1,5 +1,5 @@
 """The PostgreSQL adapter's queries of events (``sql/events.sql``): the store's ``events``
-part (:class:`asyncz.store_ports.EventStore`). A delivery's first page runs in the
+part (:class:`asyncz.wait_ports.EventStore`). A delivery's first page runs in the
 transaction that stores the event, under the advisory lock a wait's look-back takes too
 (the wait's side: ``open_event_wait``, run by :meth:`asyncz.store.steps.StepQueries.open_wait`)."""
 

@@ -29,6 +29,7 @@ from asyncz.store.limits import LimitQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns, new_job_params
 from asyncz.store.runner import QueryRunner, check_if_idle
+from asyncz.store.spawns import SpawnQueries
 from asyncz.store.steps import StepQueries
 from asyncz.store.unique import UniqueQueries
 
@@ -59,6 +60,7 @@ class PostgresStore:
         self.steps = StepQueries(self._run)
         self.events = EventQueries(self._run)
         self.callbacks = CallbackQueries(self._run)
+        self.spawns = SpawnQueries(self._run)
 
     @classmethod
     def create(

@@ -56,6 +56,8 @@ def job_of(row: Mapping[str, Any]) -> Job:
         tracestate=row.get("tracestate"),
         suspensions=row.get("suspensions", 0),
         suspended_for=row.get("suspended_for"),
+        spawned_by=str(row["spawned_by"]) if row.get("spawned_by") else None,
+        spawn_depth=row.get("spawn_depth", 0),
     )
 
 

@@ -44,6 +44,13 @@ class StepQueries:
                 await run(f"lock_{kind}_wait", params)
             opener = f"open_{kind}_wait" if f"open_{kind}_wait" in QUERIES else "open_wait"
             rows = await run(opener, params)
+        if rows and rows[0]["status"] == "waiting" and f"settle_{kind}_wait" in QUERIES:
+            # what ended while the wait was being stored: counted now it is committed (the
+            # kind's own settle, without waking the job: it has not suspended yet)
+            async with self._run.transaction("settle_wait") as run:
+                await run("lock_waiting_job", params)
+                await run(f"settle_{kind}_wait", {**params, "ids": None, "wake": False})
+            return await self._run.one("load_step", params)
         return rows[0] if rows else None
 
     async def resolve(self, job_id: str, seq: int, result: str, size: int) -> Row | None:

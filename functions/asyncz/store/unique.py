@@ -19,13 +19,17 @@ def _unique_for(new: NewJob) -> float | None:
     return new.unique_for if new.unique_scope is UniqueScope.PERIOD else None
 
 
-def _params(job_id: str, new: NewJob) -> dict[str, Any]:
+def unique_params(new: NewJob) -> dict[str, Any]:
+    """A new job's unique-key parameters (none when it has no key)."""
     return {
-        **new_job_params(job_id, new),
         "unique_key": new.unique_key,
-        "unique_scope": str(new.unique_scope),
+        "unique_scope": str(new.unique_scope) if new.unique_key is not None else None,
         "unique_for": _unique_for(new),
     }
+
+
+def _params(job_id: str, new: NewJob) -> dict[str, Any]:
+    return {**new_job_params(job_id, new), **unique_params(new)}
 
 
 class UniqueQueries:

@@ -1,5 +1,7 @@
 """Tasks: the registry and the built-in tasks."""
 
+from asyncz.durable.spawning import Spawned
+from asyncz.errors import GatherTimeoutError, SpawnedJobFailedError
 from asyncz.tasks.loader import load_task_modules
 from asyncz.tasks.registry import (
     REGISTRY,
@@ -12,7 +14,10 @@ from asyncz.tasks.registry import (
 
 __all__ = [
     "REGISTRY",
+    "GatherTimeoutError",
     "ParentResult",
+    "Spawned",
+    "SpawnedJobFailedError",
     "TaskContext",
     "TaskRegistry",
     "TaskSpec",

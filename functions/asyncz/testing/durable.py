@@ -186,7 +186,7 @@ async def _drive(run: DurableRun) -> None:
 
     started.append(invocation())
     try:
-        while not _resting(await run.service.get(run.job_id)):
+        while not _resting(await run.service.get(run.job_id), run.service.store):
             for done in [w for w in started if w.done()]:
                 await done  # a worker that failed says why
             if all(w.done() for w in started):
@@ -200,6 +200,12 @@ async def _drive(run: DurableRun) -> None:
     run.steps = await run.service.steps(run.job_id, limit=100_000)
 
 
-def _resting(job: Job) -> bool:
-    """Ended, or asleep until a time still ahead (the clock must move first)."""
-    return job.status.terminal or (job.status is JobStatus.SUSPENDED and job.run_at > now_utc())
+def _resting(job: Job, store: Any) -> bool:
+    """Ended, or asleep until a time still ahead (the clock must move first) with no other
+    job left to run now (the jobs it spawned run in-process, and may wake it)."""
+    if job.status.terminal:
+        return True
+    now = now_utc()
+    others = any(j["status"] == "processing" or (j["status"] == "queued" and j["run_at"] <= now)
+                 for j in store.jobs.values())  # fmt: skip
+    return job.status is JobStatus.SUSPENDED and job.run_at > now and not others

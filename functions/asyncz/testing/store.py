@@ -23,6 +23,7 @@ from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.events import MemoryEvents
 from asyncz.testing.listings import MemoryListings, job_view
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+from asyncz.testing.spawns import MemorySpawns
 from asyncz.testing.steps import MemorySteps
 from asyncz.testing.store_limits import MemoryStoreLimits
 from asyncz.testing.unique import MemoryUnique
@@ -47,6 +48,7 @@ class MemoryStore(MemoryListings):
         self.steps: MemorySteps = MemorySteps(self)
         self.events = MemoryEvents(self.jobs, self.steps)
         self.callbacks = MemoryCallbacks(self.steps)
+        self.spawns = MemorySpawns(self)
 
     # --- submit and read -----------------------------------------------------------------
 

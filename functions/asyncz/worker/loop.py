@@ -237,7 +237,7 @@ class WorkerLoop:
                     ctx, hold = running.ctx, self.service.limits.hold_while_thread_runs
                     await durable.open_steps(self.service.store.steps, spec, lease, ctx,
                                              self.settings, self.step_clock, t,
-                                             self.budget)  # fmt: skip
+                                             self.budget, self.service.spawns)  # fmt: skip
                     result = await call_task(spec, lease, ctx, self._threads, hold)
                 # a result Postgres cannot store, or too large to read back, fails the attempt
                 check_storable(result, self.settings.max_result_bytes)

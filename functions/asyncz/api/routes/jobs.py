@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from asyncz.access import Principal, Scope
 from asyncz.api.access import forbidden
-from asyncz.api.replies import json_response
+from asyncz.api.replies import error_reply, json_response
 from asyncz.api.routes.jobs_models import (
     AttemptList,
     AttemptOut,
@@ -63,12 +63,21 @@ def mount_jobs(
         submitted_by_key_id: Annotated[str | None, Query(max_length=80)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, Query(max_length=500)] = None,
+        spawned_by: UUID | None = None,
     ) -> Any:
         me = principal_of(request)
         if not me.may(Scope.READ):  # a submit-only key lists the jobs it submitted
             if submitted_by not in (None, me.name) or submitted_by_key_id not in (None, me.key_id):
                 return json_response(forbidden(me, Scope.READ))
             submitted_by, submitted_by_key_id = None, me.key_id
+        if spawned_by is not None:  # a spawner's jobs: a filter of its own
+            if status or queue or task or submitted_by:
+                return json_response(error_reply(
+                    422, "invalid_filter", "spawned_by lists a spawner's jobs, with no other "
+                    "filter"))  # fmt: skip
+            page = await (await service()).spawns.page(str(spawned_by), limit, cursor,
+                                                       submitted_by_key_id)  # fmt: skip
+            return JobPage(items=[JobOut.of(j) for j in page.items], next_cursor=page.next_cursor)
         page = await (await service()).list_jobs(
             status=status, queue=queue, task=task, limit=limit, cursor=cursor,
             submitted_by=submitted_by, submitted_by_key_id=submitted_by_key_id,

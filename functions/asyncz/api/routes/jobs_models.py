@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from asyncz.api.routes.jobs_unique import ScopeName, UniqueFields
+from asyncz.api.routes.spawns_models import SpawnedOut
 from asyncz.jobs import MAX_DEPTH, MAX_PARENTS, PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
 from asyncz.tracing import trace_id_of
 
@@ -228,6 +229,8 @@ class JobOut(BaseModel):
         description="GET /jobs/{id}: the jobs that depend on this one (the first 1,000)",
     )
     dependents_total: int | None = None
+    spawned_by: str | None = Field(default=None, description="the durable job that spawned it")
+    spawned: SpawnedOut | None = Field(default=None, description="GET /jobs/{id}: its spawns")
     cascade_pending: bool = Field(
         default=False,
         description="its children are not all settled yet (a cancel's cascade, a replay's "
@@ -274,6 +277,7 @@ class JobOut(BaseModel):
             submitted_by=job.submitted_by,
             submitted_by_key_id=job.submitted_by_key_id,
             trace_id=trace_id_of(job.traceparent),
+            spawned_by=job.spawned_by,
             **(graph or {}),
         )
 

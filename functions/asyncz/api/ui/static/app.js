@@ -352,7 +352,7 @@ function listPage(title, path, fields, withActions, extra) {
 }
 
 const jobsPage = listPage("Jobs", "jobs",
-  [["status", STATUSES], ["queue"], ["task"]], null, null);
+  [["status", STATUSES], ["queue"], ["task"], ["spawned_by"]], null, null);
 
 async function act(label, call) {
   try {
@@ -454,6 +454,17 @@ function jobPage(r) {
     if ((job.depends_on || []).length) rows.push(["parents", links(job.depends_on, "parents")]);
     if ((job.dependents || []).length) {
       rows.push([`children (${job.dependents_total})`, links(job.dependents, "children")]);
+    }
+    // spawned jobs (ctx.spawn) are not children: a link up to the spawner, one down to its list
+    if (job.spawned_by) {
+      rows.push(["spawned by", el("dd", { id: "spawned-by" }, el("a", {
+        href: "#/jobs/" + job.spawned_by, class: "mono" }, job.spawned_by.slice(0, 8)))]);
+    }
+    if (job.spawned) {
+      const counts = Object.entries(job.spawned.by_status).map(([s, n]) => `${n} ${s}`);
+      rows.push([`spawned (${job.spawned.total}${job.spawned.capped ? "+" : ""})`,
+        el("dd", { id: "spawned" }, counts.join(", "), " · ",
+          el("a", { href: "#/jobs?spawned_by=" + job.job_id }, "list them"))]);
     }
     fields.replaceChildren(...rows.flatMap(([k, v]) =>
       [el("dt", {}, k), v instanceof Node ? v : el("dd", {}, v)]));
