@@ -42,7 +42,8 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
     env = dev_env(*empty_backends("dev", 1), API_KEY)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))
     env |= {
-        # the proportions of a 20-s invocation with 8-s steps, at a fraction of the wait
+        # steps that outlast any one invocation (10 s of them, a 7-s budget), as five 8-s
+        # steps did 20-s invocations, at a fraction of the wait
         "ASYNCZ_DEV_WORKER_TIMEOUT_SECONDS": "8",
         "ASYNCZ_WORKER_SAFETY_MARGIN_SECONDS": "1",
         "ASYNCZ_FLEET_INTERVAL_SECONDS": "600",  # the tick runs once at start, then never
