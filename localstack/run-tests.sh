@@ -63,12 +63,19 @@ if [[ -f "$LS_MODEFILE" ]]; then
     timed stop-old "$LS_DIR/stop.sh" || { failed=stop-old; exit 1; }
 fi
 timed start "$LS_DIR/start.sh" || { failed=start; exit 1; }
+# Redis dbs 1 and 3 places after the test db, in the block of the tiers that run without
+# xdist (tests/support/databases.py; the browser tier's is 2 places on): scripts/test runs
+# this tier beside the integration tier, whose xdist workers own the blocks after it.
+redis_base="${ASYNCZ_TEST_REDIS_URL:-redis://127.0.0.1:6379/1}"
+redis_base="${redis_base##*/}"
+[[ "$redis_base" =~ ^[0-9]+$ ]] || redis_base=0
+export ASYNCZ_LS_REDIS_DB="${ASYNCZ_LS_REDIS_DB:-$(((redis_base + 1) % 16))}"
 timed deploy "$LS_DIR/deploy.sh" --fresh || { failed=deploy; exit 1; }
 # A user's project beside it (tests/localstack/test_example.py): its own name, database
 # and Redis db, so the two deployments share nothing.
 deploy_example() {
     ASYNCZ_LS_APP_DIR="$LS_REPO/examples/sizes" ASYNCZ_LS_NAME=sizes \
-    ASYNCZ_LS_DB_NAME=asyncz_localstack_example ASYNCZ_LS_REDIS_DB=11 \
+    ASYNCZ_LS_DB_NAME=asyncz_localstack_example ASYNCZ_LS_REDIS_DB=$(((redis_base + 3) % 16)) \
     ASYNCZ_LS_OUTPUTS="$LS_WORK/example-outputs.json" "$LS_DIR/deploy.sh" --fresh
 }
 timed example deploy_example || { failed=example; exit 1; }

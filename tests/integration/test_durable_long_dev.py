@@ -1,7 +1,9 @@
-"""Against ``asyncz dev`` with a 20-second local Lambda (``ASYNCZ_DEV_WORKER_TIMEOUT_SECONDS``):
-a durable job of five 8-second steps (``timeout_seconds`` 12) completes, each step ran once
-(counted by its side effect), across several invocations that continued one another (the
-fleet's tick is ten minutes away: each continuation asked for its worker at once)."""
+"""Against ``asyncz dev`` with an 8-second local Lambda (``ASYNCZ_DEV_WORKER_TIMEOUT_SECONDS``)
+and a 1-second safety margin: a durable job of five 2-second steps (``timeout_seconds`` 4)
+completes, each step ran once (counted by its side effect), across several invocations that
+continued one another (the fleet's tick is ten minutes away: each continuation asked for its
+worker at once). The 10 s of steps cannot fit one invocation's 7-s budget; at most two steps
+fit one (7 s, then 5 s left: a second fits its 4-s bound, a third does not)."""
 
 from __future__ import annotations
 
@@ -21,10 +23,10 @@ import time
 from asyncz.tasks import task
 
 
-@task("long_job", durable=True, timeout_seconds=12)
+@task("long_job", durable=True, timeout_seconds=4)
 def long_job(payload, ctx):
     def part(i):
-        time.sleep(8)
+        time.sleep(2)
         with open(payload["ledger"], "a") as ledger:  # the step's side effect, counted
             ledger.write(f"part:{i}\\n")
         return i
@@ -40,7 +42,10 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
     env = dev_env(*empty_backends("dev", 1), API_KEY)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))
     env |= {
-        "ASYNCZ_DEV_WORKER_TIMEOUT_SECONDS": "20",
+        # steps that outlast any one invocation (10 s of them, a 7-s budget), as five 8-s
+        # steps did 20-s invocations, at a fraction of the wait
+        "ASYNCZ_DEV_WORKER_TIMEOUT_SECONDS": "8",
+        "ASYNCZ_WORKER_SAFETY_MARGIN_SECONDS": "1",
         "ASYNCZ_FLEET_INTERVAL_SECONDS": "600",  # the tick runs once at start, then never
     }
     run = DevRun(folder / "data", env, API_KEY, args=["--tasks", "long_tasks"])
@@ -51,7 +56,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevRun]:
         run.stop()
 
 
-def test_five_8s_steps_complete_across_20s_invocations_each_step_once(
+def test_five_2s_steps_complete_across_8s_invocations_each_step_once(
     dev: DevRun, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.txt"

@@ -11,12 +11,12 @@ accepted job (a ``202``) was seen ended, the last window's p99s and sizes are wi
 of the second window's, and no process grew (last ≤ 1.1 × second + 5 MB).
 
     .venv/bin/python -m tests.perf.bench_soak                     # 30 min, 5-min windows
-    .venv/bin/python -m tests.perf.bench_soak --short             # ~2 min, 20-s windows
+    .venv/bin/python -m tests.perf.bench_soak --short             # 72 s, 12-s windows
     .venv/bin/python -m tests.perf.bench_soak --rate 250 --minutes 60
 
 ``--rate 0`` (the default of the long run) first measures what the box sustains for 20 s
 (submits and completions together) and takes 70% of it. The short mode compresses the
-clocks (recovery every 5 s, 10-s leases, 15-s retention) so that all of it happens in 2 min.
+clocks (recovery every 3 s, 10-s leases, 9-s retention) so that all of it happens in 72 s.
 """
 
 from __future__ import annotations
@@ -64,22 +64,22 @@ class SoakConfig:
 
 
 SHORT = SoakConfig(
-    minutes=2.0,
-    window_s=20.0,
+    minutes=1.2,
+    window_s=12.0,
     rate=100.0,
-    fault_every_s=20.0,
+    fault_every_s=12.0,
     freeze_s=3.0,
-    retain_s=15,
+    retain_s=9,
     sample_s=2.0,
     overlap_s=8.0,
     clients=2,
     env={
-        "ASYNCZ_RECOVERY_INTERVAL_SECONDS": "5",
+        "ASYNCZ_RECOVERY_INTERVAL_SECONDS": "3",
         "ASYNCZ_LEASE_TIMEOUT_SECONDS": "10",
         "ASYNCZ_HEARTBEAT_SECONDS": "2",
-        "ASYNCZ_FLEET_INTERVAL_SECONDS": "10",
+        "ASYNCZ_FLEET_INTERVAL_SECONDS": "6",
     },
-    server={"autovacuum_naptime": "10s"},  # PostgreSQL's 1 min would visit twice in 2 min
+    server={"autovacuum_naptime": "6s"},  # PostgreSQL's 1 min would not visit in 72 s
 )
 
 
@@ -313,7 +313,7 @@ def soak(cfg: SoakConfig, port: int, db: str, procs: dict[str, Any], say: Any) -
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--short", action="store_true", help="~2 min, 20-s windows (a test runs it)")
+    ap.add_argument("--short", action="store_true", help="72 s, 12-s windows (a test runs it)")
     ap.add_argument("--minutes", type=float)
     ap.add_argument("--window", type=float, help="seconds per window")
     ap.add_argument("--rate", type=float, help="submits/s; 0 = 70%% of a probe")

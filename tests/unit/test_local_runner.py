@@ -30,6 +30,7 @@ from asyncz.local.lambda_.sandbox import (
     SandboxTimeoutError,
 )
 from asyncz.local.servers.embedded import ServerUrls
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -49,6 +50,8 @@ def echo_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def until_deadline_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if "started" in event:  # tells the test the handler runs (its SIGTERM must find it here)
+        Path(event["started"]).touch()
     while context.get_remaining_time_in_millis() > 0:
         time.sleep(0.01)
     return {"stopped": True}
@@ -106,14 +109,18 @@ def test_sandbox_runs_invocations_warm_with_a_lambda_context(mode: str) -> None:
     assert first["result"]["pid"] == second["result"]["pid"] != os.getpid()  # same warm sandbox
 
 
-def test_sigterm_brings_the_deadline_forward_so_the_handler_returns() -> None:
+def test_sigterm_brings_the_deadline_forward_so_the_handler_returns(tmp_path: Path) -> None:
     sandbox = _sandbox("until_deadline_handler")
     import threading
 
     replies: list[dict[str, Any]] = []
-    worker = threading.Thread(target=lambda: replies.append(sandbox.invoke({}, 900)))
+    running = tmp_path / "started"
+    event = {"started": str(running)}
+    worker = threading.Thread(target=lambda: replies.append(sandbox.invoke(event, 900)))
     worker.start()
-    time.sleep(0.3)
+    # the handler must be running when the SIGTERM comes (a fixed wait lost that race on a
+    # loaded box: the sandbox, still idle, exited 0 and the invocation had no reply)
+    wait_until(running.exists, timeout=30, interval=0.02, what="the handler running")
     started = time.monotonic()
     sandbox.stop(grace_s=10)
     worker.join(10)
