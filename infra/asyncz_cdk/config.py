@@ -100,6 +100,11 @@ class StageConfig:
     lease_timeout_seconds: int = 60
     heartbeat_seconds: int = 10
     tracing: bool = True
+    # Spans of a job's path (submit -> each attempt) through the ADOT Lambda layer on the api
+    # and the worker (docs/operate.md): "" off, "xray" (the layer's collector exports to
+    # X-Ray; adds the X-Ray endpoint as ``tracing`` does), or an OTLP/HTTP endpoint URL
+    # (reached through a NAT or an endpoint in the VPC: the default subnets have no egress).
+    otel_traces: str = ""
     log_retention_days: int = 30
 
     # --- API Gateway stage throttle (the whole API; per-key rates are set on each key).
@@ -139,6 +144,12 @@ class StageConfig:
             raise ValueError(f"profile {self.profile!r}: use one of {', '.join(PROFILES)}")
         if self.postgres_version.count(".") < 1:
             raise ValueError("postgres_version must be a full engine version such as '16.9'")
+        if self.otel_traces and not _otel_target(self.otel_traces):
+            raise ValueError(
+                f"otel_traces is 'xray' or an http(s):// OTLP endpoint, got {self.otel_traces!r}"
+            )
+        if self.otel_traces and self.kind == "local":
+            raise ValueError("otel_traces: the ADOT layer is an AWS-published layer (aws stage)")
         if self.alarm_period_seconds not in (10, 20, 30) and self.alarm_period_seconds % 60:
             raise ValueError("alarm_period_seconds must be 10, 20, 30 or a multiple of 60")
 
@@ -146,6 +157,11 @@ class StageConfig:
     def in_vpc(self) -> bool:
         """Whether this stage has a VPC, RDS and ElastiCache (the ``aws`` kind)."""
         return self.kind == "aws"
+
+    @property
+    def xray_endpoint(self) -> bool:
+        """Whether the functions export to X-Ray: active tracing, or ADOT's collector."""
+        return self.in_vpc and (self.tracing or self.otel_traces == "xray")
 
     @property
     def iam_auth(self) -> bool:
@@ -219,6 +235,10 @@ def local_stage(
     return StageConfig(
         stage=stage, kind="local", database_url=database_url, redis_url=redis_url, **values
     )
+
+
+def _otel_target(value: str) -> bool:
+    return value == "xray" or value.startswith(("http://", "https://"))
 
 
 def _limits_shape(text: str) -> bool:

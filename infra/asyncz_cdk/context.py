@@ -49,6 +49,11 @@ def _api_kind(value: str) -> str:
     return value
 
 
+def _otel(value: str) -> str:
+    """``-c otel=xray``, ``-c otel=https://collector:4318``; off, false or none: off."""
+    return "" if value.lower() in ("off", "false", "0", "no", "none") else value
+
+
 def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
 
@@ -69,6 +74,7 @@ CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "db_multi_az": ("db_multi_az", _flag),
     "cache_replicas": ("cache_replicas", int),
     "tracing": ("tracing", _flag),
+    "otel": ("otel_traces", _otel),
     "queues": ("queues", _names),
     # lean / serverless sizing (the connection budget is checked at synth)
     "db_instance_type": ("db_instance_type", str),

@@ -69,7 +69,7 @@ class DataStack(Stack):
             nat_gateways=config.nat_gateways,
             max_azs=config.max_azs,
             flow_log_retention=retention(config.log_retention_days),
-            xray_endpoint=config.tracing,
+            xray_endpoint=config.xray_endpoint,
             run_time_secrets=not config.iam_auth,
             endpoints_in_one_az=config.iam_auth,
         )

@@ -83,6 +83,7 @@ class ServiceStack(Stack):
             heartbeat_seconds=config.heartbeat_seconds,
             api_reserved_concurrency=config.api_reserved_concurrency,
             run_time_secrets=not config.iam_auth,
+            otel_traces=config.otel_traces,
         )
         api: Api | HttpApiFront
         functions.api.add_environment("ASYNCZ_API_FRONT", config.api)  # GET /stats' cost

@@ -8,6 +8,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from asyncz_cdk.constructs.adot import instrument
 from asyncz_cdk.constructs.function_defaults import (
     DataAccess,
     FunctionDefaults,
@@ -49,6 +50,7 @@ class Functions(Construct):
         api_reserved_concurrency: int | None = None,
         run_time_secrets: bool = True,
         task_limits: str = "",
+        otel_traces: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
         if max_job_timeout_seconds >= WORKER_TIMEOUT_SECONDS:
@@ -162,6 +164,12 @@ class Functions(Construct):
             reserved_concurrent_executions=api_reserved_concurrency,
         )
 
+        # A job's trace runs through the api (its submit span) and the worker (each
+        # attempt's span); fleet and recovery make no span of a job.
+        if otel_traces:
+            for fn in self.traced:
+                instrument(fn, traces=otel_traces, architecture=defaults.architecture)
+
         for fn in self.all:
             data.grant_redis(fn)
             if fn is not self.fleet:
@@ -195,6 +203,11 @@ class Functions(Construct):
                     },
                 )
             )
+
+    @property
+    def traced(self) -> list[lambda_.Function]:
+        """The functions that get the ADOT layer when ``otel_traces`` is on."""
+        return [self.api, self.worker]
 
     @property
     def all(self) -> list[lambda_.Function]:

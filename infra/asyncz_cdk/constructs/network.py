@@ -97,7 +97,8 @@ class Network(Construct):
             first = self.vpc.select_subnets(subnet_group_name=APP_SUBNETS).subnets[:1]
             endpoint_subnets = ec2.SubnetSelection(subnets=first)
         if xray_endpoint:
-            # Traces must not depend on a NAT; only created when tracing is on.
+            # Traces must not depend on a NAT; only created when something exports to X-Ray
+            # (active tracing, or the ADOT layer's collector: one endpoint serves both).
             endpoints.append(("XRay", ec2.InterfaceVpcEndpointAwsService.XRAY))
         for name, service in endpoints:
             self.vpc.add_interface_endpoint(
