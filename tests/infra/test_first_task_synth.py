@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.cdk_cli import offline_env
-from tests.support.first_task import ROOT, block_with, blocks, run_script
-from tests.support.newcomer import newcomer_env
+from tests.support.first_task import block_with, blocks, run_script
+from tests.support.newcomer import newcomer_env, source_copy
 from tests.support.shims import broken_python312
 from tests.support.templates import asset_dir, asyncz_functions, environment
 
@@ -34,7 +34,8 @@ def test_first_task_project_synthesizes_as_documented(tmp_path: Path) -> None:
         + blocks("deploy")
     )
     assert "ASYNCZ_SRC=~/src/asyncz-serverless" in script
-    script = script.replace("ASYNCZ_SRC=~/src/asyncz-serverless", f"ASYNCZ_SRC={ROOT}")
+    src = source_copy(tmp_path / "src")  # a copy: another tier may build the repo meanwhile
+    script = script.replace("ASYNCZ_SRC=~/src/asyncz-serverless", f"ASYNCZ_SRC={src}")
     shim = broken_python312(tmp_path / "shims")
     env = offline_env(tmp_path, newcomer_env(shim.parent))
     env.pop("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION")  # the doc sets it, for Node 20

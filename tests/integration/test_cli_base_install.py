@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_api import FakeApi
-from tests.support.first_task import ROOT
+from tests.support.newcomer import source_copy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -23,7 +23,8 @@ def test_the_cli_of_the_base_install_works_over_http_and_names_the_extras(tmp_pa
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASYNCZ_", "VIRTUAL_ENV"))}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", str(ROOT)], check=True, env=env,
+        [str(venv / "bin" / "pip"), "install", "-q", str(source_copy(tmp_path / "src"))],
+        check=True, env=env,
         capture_output=True,
     )  # fmt: skip
     probe = "import sys, asyncz.client; print(sorted({'rich', 'psycopg'} & set(sys.modules)))"
