@@ -39,26 +39,19 @@ def forbidden(principal: Principal, scope: Scope) -> Reply:
 
 
 def rate_limited(principal: Principal, wait_seconds: float) -> Reply:
-    retry = max(1, math.ceil(wait_seconds))
     count, period = principal.rate or (0, 0)
-    return Reply(
-        429,
-        {"error": "rate_limited",
-         "message": f"the key {principal.name!r} may make {count} requests per {period} s",
-         "retry_after": retry},
-        {"retry-after": str(retry)},
-    )  # fmt: skip
+    return too_many(f"the key {principal.name!r} may make {count} requests per {period} s",
+                    wait_seconds)  # fmt: skip
 
 
 def callbacks_limited(rate: tuple[int, int], wait_seconds: float) -> Reply:
+    return too_many(f"callbacks are limited to {rate[0]} requests per {rate[1]} s", wait_seconds)
+
+
+def too_many(message: str, wait_seconds: float) -> Reply:
     retry = max(1, math.ceil(wait_seconds))
-    return Reply(
-        429,
-        {"error": "rate_limited",
-         "message": f"callbacks are limited to {rate[0]} requests per {rate[1]} s",
-         "retry_after": retry},
-        {"retry-after": str(retry)},
-    )  # fmt: skip
+    return Reply(429, {"error": "rate_limited", "message": message, "retry_after": retry},
+                 {"retry-after": str(retry)})  # fmt: skip
 
 
 class AccessGate:
