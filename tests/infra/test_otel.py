@@ -4,9 +4,6 @@ X-Ray's grant and endpoint only where an exporter needs them, nothing of it by d
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +11,7 @@ import pytest
 from asyncz_cdk.config import aws_stage, local_stage
 from asyncz_cdk.constructs.adot import ADOT_ACCOUNT, ADOT_LAYER_VERSION, ADOT_PYTHON_VERSION
 from asyncz_cdk.context import settings_from_context
+from tests.support.cfn_lint import cfn_lint, errors
 from tests.support.synth import Synth, synthesize
 from tests.support.templates import (
     actions,
@@ -137,14 +135,5 @@ def test_context_key(value: str, expected: str) -> None:
 
 
 def test_cfn_lint_has_no_errors_with_the_layer(xray_lean: Synth, otlp_standard: Synth) -> None:
-    from tests.infra.test_cfn_lint import IGNORED
-
-    paths = [str(s.template_path(name)) for s in (xray_lean, otlp_standard) for name in s.templates]
-    cfn_lint = Path(sys.executable).with_name("cfn-lint")
-    result = subprocess.run(
-        [str(cfn_lint), *paths, "--ignore-checks", IGNORED, "--format", "parseable"],
-        capture_output=True,
-        text=True,
-    )
-    errors = [line for line in result.stdout.splitlines() if ":E" in line]
-    assert not errors and result.returncode & 3 == 0, result.stdout + result.stderr
+    result = cfn_lint(xray_lean, otlp_standard)
+    assert not errors(result), result.stdout + result.stderr
