@@ -72,8 +72,7 @@ def test_a_worker_killed_before_it_wakes_the_publisher_still_gets_its_event_out_
 
 
 PUBLISH_ONCE = (
-    "import asyncio; from asyncz.outbox.handler import _publish; "
-    "print(asyncio.run(_publish(1.0)))"
+    "import asyncio; from asyncz.outbox.handler import _publish; print(asyncio.run(_publish(1.0)))"
 )
 
 

@@ -78,8 +78,12 @@ def _received(sqs: Any, url: str) -> list[dict[str, Any]]:
     got: list[dict[str, Any]] = []
     while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
         got.extend(json.loads(m["Body"]) for m in batch)
-        sqs.delete_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(batch)])
+        sqs.delete_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(batch)
+            ],
+        )
     return got
 
 
