@@ -17,6 +17,7 @@ from asyncz.connections import (
     redis_credentials,
     redis_password,
 )
+from asyncz.outbox.wake import lambda_wake
 from asyncz.ports import MetricsSink
 from asyncz.service import JobService
 from asyncz.settings import Settings
@@ -48,7 +49,9 @@ async def build_service(
     )
     await store.open()
     broker = build_broker(settings)
-    return JobService(store, broker, registry, settings, metrics=metrics)
+    service = JobService(store, broker, registry, settings, metrics=metrics)
+    service.leases.ended = lambda_wake(settings)  # ends committed: wake the events function
+    return service
 
 
 def build_broker(settings: Settings) -> RedisBroker:

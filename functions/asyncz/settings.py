@@ -20,13 +20,14 @@ from asyncz.setting_groups import (
     JobSettings,
     LimitSettings,
     ObservabilitySettings,
+    OutboxSettings,
     RecoverySettings,
     RedisSettings,
     WorkerSettings,
 )
 from asyncz.tasks.limits import parse_overrides
 
-FunctionName = Literal["api", "worker", "fleet", "recovery", "migrate"]
+FunctionName = Literal["api", "worker", "fleet", "recovery", "migrate", "events"]
 
 
 class SettingsError(ValueError):
@@ -43,6 +44,7 @@ class Settings(
     RecoverySettings,
     ApiSettings,
     ObservabilitySettings,
+    OutboxSettings,
     BaseSettings,
 ):
     """All configuration of AsyncZ, one group per concern (:mod:`asyncz.setting_groups`);

@@ -76,6 +76,8 @@ CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "tracing": ("tracing", _flag),
     "otel": ("otel_traces", _otel),
     "queues": ("queues", _names),
+    # lifecycle events to EventBridge: "own", "default" or a bus's name or ARN (docs/events.md)
+    "event_bus": ("event_bus", str),
     # lean / serverless sizing (the connection budget is checked at synth)
     "db_instance_type": ("db_instance_type", str),
     "api_reserved_concurrency": ("api_reserved_concurrency", int),

@@ -72,6 +72,7 @@ class DataStack(Stack):
             xray_endpoint=config.xray_endpoint,
             run_time_secrets=not config.iam_auth,
             endpoints_in_one_az=config.iam_auth,
+            events_endpoint=config.event_bus is not None,
         )
         if config.iam_auth:
             self.budget = check_connection_budget(config)

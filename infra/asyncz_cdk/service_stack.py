@@ -22,6 +22,7 @@ from asyncz_cdk.constructs.http_api import HttpApiFront
 from asyncz_cdk.constructs.layer import DependencyLayer
 from asyncz_cdk.constructs.migration import Migration
 from asyncz_cdk.constructs.monitoring import Monitoring
+from asyncz_cdk.constructs.outbox import EventPublisher
 from asyncz_cdk.constructs.rules import MinuteRules
 from asyncz_cdk.data_stack import retention
 
@@ -115,8 +116,19 @@ class ServiceStack(Stack):
             )
         # a callback's URL is <public_url>/callbacks/<token> (docs/durable.md)
         functions.worker.add_environment("ASYNCZ_PUBLIC_URL", api.public_url)
+        publisher = EventPublisher(
+            self,
+            "Events",
+            name=name,
+            defaults=defaults,
+            data=data,
+            environment=functions.data_environment,
+            event_bus=config.event_bus,
+            wakers=[functions.worker, functions.api, functions.recovery],
+        )
         # the construct id stays "Schedules": a deployed stack keeps its rules' logical ids
-        rules = MinuteRules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery)
+        rules = MinuteRules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery,
+                            publisher=publisher.function)  # fmt: skip
         self.migration = Migration(
             self, "Migration", defaults=defaults, data=data, run_before=[api, rules]
         )
@@ -128,15 +140,18 @@ class ServiceStack(Stack):
                 "worker": functions.worker,
                 "fleet": functions.fleet,
                 "recovery": functions.recovery,
+                "events": publisher.function,
                 "migrate": self.migration.function,
             },
             name=name,
             namespace=defaults.metrics_namespace,
             alarm_period=Duration.seconds(config.alarm_period_seconds),
             oldest_queued_age_threshold_seconds=config.oldest_queued_age_threshold_seconds,
+            outbox_oldest_age_threshold_seconds=config.outbox_oldest_age_threshold_seconds,
             alarm_email=config.alarm_email,
         )
         self.functions = functions
+        self.publisher = publisher
         self.api = api
         self.rules = rules
         self.monitoring = monitoring
@@ -150,10 +165,14 @@ class ServiceStack(Stack):
             "RecoveryFunctionName": functions.recovery.function_name,
             "ApiFunctionName": functions.api.function_name,
             "MigrateFunctionName": self.migration.function.function_name,
+            "EventsFunctionName": publisher.function.function_name,
             "DlqAlarmName": monitoring.dlq_alarm.alarm_name,
             "OldestQueuedAlarmName": monitoring.oldest_queued_alarm.alarm_name,
+            "OutboxAlarmName": monitoring.outbox_alarm.alarm_name,
             "AlertsTopicArn": monitoring.topic.topic_arn,
             "DashboardName": monitoring.dashboard.dashboard_name,
         }
+        if publisher.bus is not None:
+            outputs["EventBusArn"] = publisher.bus.event_bus_arn
         for name, value in outputs.items():
             CfnOutput(self, name, value=value)

@@ -29,6 +29,7 @@ class Network(Construct):
         xray_endpoint: bool,
         run_time_secrets: bool = True,
         endpoints_in_one_az: bool = False,
+        events_endpoint: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         app_subnet_type = (
@@ -96,6 +97,9 @@ class Network(Construct):
         if endpoints_in_one_az:
             first = self.vpc.select_subnets(subnet_group_name=APP_SUBNETS).subnets[:1]
             endpoint_subnets = ec2.SubnetSelection(subnets=first)
+        if events_endpoint:
+            # PutEvents of the events function (a bus configured); isolated subnets, no NAT
+            endpoints.append(("Events", ec2.InterfaceVpcEndpointAwsService.EVENTBRIDGE))
         if xray_endpoint:
             # Traces must not depend on a NAT; only created when something exports to X-Ray
             # (active tracing, or the ADOT layer's collector: one endpoint serves both).
