@@ -22,6 +22,7 @@ from asyncz.setting_groups import (
     ObservabilitySettings,
     RecoverySettings,
     RedisSettings,
+    WebhookSettings,
     WorkerSettings,
 )
 from asyncz.tasks.limits import parse_overrides
@@ -43,6 +44,7 @@ class Settings(
     RecoverySettings,
     ApiSettings,
     ObservabilitySettings,
+    WebhookSettings,
     BaseSettings,
 ):
     """All configuration of AsyncZ, one group per concern (:mod:`asyncz.setting_groups`);
