@@ -195,8 +195,10 @@ def test_a_test_event_and_a_delete_are_audited_and_a_deleted_webhook_gets_nothin
 
         run_sink(api_settings, after)
         assert len(hook.received) == 1
-    statuses = [(d["id"], d["status"], d["last_error"]) for d in
-                api("GET", f"/webhooks/{created['id']}/deliveries").json()["items"]]
+    statuses = [
+        (d["id"], d["status"], d["last_error"])
+        for d in api("GET", f"/webhooks/{created['id']}/deliveries").json()["items"]
+    ]
     assert statuses[0] == (again.json()["id"], "failed", "webhook deleted")
     actions = [e["action"] for e in api("GET", "/audit").json()["items"]]
     assert actions[:3] == ["webhook.delete", "webhook.test", "webhook.test"]

@@ -17,7 +17,8 @@ SECRET = b"\x01" * 40
 def event(kind: str = "asyncz.job.dead", queue: str = "default", task: str = "echo") -> Any:
     event_id = str(uuid.uuid4())
     body = {"specversion": "1.0", "id": event_id, "type": kind, "source": "asyncz",
-            "time": "2026-12-06T14:00:00+00:00", "data": {"queue": queue, "task": task}}  # fmt: skip
+            "time": "2026-12-06T14:00:00+00:00",
+            "data": {"queue": queue, "task": task}}  # fmt: skip
     return {"id": event_id, "type": kind, "queue": queue, "task": task, "body": body}
 
 

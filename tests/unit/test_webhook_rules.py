@@ -22,7 +22,10 @@ def test_a_signature_verifies_under_each_live_secret_and_nothing_else() -> None:
     old, new = new_secret(), new_secret()
     assert old.startswith("whsec_") and old != new
     header = signature_header([new, old], 1_800_000_000, BODY)
-    assert header == f"t=1800000000,v1={sign(new, 1_800_000_000, BODY)},v1={sign(old, 1_800_000_000, BODY)}"
+    assert (
+        header
+        == f"t=1800000000,v1={sign(new, 1_800_000_000, BODY)},v1={sign(old, 1_800_000_000, BODY)}"
+    )
     now = 1_800_000_010.0
     assert verify(header, BODY, new, now=now) and verify(header, BODY, old, now=now)
     assert not verify(header, BODY, new_secret(), now=now)
@@ -91,8 +94,9 @@ def test_a_url_is_refused_with_a_reason(url: str, why: str) -> None:
 
 
 def test_http_is_refused_unless_the_deployment_allows_it() -> None:
-    assert target("http://127.0.0.1:9/x", allow_http=True,
-                  allowed=parse_networks("127.0.0.0/8")).pinned_url == "http://127.0.0.1:9/x"  # fmt: skip
+    loopback = parse_networks("127.0.0.0/8")
+    pinned = target("http://127.0.0.1:9/x", allow_http=True, allowed=loopback)
+    assert pinned.pinned_url == "http://127.0.0.1:9/x"
 
 
 def test_a_name_that_does_not_resolve_is_refused() -> None:
