@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 def _events(settings: Settings, job_id: str) -> list[dict[str, Any]]:
     return rows(
         settings.database_url or "",
-        "SELECT type, status, task, queue, attempts, finished_at, published_at "
+        "SELECT type, status, task, queue, attempts, finished_at "
         "FROM job_outbox WHERE job_id = %s ORDER BY created_at, type",
         (job_id,),
     )
@@ -55,7 +55,6 @@ def test_a_completion_writes_one_completed_event_with_the_jobs_fields(settings: 
     assert (event["type"], event["status"], event["task"], event["queue"]) == (
         "asyncz.job.completed", "completed", "echo", "default")  # fmt: skip
     assert event["attempts"] == 1 and event["finished_at"] is not None
-    assert event["published_at"] is None
 
 
 def test_a_batch_completion_writes_one_event_a_job(settings: Settings) -> None:

@@ -3,15 +3,24 @@
 -- statement trigger on jobs in the same transaction as the change, whatever statement made
 -- it (a completion, a failure, recovery's lost lease, a cancel, a cascade, a replay, a heal).
 -- A change that rolls back takes its row with it; a change that commits cannot lose it. The
--- events function (asyncz.outbox.handler) publishes the rows to the configured sinks and
--- sets published_at. Not named `events`: that table holds durable tasks' events (0020).
+-- events function (asyncz.outbox.handler) hands the rows to the configured sinks and deletes
+-- them once every sink took them: a row here is an event not yet published (its state of
+-- publication is its presence). Retention (ASYNCZ_RETAIN_OUTBOX_SECONDS) drops one that
+-- nothing published for that long. Not named `events`: that table holds durable tasks'
+-- events (0020).
+--
+-- What a plain job pays for its event (bench_pg_cost, BENCHMARKS.md): one heap row and one
+-- entry of an index that only grows at its right edge. No primary key: the id is a random
+-- UUID (unique by construction), and a random key's index cost more WAL than the row; a
+-- published row is deleted, not updated (an update that leaves the pending set is a new
+-- row version and index entries; a delete is a few bytes).
 --
 -- The row copies what a consumer needs of the job at that moment (a replay or retention
 -- may change or delete the job before the row is published). The result is not copied:
 -- the publisher adds it when a deployment asks for it (ASYNCZ_OUTBOX_RESULT_BYTES), read
 -- from the job only while the job still has the end this row records.
 CREATE TABLE job_outbox (
-    id           uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    id           uuid        NOT NULL DEFAULT gen_random_uuid(),
     type         text        NOT NULL CHECK (type IN ('asyncz.job.completed', 'asyncz.job.dead',
                                                       'asyncz.job.cancelled',
                                                       'asyncz.job.replayed')),
@@ -26,14 +35,10 @@ CREATE TABLE job_outbox (
     submitted_by text,
     traceparent  text,
     tracestate   text,
-    created_at   timestamptz NOT NULL DEFAULT now(),
-    published_at timestamptz
+    created_at   timestamptz NOT NULL DEFAULT now()
 );
--- what the publisher reads, oldest first: only unpublished rows enter it
-CREATE INDEX job_outbox_unpublished_idx ON job_outbox (created_at, id) WHERE published_at IS NULL;
--- retention's pages by age: rows are appended in about created_at order, so a BRIN index
--- (a few pages for millions of rows) finds the old ones
-CREATE INDEX job_outbox_created_brin ON job_outbox USING brin (created_at);
+-- what the publisher reads (oldest first), the backlog's age and retention's pages
+CREATE INDEX job_outbox_created_idx ON job_outbox (created_at);
 
 -- `new_rows` are the statement's new rows; `old_rows` its old rows (UPDATE only). A row enters
 -- for a job whose status became an end, or left 'dead' (a replay or a heal); an update
