@@ -72,6 +72,7 @@ class DataStack(Stack):
             xray_endpoint=config.tracing,
             run_time_secrets=not config.iam_auth,
             endpoints_in_one_az=config.iam_auth,
+            webhook_egress=config.webhooks,
         )
         if config.iam_auth:
             self.budget = check_connection_budget(config)
@@ -206,6 +207,7 @@ class DataStack(Stack):
                 vpc=self.network.vpc,
                 subnets=self.network.app_subnets,
                 security_groups=[self.network.function_security_group],
+                egress_subnets=self.network.egress_subnets,
             ),
         )
 
@@ -244,6 +246,7 @@ class DataStack(Stack):
                 vpc=self.network.vpc,
                 subnets=self.network.app_subnets,
                 security_groups=[self.network.function_security_group],
+                egress_subnets=self.network.egress_subnets,
             ),
         )
 

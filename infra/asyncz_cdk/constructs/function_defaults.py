@@ -62,6 +62,8 @@ class FunctionNetwork:
     vpc: ec2.IVpc
     subnets: ec2.SubnetSelection
     security_groups: Sequence[ec2.ISecurityGroup]
+    # webhooks on: subnets with a route out, for the function that delivers them only
+    egress_subnets: ec2.SubnetSelection | None = None
 
 
 @dataclass(frozen=True)
