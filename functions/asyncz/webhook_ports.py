@@ -51,11 +51,13 @@ class WebhookStore(Protocol):
 
     async def get_delivery(self, webhook_id: int, delivery_id: int) -> Row | None: ...
     async def claim_due(
-        self, *, limit: int, per_endpoint: int, busy: Sequence[int], hold_seconds: float
-    ) -> list[Row]:
-        """Claim due pending deliveries, at most ``per_endpoint`` of each webhook, none of
-        ``busy`` webhooks: ``id, webhook_id, event, attempts, claim_token, url, secret,
-        previous_secret`` (only while it still signs) and ``deleted``."""
+        self, *, limit: int, per_endpoint: int, busy: Sequence[int], hold_seconds: float,
+        retry_for_seconds: float,
+    ) -> list[Row]:  # fmt: skip
+        """Claim due pending deliveries, at most ``per_endpoint`` of each webhook (live, or
+        deleted within ``retry_for_seconds``), none of ``busy`` webhooks: ``id, webhook_id,
+        event, attempts, claim_token, url, secret, previous_secret`` (only while it still
+        signs) and ``deleted``."""
         ...
 
     async def finish_attempt(

@@ -196,7 +196,7 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
         "id", "delivery_id", "attempt", "at", "status_code", "error", "duration_ms"}  # fmt: skip
     due = rows(fresh_db, "SELECT indexdef FROM pg_indexes "
                          "WHERE indexname = 'webhook_deliveries_due_idx'")  # fmt: skip
-    assert due[0]["indexdef"].endswith("(next_at) WHERE (status = 'pending'::text)")
+    assert due[0]["indexdef"].endswith("(webhook_id, next_at) WHERE (status = 'pending'::text)")
     [key] = rows(fresh_db, "SELECT length(secret) AS n FROM asyncz_secrets "
                            "WHERE name = 'webhook_secrets'")  # fmt: skip
     assert key["n"] == 32

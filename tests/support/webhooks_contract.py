@@ -22,6 +22,11 @@ def event(kind: str = "asyncz.job.dead", queue: str = "default", task: str = "ec
     return {"id": event_id, "type": kind, "queue": queue, "task": task, "body": body}
 
 
+async def claim(store: Any, **kw: Any) -> list[Any]:
+    kw.setdefault("retry_for_seconds", 3600)
+    return list(await store.webhooks.claim_due(**kw))
+
+
 async def hook(store: Any, **filters: Any) -> int:
     row = await store.webhooks.insert(
         url="https://hooks.example.com/x", types=filters.get("types", []),
@@ -64,13 +69,11 @@ def test_a_claim_takes_a_few_of_each_webhook_and_none_of_a_busy_one(ports: Ports
     async def body(store: Any, broker: Any) -> None:
         first, second = await hook(store), await hook(store)
         await store.webhooks.add_deliveries([event() for _ in range(5)], 3600)
-        claimed = await store.webhooks.claim_due(
-            limit=100, per_endpoint=2, busy=[second], hold_seconds=60
-        )
+        claimed = await claim(store, limit=100, per_endpoint=2, busy=[second], hold_seconds=60)
         assert [c["webhook_id"] for c in claimed] == [first, first]
         assert claimed[0]["secret"] is not None and claimed[0]["previous_secret"] is None
         assert claimed[0]["url"] == "https://hooks.example.com/x" and not claimed[0]["deleted"]
-        more = await store.webhooks.claim_due(limit=100, per_endpoint=2, busy=[], hold_seconds=60)
+        more = await claim(store, limit=100, per_endpoint=2, busy=[], hold_seconds=60)
         assert sorted(c["webhook_id"] for c in more) == [first, first, second, second]
         assert not {c["id"] for c in more} & {c["id"] for c in claimed}  # a claim holds
 
@@ -83,7 +86,7 @@ def test_an_outcome_is_fenced_by_its_claim_and_ends_a_delivery_past_its_window(
     async def body(store: Any, broker: Any) -> None:
         webhook = await hook(store)
         await store.webhooks.add_deliveries([event()], 3600)
-        [c] = await store.webhooks.claim_due(limit=10, per_endpoint=4, busy=[], hold_seconds=0)
+        [c] = await claim(store, limit=10, per_endpoint=4, busy=[], hold_seconds=0)
         outcome = {"ok": False, "final": False, "status_code": 500, "error": "HTTP 500",
                    "duration_ms": 3}  # fmt: skip
         lost = await store.webhooks.finish_attempt(c["id"], uuid.uuid4(), delay_seconds=0,
@@ -94,7 +97,7 @@ def test_an_outcome_is_fenced_by_its_claim_and_ends_a_delivery_past_its_window(
         assert done == {"status": "pending", "attempt": 1}
         assert await store.webhooks.finish_attempt(
             c["id"], c["claim_token"], delay_seconds=0, **outcome) is None  # fmt: skip
-        [c2] = await store.webhooks.claim_due(limit=10, per_endpoint=4, busy=[], hold_seconds=60)
+        [c2] = await claim(store, limit=10, per_endpoint=4, busy=[], hold_seconds=60)
         past = await store.webhooks.finish_attempt(c2["id"], c2["claim_token"],
                                                    delay_seconds=7200, **outcome)  # fmt: skip
         assert past == {"status": "failed", "attempt": 2}  # the next try would pass 3600 s
@@ -104,8 +107,7 @@ def test_an_outcome_is_fenced_by_its_claim_and_ends_a_delivery_past_its_window(
         attempts = await store.webhooks.list_attempts([row["id"]])
         assert [(a["attempt"], a["status_code"], a["duration_ms"]) for a in attempts] == [
             (1, 500, 3), (2, 500, 3)]  # fmt: skip
-        assert await store.webhooks.claim_due(
-            limit=10, per_endpoint=4, busy=[], hold_seconds=60) == []  # fmt: skip
+        assert await claim(store, limit=10, per_endpoint=4, busy=[], hold_seconds=60) == []
 
     scenario(ports, body)
 
@@ -120,7 +122,7 @@ def test_a_rotation_signs_with_both_secrets_for_its_overlap_and_a_redelivery_is_
         assert await store.webhooks.rotate(webhook + 99, b"\x03", 10) is None
         first = event()
         await store.webhooks.add_deliveries([first], 3600)
-        [c] = await store.webhooks.claim_due(limit=10, per_endpoint=4, busy=[], hold_seconds=60)
+        [c] = await claim(store, limit=10, per_endpoint=4, busy=[], hold_seconds=60)
         assert (bytes(c["secret"]), bytes(c["previous_secret"])) == (b"\x02" * 40, SECRET)
         await store.webhooks.finish_attempt(
             c["id"], c["claim_token"], ok=True, final=False, delay_seconds=1, status_code=200,
@@ -130,10 +132,16 @@ def test_a_rotation_signs_with_both_secrets_for_its_overlap_and_a_redelivery_is_
                                                   redelivery_of=c["id"])  # fmt: skip
         assert again["event_id"] == first["id"] and again["id"] != c["id"]
         await store.webhooks.rotate(webhook, b"\x04" * 40, 0)
-        [c2] = await store.webhooks.claim_due(limit=10, per_endpoint=4, busy=[], hold_seconds=60)
+        [c2] = await claim(store, limit=10, per_endpoint=4, busy=[], hold_seconds=60)
         assert c2["id"] == again["id"] and c2["previous_secret"] is None  # overlap over
+        await store.webhooks.add_delivery(webhook, first["body"], 3600, redelivery_of=c["id"])
         await store.webhooks.delete(webhook)
         assert await store.webhooks.add_delivery(webhook, first["body"], 3600) is None
+        # a deleted webhook's pending delivery: claimed (to end it unsent) within the window
+        assert await claim(store, limit=10, per_endpoint=4, busy=[], hold_seconds=60,
+                           retry_for_seconds=0) == []  # fmt: skip
+        [gone] = await claim(store, limit=10, per_endpoint=4, busy=[], hold_seconds=60)
+        assert gone["deleted"] is True
         assert len(await store.webhooks.cipher_key()) == 32
 
     scenario(ports, body)

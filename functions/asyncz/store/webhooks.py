@@ -79,12 +79,13 @@ class WebhookQueries:
         )
 
     async def claim_due(
-        self, *, limit: int, per_endpoint: int, busy: Sequence[int], hold_seconds: float
-    ) -> list[Row]:
+        self, *, limit: int, per_endpoint: int, busy: Sequence[int], hold_seconds: float,
+        retry_for_seconds: float,
+    ) -> list[Row]:  # fmt: skip
         return await self._run.rows(
             "claim_webhook_deliveries",
-            {"limit": limit, "scan": limit * 4, "per_endpoint": per_endpoint,
-             "busy": list(busy), "hold": hold_seconds},
+            {"limit": limit, "per_endpoint": per_endpoint, "busy": list(busy),
+             "hold": hold_seconds, "retry_for": retry_for_seconds},
         )  # fmt: skip
 
     async def finish_attempt(

@@ -124,16 +124,22 @@ class MemoryWebhooks:
         return {**{f: row[f] for f in _LISTED}, "event": row["event"]}
 
     async def claim_due(
-        self, *, limit: int, per_endpoint: int, busy: Sequence[int], hold_seconds: float
-    ) -> list[Row]:
+        self, *, limit: int, per_endpoint: int, busy: Sequence[int], hold_seconds: float,
+        retry_for_seconds: float,
+    ) -> list[Row]:  # fmt: skip
         now = _now()
+        window = now - timedelta(seconds=retry_for_seconds)
+        hooks = {
+            i for i, h in self.hooks.items()
+            if (h["deleted_at"] is None or h["deleted_at"] > window) and i not in busy
+        }  # fmt: skip
         due = sorted(
             (d for d in self.deliveries.values()
              if d["status"] == "pending" and d["next_at"] <= now
              and (d["claimed_until"] is None or d["claimed_until"] < now)
-             and d["webhook_id"] not in busy),
+             and d["webhook_id"] in hooks),
             key=lambda d: (d["next_at"], d["id"]),
-        )[: limit * 4]  # fmt: skip
+        )  # fmt: skip
         taken: list[Row] = []
         per: dict[int, int] = {}
         for d in due:
@@ -151,7 +157,9 @@ class MemoryWebhooks:
                 "previous_secret": hook["previous_secret"] if signs else None,
                 "deleted": hook["deleted_at"] is not None,
             })  # fmt: skip
-        return sorted(taken, key=lambda r: r["id"])[:limit]
+            if len(taken) == limit:
+                break
+        return sorted(taken, key=lambda r: r["id"])
 
     async def finish_attempt(
         self, delivery_id: int, claim_token: Any, *, ok: bool, final: bool, delay_seconds: float,

@@ -5,6 +5,7 @@ address is never reused under another name."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass
@@ -31,11 +32,10 @@ class Outcome:
 
 class Sender:
     def __init__(
-        self, cipher: SecretCipher, *, timeout: float, allow_http: bool,
-        allowed: tuple[Network, ...], resolve: Resolver,
+        self, cipher: SecretCipher, *, allow_http: bool, allowed: tuple[Network, ...],
+        resolve: Resolver,
     ) -> None:  # fmt: skip
         self._cipher = cipher
-        self._timeout = timeout
         self._allow_http = allow_http
         self._allowed = allowed
         self._resolve = resolve
@@ -57,8 +57,9 @@ class Sender:
             self._clients[host] = client
         return client
 
-    async def send(self, row: dict[str, Any]) -> Outcome:
-        """POST the delivery's event to its webhook; never raises for the endpoint's fault."""
+    async def send(self, row: dict[str, Any], timeout: float) -> Outcome:
+        """POST the delivery's event to its webhook within ``timeout`` seconds (the lookup,
+        the connection and the answer); never raises for the endpoint's fault."""
         started = time.monotonic()
         event = row["event"] if isinstance(row["event"], dict) else json.loads(row["event"])
         body = json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
@@ -66,23 +67,28 @@ class Sender:
         if row.get("previous_secret"):
             live.append(await self._secret(row["previous_secret"]))
         try:
-            target = await resolve_target(
-                row["url"], allow_http=self._allow_http, allowed=self._allowed,
-                resolve=self._resolve,
-            )  # fmt: skip
-            headers = {
-                "Content-Type": "application/cloudevents+json; charset=utf-8",
-                "User-Agent": USER_AGENT,
-                "Host": _host_header(row["url"]),
-                "AsyncZ-Event-Id": str(event["id"]),
-                SIGNATURE_HEADER: signature_header(live, int(time.time()), body),
-            }
-            response = await self._client(target.host).post(
-                target.pinned_url, content=body, headers=headers, timeout=self._timeout,
-                extensions={"sni_hostname": target.host},
-            )  # fmt: skip
+            # the whole request within the bound: httpx's timeouts are per phase, and an
+            # endpoint that trickles its answer a byte at a time would reset them
+            async with asyncio.timeout(timeout):
+                target = await resolve_target(
+                    row["url"], allow_http=self._allow_http, allowed=self._allowed,
+                    resolve=self._resolve,
+                )  # fmt: skip
+                headers = {
+                    "Content-Type": "application/cloudevents+json; charset=utf-8",
+                    "User-Agent": USER_AGENT,
+                    "Host": _host_header(row["url"]),
+                    "AsyncZ-Event-Id": str(event["id"]),
+                    SIGNATURE_HEADER: signature_header(live, int(time.time()), body),
+                }
+                response = await self._client(target.host).post(
+                    target.pinned_url, content=body, headers=headers, timeout=timeout,
+                    extensions={"sni_hostname": target.host},
+                )  # fmt: skip
         except WebhookUrlRefusedError as exc:
             return Outcome(None, f"address refused: {exc}"[:_MAX_ERROR], _ms(started))
+        except TimeoutError:
+            return Outcome(None, f"no answer within {timeout:g} s", _ms(started))
         except httpx.HTTPError as exc:
             return Outcome(None, f"{type(exc).__name__}: {exc}"[:_MAX_ERROR], _ms(started))
         status = response.status_code

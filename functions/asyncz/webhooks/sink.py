@@ -25,6 +25,8 @@ log = logging.getLogger("asyncz.webhooks")
 # a claim outlives its request by this much: a sender that died mid-request is retried then
 _CLAIM_MARGIN_SECONDS = 10.0
 _POLL_SECONDS = 0.2
+# no request starts with less time than this before the deadline (unless the timeout is less)
+_SHORTEST_REQUEST_SECONDS = 0.5
 
 
 class WebhookSink:
@@ -43,8 +45,7 @@ class WebhookSink:
         self.store = store
         self.settings = settings
         self.sender = Sender(
-            cipher, timeout=settings.webhook_timeout_seconds,
-            allow_http=settings.webhook_allow_http,
+            cipher, allow_http=settings.webhook_allow_http,
             allowed=parse_networks(settings.webhook_allow_networks), resolve=resolve,
         )  # fmt: skip
         self._rand = rand
@@ -61,22 +62,25 @@ class WebhookSink:
             await self.store.add_deliveries(rows, self.settings.webhook_retry_for_seconds)
 
     async def tick(self, deadline: float) -> None:
-        """Send what is due until nothing is, or until ``deadline`` (``time.monotonic()``):
-        no request starts that could not end by then; those in flight end within their
-        timeout."""
+        """Send what is due until nothing is, or until ``deadline`` (``time.monotonic()``).
+        Every request ends by then: one started near it gets what is left of its timeout
+        (at least a moment), so a dead endpoint's requests never hold the others' past it."""
         timeout = self.settings.webhook_timeout_seconds
         in_flight: dict[asyncio.Task[None], int] = {}
         try:
             while True:
-                if self._clock() + timeout <= deadline:
+                bound = min(timeout, deadline - self._clock())
+                if bound >= min(timeout, _SHORTEST_REQUEST_SECONDS):
                     busy = sorted(set(in_flight.values()))
                     rows = await self.store.claim_due(
                         limit=self.settings.webhook_page_size,
                         per_endpoint=self.settings.webhook_per_endpoint_in_flight,
-                        busy=busy, hold_seconds=timeout + min(timeout, _CLAIM_MARGIN_SECONDS),
+                        busy=busy, hold_seconds=bound + min(bound, _CLAIM_MARGIN_SECONDS),
+                        retry_for_seconds=self.settings.webhook_retry_for_seconds,
                     )  # fmt: skip
                     for row in rows:
-                        in_flight[asyncio.create_task(self._deliver(row))] = row["webhook_id"]
+                        task = asyncio.create_task(self._deliver(row, bound))
+                        in_flight[task] = row["webhook_id"]
                 if not in_flight:
                     return
                 # go on at the first request that ends (its endpoint may take more), or after a
@@ -92,11 +96,11 @@ class WebhookSink:
             if in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
 
-    async def _deliver(self, row: dict[str, Any]) -> None:
+    async def _deliver(self, row: dict[str, Any], timeout: float) -> None:
         if row["deleted"]:
             outcome = Outcome(None, "webhook deleted", 0)
         else:
-            outcome = await self.sender.send(row)
+            outcome = await self.sender.send(row, timeout)
         crash_point("webhook.after_send")  # a crash here: sent again when the claim lapses
         ok = outcome.status_code is not None and 200 <= outcome.status_code < 300
         delay = backoff_delay(

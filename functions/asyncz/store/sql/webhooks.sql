@@ -74,35 +74,39 @@ SELECT id, webhook_id, event_id, event_type, event, redelivery_of, status, attem
  WHERE webhook_id = %(webhook_id)s AND id = %(id)s;
 
 -- name: claim_webhook_deliveries
--- The due deliveries, at most ``per_endpoint`` of each webhook and none of the webhooks
--- this sender already has that many in flight for (``busy``): one slow endpoint never takes
--- the page from the others. A claim lasts ``hold`` seconds (the request's timeout and a
--- margin), after which another sender may take it.
+-- The due deliveries, at most ``per_endpoint`` of each webhook (one index probe each, so a
+-- dead webhook's backlog is never scanned for another's) and none of the webhooks this
+-- sender already has requests in flight for (``busy``): one slow endpoint never takes the
+-- page from the others. The webhooks are the live ones (at most ASYNCZ_WEBHOOK_MAX_COUNT)
+-- and those deleted within the retry window, whose pending deliveries the sender ends
+-- unsent. A claim lasts ``hold`` seconds (the request's timeout and a margin), after which
+-- another sender may take it.
 WITH due AS (
-    SELECT d.id, d.webhook_id, d.next_at
-      FROM webhook_deliveries d
-     WHERE d.status = 'pending' AND d.next_at <= now()
-       AND (d.claimed_until IS NULL OR d.claimed_until < now())
-       AND NOT d.webhook_id = ANY (%(busy)s::bigint[])
-     ORDER BY d.next_at
-     LIMIT %(scan)s
-       FOR UPDATE SKIP LOCKED),
-ranked AS (
-    SELECT id, row_number() OVER (PARTITION BY webhook_id ORDER BY next_at, id) AS nth
-      FROM due),
+    SELECT d.id
+      FROM webhooks w
+     CROSS JOIN LATERAL (
+           SELECT p.id FROM webhook_deliveries p
+            WHERE p.webhook_id = w.id AND p.status = 'pending' AND p.next_at <= now()
+              AND (p.claimed_until IS NULL OR p.claimed_until < now())
+            ORDER BY p.next_at
+            LIMIT %(per_endpoint)s
+              FOR UPDATE SKIP LOCKED) d
+     WHERE (w.deleted_at IS NULL
+            OR w.deleted_at > now() - make_interval(secs => %(retry_for)s))
+       AND NOT w.id = ANY (%(busy)s::bigint[])
+     LIMIT %(limit)s),
 taken AS (
     UPDATE webhook_deliveries d
        SET claim_token = gen_random_uuid(),
            claimed_until = now() + make_interval(secs => %(hold)s)
-      FROM ranked r
-     WHERE d.id = r.id AND r.nth <= %(per_endpoint)s
+      FROM due
+     WHERE d.id = due.id
     RETURNING d.id, d.webhook_id, d.event, d.attempts, d.claim_token)
 SELECT t.id, t.webhook_id, t.event, t.attempts, t.claim_token, w.url, w.secret,
        CASE WHEN w.previous_until > now() THEN w.previous_secret END AS previous_secret,
        w.deleted_at IS NOT NULL AS deleted
   FROM taken t JOIN webhooks w ON w.id = t.webhook_id
- ORDER BY t.id
- LIMIT %(limit)s;
+ ORDER BY t.id;
 
 -- name: finish_webhook_attempt
 -- An attempt's outcome, fenced by the claim: delivered on a 2xx, else again after

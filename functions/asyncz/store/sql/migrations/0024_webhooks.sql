@@ -46,7 +46,9 @@ CREATE TABLE webhook_deliveries (
 -- a page of events published twice (the pump retries a page) makes one delivery each
 CREATE UNIQUE INDEX webhook_deliveries_event_idx
     ON webhook_deliveries (webhook_id, event_id) WHERE redelivery_of IS NULL;
-CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_at) WHERE status = 'pending';
+-- each webhook's due deliveries, probed one webhook at a time (claim_webhook_deliveries)
+CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (webhook_id, next_at)
+    WHERE status = 'pending';
 CREATE INDEX webhook_deliveries_listing_idx ON webhook_deliveries (webhook_id, id DESC);
 CREATE INDEX webhook_deliveries_finished_idx ON webhook_deliveries (finished_at)
     WHERE status <> 'pending';
