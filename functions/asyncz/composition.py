@@ -17,6 +17,7 @@ from asyncz.connections import (
     redis_credentials,
     redis_password,
 )
+from asyncz.outbox.wake import lambda_wake
 from asyncz.ports import MetricsSink
 from asyncz.service import JobService
 from asyncz.settings import Settings
@@ -49,9 +50,11 @@ async def build_service(
     )
     await store.open()
     broker = build_broker(settings)
-    return JobService(
+    service = JobService(
         store, broker, registry, settings, metrics=metrics, cipher=build_cipher(settings)
     )
+    service.leases.ended = lambda_wake(settings)  # ends committed: wake the events function
+    return service
 
 
 def build_cipher(settings: Settings) -> SecretCipher | None:

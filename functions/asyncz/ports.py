@@ -12,6 +12,7 @@ from asyncz.port_types import Dispatch, Row, Slot
 from asyncz.tasks.limits import Counted, TaskLimits
 
 if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
+    from asyncz.outbox.ports import OutboxStore
     from asyncz.store_ports import (
         AccessStore,
         ActivityStore,
@@ -199,6 +200,11 @@ class JobStore(Protocol):
         ...
 
     @property
+    def outbox(self) -> OutboxStore:
+        """The outbox of lifecycle events (the publisher's pages, gauges, retention)."""
+        ...
+
+    @property
     def maintenance(self) -> MaintenanceStore:
         """The queries of recovery, retention, periodic jobs and count folding."""
         ...
@@ -238,6 +244,10 @@ class JobBroker(Protocol):
         ...
 
     async def try_lock(self, name: str, ttl_seconds: float) -> bool: ...
+    async def unlock(self, name: str) -> None:
+        """Release a :meth:`try_lock` lock before it expires."""
+        ...
+
     async def add_starting(self, count: int, ttl_seconds: float) -> None: ...
     async def starting_workers(self) -> int: ...
     async def worker_started(self) -> None: ...

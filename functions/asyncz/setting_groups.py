@@ -172,6 +172,30 @@ class RecoverySettings(BaseModel):
     retention_seconds_per_run: float = Field(default=20.0, gt=0)
 
 
+class OutboxSettings(BaseModel):
+    """Lifecycle events (docs/events.md): the outbox's publisher (the events function), what
+    wakes it, and its sinks."""
+
+    # The events function, async-invoked by a process that committed ends (a worker, the
+    # api, recovery) at most once per outbox_wake_seconds per sandbox. Unset: nothing wakes
+    # it between its minute's sweeps.
+    events_function_name: str | None = None
+    outbox_wake_seconds: float = Field(default=1.0, ge=0)
+    outbox_page_size: int = Field(default=100, ge=1, le=1000)
+    # One run of the publisher (its sinks' own work included) ends after this long.
+    outbox_run_seconds: float = Field(default=50.0, gt=0)
+    # >0: a completed event carries the job's result when its JSON is at most this long
+    # (EventBridge takes 256 KB an entry, the envelope included).
+    outbox_result_bytes: int = Field(default=0, ge=0, le=200 * 1024)
+    # EventBridge: the bus's name or ARN ("default": the account's default bus). Unset: none.
+    event_bus: str | None = None
+    event_source: str = "asyncz"
+    # Each event as a line on stdout (asyncz dev, where no bus is configured).
+    console_events: bool = False
+    # An event nothing published for this long is dropped (0 keeps it forever).
+    retain_outbox_seconds: int = Field(default=7 * 86400, ge=0)
+
+
 class ApiSettings(BaseModel):
     """The api: its keys, waking a worker, the gateway in front and the cost estimate."""
 
@@ -209,6 +233,10 @@ class ObservabilitySettings(BaseModel):
 
 class WebhookSettings(BaseModel):
     """Webhooks (docs/events.md): who may be called, how often again, for how long."""
+
+    # the events function delivers webhooks (its webhook sink); off: no event makes a
+    # delivery, and none is sent
+    webhooks: bool = False
 
     # KMS key (id, ARN or alias) that encrypts signing secrets; none: AES-GCM under the
     # deployment's own key in asyncz_secrets (asyncz dev, tests)

@@ -20,6 +20,7 @@ from asyncz.setting_groups import (
     JobSettings,
     LimitSettings,
     ObservabilitySettings,
+    OutboxSettings,
     RecoverySettings,
     RedisSettings,
     WebhookSettings,
@@ -27,7 +28,7 @@ from asyncz.setting_groups import (
 )
 from asyncz.tasks.limits import parse_overrides
 
-FunctionName = Literal["api", "worker", "fleet", "recovery", "migrate"]
+FunctionName = Literal["api", "worker", "fleet", "recovery", "migrate", "events"]
 
 
 class SettingsError(ValueError):
@@ -45,6 +46,7 @@ class Settings(
     ApiSettings,
     ObservabilitySettings,
     WebhookSettings,
+    OutboxSettings,
     BaseSettings,
 ):
     """All configuration of AsyncZ, one group per concern (:mod:`asyncz.setting_groups`);

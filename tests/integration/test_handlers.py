@@ -132,8 +132,9 @@ def test_recovery_handler_publishes_the_gauges(aws_env: Settings) -> None:
     names = {m["MetricName"] for m in cw.list_metrics(Namespace="AsyncZ")["Metrics"]}
     assert names == {
         "DLQDepth", "QueueDepth", "OldestQueuedAgeSeconds", "JobsSubmitted", "Degraded",
-        "RecoveryStepsFailed",
+        "RecoveryStepsFailed", "OutboxBacklog", "OutboxOldestAgeSeconds",
     }  # fmt: skip
+    assert out["gauges"]["OutboxBacklog"] == 1.0  # the dead job's event, not published yet
     assert out["gauges"]["Degraded"] == 0.0
 
 

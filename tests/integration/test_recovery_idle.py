@@ -87,6 +87,8 @@ def test_an_idle_run_skips_postgres_until_something_is_enqueued(
         "JobsSubmitted",
         "Degraded",
         "RecoveryStepsFailed",
+        "OutboxBacklog",
+        "OutboxOldestAgeSeconds",
     }
     assert lines[-1]["DLQDepth"] == 0.0 and lines[-1]["JobsSubmitted"] == 0.0
 
@@ -96,6 +98,9 @@ def test_an_idle_run_skips_postgres_until_something_is_enqueued(
     third = recover()
     assert "skipped" not in third and third["noted_idle"] is False  # the job is queued
     rows(serverless.database_url, "UPDATE jobs SET status='dead', finished_at=now()")
+    unpublished = recover()  # its event waits for the publisher: its age must keep growing
+    assert unpublished["noted_idle"] is False and unpublished["gauges"]["OutboxBacklog"] == 1.0
+    rows(serverless.database_url, "DELETE FROM job_outbox")  # the publisher took it
     fourth = recover()
     assert fourth["noted_idle"] is True and fourth["gauges"]["DLQDepth"] == 1.0
     # Skipped runs keep publishing what the last look saw: the DLQ alarm stays loud.
@@ -221,8 +226,9 @@ def test_the_idle_skip_still_enqueues_every_periodic_slot(
     for minute in range(6):
         monkeypatch.setattr(recovery_handler, "clock", lambda m=minute: t0 + timedelta(minutes=m))
         outs.append(recover())
-        # a worker runs the slot's job before the next run
+        # a worker runs the slot's job before the next run, and the publisher its event
         rows(serverless.database_url, "UPDATE jobs SET status='completed', finished_at=now()")
+        rows(serverless.database_url, "DELETE FROM job_outbox")
     assert outs[0]["noted_idle"] is True and outs[0]["periodic"] == 0  # first sight
     assert [o.get("periodic") for o in outs[1:]] == [1, 1, 1, 1, 1]
     slots = rows(

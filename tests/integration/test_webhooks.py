@@ -5,6 +5,7 @@ the signature checked with the recipe docs/events.md shows."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 import time
@@ -15,19 +16,23 @@ from typing import Any
 
 import pytest
 
+from asyncz.jobs import NewJob
+from asyncz.outbox.handler import build_sinks
+from asyncz.outbox.pump import Pump
 from asyncz.outbox.sink import Envelope
 from asyncz.settings import Settings
 from asyncz.store.postgres import PostgresStore
 from asyncz.webhooks.cipher import LocalCipher
 from asyncz.webhooks.sink import WebhookSink
 from tests.support.api_lambda import handler_settings
-from tests.support.settings import make_settings
+from tests.support.settings import make_settings, open_service
 from tests.support.webhook_receiver import Received, receiver
 
 pytestmark = pytest.mark.integration
 
 DOC = Path(__file__).parents[2] / "docs" / "events.md"
 FAST = {
+    "webhooks": True,
     "webhook_allow_http": True,
     "webhook_allow_networks": "127.0.0.0/8",
     "webhook_retry_base_seconds": 0.05,
@@ -121,8 +126,6 @@ def test_an_endpoint_that_fails_three_times_gets_the_event_signed_on_the_fourth_
     assert verify(last.headers["AsyncZ-Signature"], last.body, created["secret"])
     assert not verify(last.headers["AsyncZ-Signature"], last.body, "whsec_someone-else")
     assert not verify(last.headers["AsyncZ-Signature"], last.body + b" ", created["secret"])
-    import json
-
     sent = json.loads(last.body)
     assert (sent["specversion"], sent["id"], sent["type"]) == ("1.0", event.id, event.type)
     assert sent["data"]["job_id"] == event.data["job_id"] and "time" in sent and sent["source"]
@@ -270,3 +273,29 @@ def test_during_a_rotation_both_secrets_verify_and_after_it_only_the_new_one(
     assert not verify(after.headers["AsyncZ-Signature"], after.body, new)
     assert [e["action"] for e in api("GET", "/audit").json()["items"]][:2] == [
         "webhook.rotate", "webhook.rotate"]  # fmt: skip
+
+
+def test_a_job_that_ends_reaches_its_webhook_through_the_outbox_and_the_events_function(
+    api: Any, api_settings: Settings
+) -> None:
+    verify = doc_verify()
+    with receiver() as hook:
+        created = register(api, hook.url, types=["asyncz.job.cancelled"], tasks=["echo"])
+
+        async def end_a_job() -> str:
+            async with open_service(api_settings) as svc:
+                job_id = (await svc.submit(NewJob(task="echo", payload={}))).job_id
+                await svc.cancel(job_id)  # its end's event is written with the change
+                await svc.submit(NewJob(task="echo", payload={}))  # no end: no event
+                pump = Pump(svc.store.outbox, svc.broker, build_sinks(api_settings, svc),
+                            api_settings)  # fmt: skip
+                while not hook.received:  # the publisher's runs, as its rule starts them
+                    await pump.run(time.monotonic() + 3)
+                return job_id
+
+        job_id = asyncio.run(end_a_job())
+        [got] = hook.wait_for(1)
+    sent = json.loads(got.body)
+    assert (sent["type"], sent["data"]["job_id"], sent["data"]["status"]) == (
+        "asyncz.job.cancelled", job_id, "cancelled")  # fmt: skip
+    assert verify(got.headers["AsyncZ-Signature"], got.body, created["secret"])

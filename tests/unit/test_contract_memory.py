@@ -16,6 +16,7 @@ from tests.support.contract_activity import *  # noqa: F403
 from tests.support.contract_wakes import *  # noqa: F403
 from tests.support.events_contract import *  # noqa: F403 - and events
 from tests.support.limits_contract import *  # noqa: F403 - and the flow-control contract
+from tests.support.outbox_contract import *  # noqa: F403 - and the outbox of events
 from tests.support.spawn_contract import *  # noqa: F403 - and spawned jobs
 from tests.support.steps_contract import *  # noqa: F403 - and the durable steps' part
 from tests.support.suspension_contract import *  # noqa: F403 - and suspended durable jobs

@@ -255,6 +255,11 @@ class RedisBroker:
         with _guard():
             return bool(await self._r.set(key, "1", **options))
 
+    async def unlock(self, name: str) -> None:
+        key, _ = self.keys.lock_args(name, 1.0)
+        with _guard():
+            await self._r.delete(key)
+
     def _position_key(self, scan: str) -> str:
         name = "scan-position" if scan == "queued" else f"{scan}-position"
         return f"{self.keys.prefix}:recovery:{name}"

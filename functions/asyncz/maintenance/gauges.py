@@ -1,6 +1,7 @@
 """The gauges recovery publishes (DLQ depth, queue depth, oldest queued age, jobs submitted
-in the last whole minute), and its idle note: while nothing was enqueued and no periodic
-slot came due, a run reads the gauges from Redis and skips PostgreSQL. A part of
+in the last whole minute, the outbox's backlog and its oldest event's age), and its idle
+note: while nothing was enqueued and no periodic slot came due, a run reads the gauges from
+Redis and skips PostgreSQL. A part of
 :class:`asyncz.service.JobService`."""
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ class Gauges:
 
     async def gauges(self) -> dict[str, float]:
         row = await self.store.gauges()
+        outbox = await self.store.outbox.gauges()  # lifecycle events not published yet
         return {
+            "OutboxBacklog": float(outbox["backlog"]),
+            "OutboxOldestAgeSeconds": float(outbox["oldest_age"]),
             "DLQDepth": float(row["dead"]),
             "QueueDepth": float(row["queued"]),
             "OldestQueuedAgeSeconds": float(row["oldest_age"]),
@@ -70,6 +74,8 @@ class Gauges:
         the check period, which bounds how long a job whose Redis write failed at submit
         waits."""
         if not self.settings.recovery_idle_check_seconds:
+            return False
+        if gauges.get("OutboxBacklog"):  # its age must go on growing in the gauges
             return False
         # a suspended job's wake may need a sweep (its id lost from Redis): never skip one
         for status in (JobStatus.PROCESSING, JobStatus.SUSPENDED):

@@ -1,5 +1,5 @@
-"""Retention: finished and dead jobs, the audit trail and events go after the periods the
-settings give. A part of
+"""Retention: finished and dead jobs, the audit trail, events and unpublished lifecycle
+events go after the periods the settings give. A part of
 :class:`asyncz.service.JobService`."""
 
 from __future__ import annotations
@@ -56,6 +56,16 @@ class Retention:
                 and time.monotonic() < ends
             ):
                 pass
+        if s.retain_outbox_seconds > 0:  # events nothing published in time (a dead sink)
+            ends = time.monotonic() + s.retention_seconds_per_run
+            expired = 0
+            while True:
+                n = await self.store.outbox.prune(s.retain_outbox_seconds, s.recovery_batch_size)
+                expired += n
+                if n < s.recovery_batch_size or time.monotonic() >= ends:
+                    break
+            if expired:
+                self.metrics.add_metric("EventsExpired", "Count", expired)
         if pruned:
             self.metrics.add_metric("JobsPruned", "Count", pruned)
         return pruned

@@ -55,7 +55,9 @@ class Sink(Protocol):
 
     async def publish(self, events: Sequence[Envelope]) -> None:
         """Deliver a batch (oldest first). Raise to have the whole batch offered again later;
-        a sink that accepts a batch takes over any retries of its parts."""
+        a sink that accepts a batch takes over any retries of its parts. A batch may come
+        again (another sink failed it): dedupe on ``id``. The outbox forgets an event once
+        every sink took it: a sink that needs it later keeps its own copy."""
         ...
 
     async def tick(self, deadline: float) -> None:

@@ -146,6 +146,7 @@ class JobService:
         await run_step(report, "pauses", self.limits.mirror_pauses(), self.metrics)
         await run_step(report, "limits", self.limits.rebuild_if_lost(), self.metrics)
         await run_step(report, "events", self.events.finish_pending(), self.metrics)
+        self.leases.ended()  # the ends this sweep made (lost leases, released jobs)
         return report
 
     async def fold_counts(self) -> int:
@@ -201,16 +202,14 @@ class JobService:
         return job
 
     async def graph(self, job: Job) -> dict[str, Any]:
-        """A job's parents (``depends_on``) and children (``dependents``); its spawner
-        (``spawned_by``) and the jobs it spawned (``spawned``)."""
+        """Its parents (``depends_on``), children (``dependents``), spawner and spawned."""
         described = await self.dependencies.describe(
             job.id, depth=job.depth, has_dependents=job.has_dependents
         )
         return {**described, **await self.spawns.describe(job)}
 
     async def held_reason(self, job: Job) -> str | None:
-        """Why a queued job is held back, or what a suspended one waits for, in words
-        (``None`` when nothing holds it)."""
+        """Why a queued job is held back, or what a suspended one waits for (or None)."""
         if job.status is JobStatus.SUSPENDED:
             return await self.spawns.waiting_for(job) or job.suspended_for
         if job.status is not JobStatus.QUEUED:
@@ -287,6 +286,7 @@ class JobService:
         if row["status"] == JobStatus.CANCELLED.value and row["has_dependents"]:
             # within the call's bound; what is left is the sweep's (cascade_pending)
             await self.dependencies.settle_ids([str(row["id"])], flagged=True)
+        self.leases.ended()
         return JobStatus(row["status"])
 
     async def replay(self, job_id: str, *, reset_steps: bool = False) -> Job:
@@ -303,6 +303,7 @@ class JobService:
                 status=job.status,
             )
         await self.dependencies.after_replay([row])
+        self.leases.ended()
         return await self.get(job_id)
 
     async def replay_dead(
@@ -311,6 +312,7 @@ class JobService:
         with _outcome_of("bulk replay", None):
             rows = await self.store.replay_dead(queue=queue, task=task, limit=limit)
         await self.dependencies.after_replay(rows)
+        self.leases.ended()
         return [str(r["id"]) for r in rows]
 
     async def purge(self, job_id: str) -> None:

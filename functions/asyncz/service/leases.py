@@ -19,6 +19,7 @@ from asyncz.errors import (
 )
 from asyncz.faults import crash_point
 from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
+from asyncz.outbox.wake import Wake, no_wake
 from asyncz.port_types import FailOutcome, HeartbeatOutcome, Row
 from asyncz.ports import JobBroker, JobStore, MetricsSink
 from asyncz.retry import backoff_delay
@@ -52,6 +53,9 @@ class Leases:
         self.metrics = metrics
         self.rand = rand  # backoff jitter (a seam for tests)
         self.limits = limits
+        # Ends committed: wake the events function (set by the composition root; never
+        # awaited, at most one invoke a second per sandbox: asyncz.outbox.wake).
+        self.ended: Wake = no_wake
 
     async def claim_next(
         self,
@@ -137,6 +141,7 @@ class Leases:
             if parents:
                 crash_point("complete.before_dependents")  # chaos: recovery settles them
                 await self.dependencies.settle_ids(parents)
+            self.ended()
         return set(held)
 
     async def save_progress(self, reports: Sequence[tuple[Lease, float, str | None]]) -> set[str]:
@@ -157,6 +162,7 @@ class Leases:
             await self.enqueuer.enqueue_quietly([row])
         else:
             await self.dependencies.settle([row])
+            self.ended()
         return status
 
     async def fail(
@@ -196,6 +202,7 @@ class Leases:
             self.metrics.add_metric("JobsDeadLettered", "Count", 1)
         if status is not JobStatus.QUEUED:
             await self.dependencies.settle([row])
+            self.ended()
         return FailOutcome(status, delay if status is JobStatus.QUEUED else 0.0)
 
 

@@ -27,6 +27,7 @@ from asyncz.store.dependencies import DependencyQueries
 from asyncz.store.events import EventQueries
 from asyncz.store.limits import LimitQueries
 from asyncz.store.maintenance import MaintenanceQueries
+from asyncz.store.outbox import OutboxQueries
 from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns, new_job_params
 from asyncz.store.runner import QueryRunner, check_if_idle
 from asyncz.store.spawns import SpawnQueries
@@ -63,6 +64,7 @@ class PostgresStore:
         self.callbacks = CallbackQueries(self._run)
         self.spawns = SpawnQueries(self._run)
         self.webhooks = WebhookQueries(self._run)
+        self.outbox = OutboxQueries(self._run)
 
     @classmethod
     def create(

@@ -137,6 +137,9 @@ class MemoryBroker:
         self.locks[name] = now + ttl_seconds
         return True
 
+    async def unlock(self, name: str) -> None:
+        self.locks.pop(name, None)
+
     async def scan_position(self, scan: str = "queued") -> str | None:
         return self.positions.get(scan)
 

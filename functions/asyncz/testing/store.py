@@ -23,6 +23,7 @@ from asyncz.testing.dependencies import MemoryDependencies
 from asyncz.testing.events import MemoryEvents
 from asyncz.testing.listings import MemoryListings, job_view
 from asyncz.testing.maintenance import MemoryMaintenance, dispatch_row, now_utc
+from asyncz.testing.outbox import JobRow, MemoryOutbox
 from asyncz.testing.spawns import MemorySpawns
 from asyncz.testing.steps import MemorySteps
 from asyncz.testing.store_limits import MemoryStoreLimits
@@ -51,6 +52,7 @@ class MemoryStore(MemoryListings):
         self.callbacks = MemoryCallbacks(self.steps)
         self.spawns = MemorySpawns(self)
         self.webhooks = MemoryWebhooks()
+        self.outbox = MemoryOutbox(self.jobs.get)
 
     # --- submit and read -----------------------------------------------------------------
 
@@ -64,7 +66,7 @@ class MemoryStore(MemoryListings):
             return None
         now = _now()
         run_at = new.run_at or now + timedelta(seconds=new.delay_seconds)
-        self.jobs[job_id] = {
+        self.jobs[job_id] = row = JobRow({
             "id": job_id, "task": new.task, "payload": new.payload, "queue": new.queue,
             "priority": new.priority, "status": JobStatus.QUEUED, "attempts": 0,
             "attempt_base": 0, "max_retries": new.max_retries, "timeout_seconds":
@@ -77,8 +79,9 @@ class MemoryStore(MemoryListings):
             "submitted_by": new.submitted_by, "submitted_by_key_id": new.submitted_by_key_id,
             "traceparent": new.traceparent, "tracestate": new.tracestate,
             "suspensions": 0, "first_started_at": None, "suspended_for": None, "woken": False,
-        }  # fmt: skip
-        self.jobs[job_id].update(state)
+        })  # fmt: skip
+        row.outbox = self.outbox  # its status changes write their events
+        row.update(state)
         self.attempts[job_id] = []
         return {"run_at_ms": epoch_ms(run_at), "due": run_at <= now}
 

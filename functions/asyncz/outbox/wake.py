@@ -1,0 +1,78 @@
+"""Waking the events function after ends commit: an async Lambda invoke, at most one per
+interval per sandbox (the first at once, later calls folded into one at the interval's
+end), never awaited by the caller. A failed invoke is logged; the minute's sweep delivers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from asyncz.faults import crash_point
+from asyncz.settings import Settings
+
+log = logging.getLogger("asyncz.outbox")
+
+Wake = Callable[[], None]
+
+
+def no_wake() -> None:
+    """No events function to wake (none configured): the sweep alone delivers."""
+
+
+class PumpWake:
+    def __init__(
+        self,
+        invoke: Callable[[], Awaitable[None]],
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._invoke = invoke
+        self._interval = interval
+        self._clock = clock
+        self._last = float("-inf")
+        self._pending = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.sent = 0
+
+    def __call__(self) -> None:
+        """Ends were committed: wake the publisher now, or once at the interval's end."""
+        if self._pending:
+            return
+        self._pending = True
+        wait = self._last + self._interval - self._clock()
+        if wait <= 0:
+            self._fire()
+        else:
+            asyncio.get_running_loop().call_later(wait, self._fire)
+
+    def _fire(self) -> None:
+        self._pending = False
+        self._last = self._clock()
+        crash_point("outbox.before_wake")  # chaos: the ends are committed, nobody is told
+        task = asyncio.get_running_loop().create_task(self._send())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self) -> None:
+        try:
+            await self._invoke()
+            self.sent += 1
+        except Exception as exc:  # noqa: BLE001 - never the caller's problem: the sweep covers it
+            log.warning("events function not woken (%s: %s): the sweep delivers",
+                        type(exc).__name__, exc)  # fmt: skip
+
+
+def lambda_wake(settings: Settings) -> Wake:
+    """The sandbox's wake of the events function (an async invoke), or :func:`no_wake`."""
+    name = settings.events_function_name
+    if not name:
+        return no_wake
+
+    async def invoke() -> None:
+        from asyncz.fleet.invoke import invoke_worker  # one Lambda client per sandbox
+
+        await asyncio.to_thread(invoke_worker, name, b'{"source": "asyncz.wake"}')
+
+    return PumpWake(invoke, settings.outbox_wake_seconds)
