@@ -259,3 +259,5 @@ class WebhookSettings(BaseModel):
     # how long the replaced secret signs beside the new one after a rotation (1 day)
     webhook_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
     webhook_max_count: int = Field(default=100, ge=1, le=10_000)  # live webhooks at most
+    # a delivery (and its attempts) is kept this long after it ended (0: forever)
+    retain_webhook_deliveries_seconds: int = Field(default=30 * 86400, ge=0)

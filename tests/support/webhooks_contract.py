@@ -108,6 +108,10 @@ def test_an_outcome_is_fenced_by_its_claim_and_ends_a_delivery_past_its_window(
         assert [(a["attempt"], a["status_code"], a["duration_ms"]) for a in attempts] == [
             (1, 500, 3), (2, 500, 3)]  # fmt: skip
         assert await claim(store, limit=10, per_endpoint=4, busy=[], hold_seconds=60) == []
+        assert await store.webhooks.prune(3600, 10) == 0  # it ended just now
+        assert await store.webhooks.prune(-60, 10) == 1  # (a retention that has passed)
+        assert await store.webhooks.list_deliveries(webhook, limit=5, before=None) == []
+        assert await store.webhooks.list_attempts([row["id"]]) == []
 
     scenario(ports, body)
 

@@ -108,3 +108,8 @@ class WebhookQueries:
 
     async def list_attempts(self, delivery_ids: Sequence[int]) -> list[Row]:
         return await self._run.rows("list_webhook_attempts", {"ids": list(delivery_ids)})
+
+    async def prune(self, older_than: float, limit: int) -> int:
+        row = await self._run.one("prune_webhook_deliveries", {"older_than": older_than,
+                                                               "limit": limit})  # fmt: skip
+        return int(row["pruned"]) if row else 0

@@ -196,3 +196,16 @@ class MemoryWebhooks:
     async def list_attempts(self, delivery_ids: Sequence[int]) -> list[Row]:
         rows = [dict(a) for a in self.attempts if a["delivery_id"] in delivery_ids]
         return sorted(rows, key=lambda a: (a["delivery_id"], a["attempt"]))
+
+    async def prune(self, older_than: float, limit: int) -> int:
+        cutoff = _now() - timedelta(seconds=older_than)
+        ended = sorted(
+            (d for d in self.deliveries.values()
+             if d["status"] != "pending" and d["finished_at"] < cutoff),
+            key=lambda d: d["finished_at"],
+        )[:limit]  # fmt: skip
+        for d in ended:
+            del self.deliveries[d["id"]]
+        gone = {d["id"] for d in ended}
+        self.attempts = [a for a in self.attempts if a["delivery_id"] not in gone]
+        return len(ended)

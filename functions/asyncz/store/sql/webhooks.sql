@@ -146,3 +146,16 @@ SELECT delivery_id, attempt, at, status_code, error, duration_ms
   FROM webhook_attempts
  WHERE delivery_id = ANY (%(ids)s::bigint[])
  ORDER BY delivery_id, attempt;
+
+-- name: prune_webhook_deliveries
+-- A page of deliveries that ended longer ago than the retention (their attempts go with
+-- them: at most one per retry of one delivery).
+WITH gone AS (
+    DELETE FROM webhook_deliveries WHERE id = ANY(ARRAY(
+        SELECT id FROM webhook_deliveries
+         WHERE status <> 'pending'
+           AND finished_at < now() - make_interval(secs => %(older_than)s)
+         ORDER BY finished_at
+         LIMIT %(limit)s))
+    RETURNING 1)
+SELECT count(*) AS pruned FROM gone;
