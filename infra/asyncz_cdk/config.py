@@ -110,6 +110,12 @@ class StageConfig:
     api_throttle_burst: int = 200
     api_execution_logging: bool = True  # needs the account-level CloudWatch role
 
+    # --- Lifecycle events (docs/events.md): publish them to EventBridge, on "default" (the
+    # account's bus), "own" (a bus of this deployment's) or another bus's name or ARN. None:
+    # off (PutEvents and the events endpoint cost money: docs/cost.md).
+    event_bus: str | None = None
+    outbox_oldest_age_threshold_seconds: int = 300
+
     # --- Monitoring.
     alarm_period_seconds: int = 60
     oldest_queued_age_threshold_seconds: int = 300

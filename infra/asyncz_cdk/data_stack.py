@@ -73,6 +73,7 @@ class DataStack(Stack):
             run_time_secrets=not config.iam_auth,
             endpoints_in_one_az=config.iam_auth,
             webhook_egress=config.webhooks,
+            events_endpoint=config.event_bus is not None,
         )
         if config.iam_auth:
             self.budget = check_connection_budget(config)

@@ -107,7 +107,7 @@ def _acknowledge_iam_data(stack: DataStack, config: StageConfig) -> None:
 
 def acknowledge_service(stack: ServiceStack, config: StageConfig) -> None:
     """Findings on the service stack."""
-    functions = [*stack.functions.all, stack.migration.function]
+    functions = [*stack.functions.all, stack.migration.function, stack.publisher.function]
     for fn in functions:
         acknowledge(
             fn,

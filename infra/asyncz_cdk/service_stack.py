@@ -22,7 +22,9 @@ from asyncz_cdk.constructs.http_api import HttpApiFront
 from asyncz_cdk.constructs.layer import DependencyLayer
 from asyncz_cdk.constructs.migration import Migration
 from asyncz_cdk.constructs.monitoring import Monitoring
+from asyncz_cdk.constructs.outbox import EventPublisher
 from asyncz_cdk.constructs.rules import MinuteRules
+from asyncz_cdk.constructs.webhooks import WebhookDelivery
 from asyncz_cdk.data_stack import retention
 
 _ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
@@ -114,8 +116,27 @@ class ServiceStack(Stack):
             )
         # a callback's URL is <public_url>/callbacks/<token> (docs/durable.md)
         functions.worker.add_environment("ASYNCZ_PUBLIC_URL", api.public_url)
+        publisher = EventPublisher(
+            self,
+            "Events",
+            name=name,
+            defaults=defaults,
+            data=data,
+            environment=functions.data_environment,
+            event_bus=config.event_bus,
+            wakers=[functions.worker, functions.api, functions.recovery],
+            webhooks=config.webhooks,
+        )
+        if config.webhooks:  # the secrets' key; egress for the events function alone
+            network = data.network
+            WebhookDelivery(
+                self, "Webhooks", deliverer=publisher.function, registrars=[functions.api],
+                egress_subnets=network.egress_subnets if network else None,
+                vpc=network.vpc if network else None,
+            )  # fmt: skip
         # the construct id stays "Schedules": a deployed stack keeps its rules' logical ids
-        rules = MinuteRules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery)
+        rules = MinuteRules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery,
+                            publisher=publisher.function)  # fmt: skip
         self.migration = Migration(
             self, "Migration", defaults=defaults, data=data, run_before=[api, rules]
         )
@@ -127,15 +148,18 @@ class ServiceStack(Stack):
                 "worker": functions.worker,
                 "fleet": functions.fleet,
                 "recovery": functions.recovery,
+                "events": publisher.function,
                 "migrate": self.migration.function,
             },
             name=name,
             namespace=defaults.metrics_namespace,
             alarm_period=Duration.seconds(config.alarm_period_seconds),
             oldest_queued_age_threshold_seconds=config.oldest_queued_age_threshold_seconds,
+            outbox_oldest_age_threshold_seconds=config.outbox_oldest_age_threshold_seconds,
             alarm_email=config.alarm_email,
         )
         self.functions = functions
+        self.publisher = publisher
         self.api = api
         self.rules = rules
         self.monitoring = monitoring
@@ -149,8 +173,10 @@ class ServiceStack(Stack):
             "RecoveryFunctionName": functions.recovery.function_name,
             "ApiFunctionName": functions.api.function_name,
             "MigrateFunctionName": self.migration.function.function_name,
+            "EventsFunctionName": publisher.function.function_name,
             "DlqAlarmName": monitoring.dlq_alarm.alarm_name,
             "OldestQueuedAlarmName": monitoring.oldest_queued_alarm.alarm_name,
+            "OutboxAlarmName": monitoring.outbox_alarm.alarm_name,
             "AlertsTopicArn": monitoring.topic.topic_arn,
             "DashboardName": monitoring.dashboard.dashboard_name,
         }

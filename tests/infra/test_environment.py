@@ -10,7 +10,7 @@ from tests.support.templates import asyncz_functions, environment, export_target
 
 pytestmark = pytest.mark.infra
 
-FUNCTIONS = ("api", "worker", "fleet", "recovery", "migrate")
+FUNCTIONS = ("api", "worker", "fleet", "recovery", "migrate", "events")
 
 
 @pytest.fixture(autouse=True)

@@ -55,7 +55,7 @@ def test_example_synthesizes_offline_with_its_task_and_dependency(tmp_path: Path
     template = json.loads((outdir / f"{artifact}.template.json").read_text())
 
     functions = asyncz_functions(template)
-    assert set(functions) == {"api", "worker", "fleet", "recovery", "migrate"}
+    assert set(functions) == {"api", "worker", "fleet", "recovery", "migrate", "events"}
     for _, fn in functions.values():
         assert environment(fn)["ASYNCZ_TASK_MODULES"] == "tasks"
         code = asset_dir(outdir, artifact, fn["Properties"]["Code"])

@@ -64,15 +64,15 @@ def function_statements(stage: Synth, name: str) -> list[dict[str, Any]]:
 
 def test_each_function_has_its_own_role(stage: Synth) -> None:
     roles = [role_of(fn) for _, fn in asyncz_functions(stage.service).values()]
-    assert len(roles) == len(set(roles)) == 5
+    assert len(roles) == len(set(roles)) == 6
 
 
 def test_secrets_readable_only_by_their_users(aws: Synth) -> None:
     assert secret_readers(aws) == {
         # the functions connect as the DML-only runtime role; the owner is the migration's
-        "database": {"api", "worker", "recovery", "migrate"},  # the fleet reads Redis only
+        "database": {"api", "worker", "recovery", "migrate", "events"},  # fleet: Redis only
         "database_admin": {"migrate"},
-        "redis": {"api", "worker", "fleet", "recovery"},
+        "redis": {"api", "worker", "fleet", "recovery", "events"},
         "api_keys": {"api"},
     }
 

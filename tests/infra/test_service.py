@@ -55,14 +55,14 @@ def test_schedules_every_minute(stage: Synth) -> None:
         assert rule["Properties"]["State"] == "ENABLED"
         (target,) = rule["Properties"]["Targets"]
         targets[target["Arn"]["Fn::GetAtt"][0]] = rule
-    assert set(targets) == {fns["fleet"][0], fns["recovery"][0]}
-    # EventBridge may invoke exactly those two.
+    assert set(targets) == {fns["fleet"][0], fns["recovery"][0], fns["events"][0]}
+    # EventBridge may invoke exactly those three.
     invokers = {
         p["Properties"]["FunctionName"]["Fn::GetAtt"][0]
         for p in resources(stage.service, "AWS::Lambda::Permission").values()
         if p["Properties"]["Principal"] == "events.amazonaws.com"
     }
-    assert invokers == {fns["fleet"][0], fns["recovery"][0]}
+    assert invokers == {fns["fleet"][0], fns["recovery"][0], fns["events"][0]}
 
 
 def test_the_fleet_covers_its_minute_and_ends_before_the_next_tick(stage: Synth) -> None:
@@ -162,13 +162,14 @@ def test_gauge_alarms_breach_on_missing_data_and_functions_have_error_alarms(
     by_metric: dict[str, list[dict[str, Any]]] = {}
     for a in alarms:
         by_metric.setdefault(a["Properties"]["MetricName"], []).append(a["Properties"])
-    for gauge in ("DLQDepth", "OldestQueuedAgeSeconds", "Degraded", "RecoveryStepsFailed"):
+    for gauge in ("DLQDepth", "OldestQueuedAgeSeconds", "Degraded", "RecoveryStepsFailed",
+                  "OutboxOldestAgeSeconds"):  # fmt: skip
         [alarm] = by_metric[gauge]
         # silence from recovery (down, or a dependency down) must not read as "all fine"
         assert alarm["TreatMissingData"] == "breaching", gauge
     assert by_metric["Degraded"][0]["Threshold"] == 1
     assert by_metric["RecoveryStepsFailed"][0]["Threshold"] == 1
-    functions = {"Api", "Worker", "Fleet", "Recovery", "Migrate"}
+    functions = {"Api", "Worker", "Fleet", "Recovery", "Migrate", "Events"}
     for kind in ("Errors", "Throttles"):
         named = {
             dim["Value"]["Ref"]

@@ -13,9 +13,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 
+from asyncz_cdk.config import aws_stage
 from asyncz_cdk.constructs.network import Network
 from asyncz_cdk.constructs.webhooks import KMS_KEY_ENV, WebhookDelivery
 from asyncz_cdk.nag import acknowledge
+from tests.support.synth import synthesize
 from tests.support.templates import actions, as_list
 
 pytestmark = pytest.mark.infra
@@ -96,3 +98,24 @@ def test_without_webhooks_nothing_has_a_route_out() -> None:
     template.resource_count_is("AWS::EC2::NatGateway", 0)
     template.resource_count_is("AWS::KMS::Key", 0)
     assert network.egress_subnets is None
+
+
+def test_a_stage_with_webhooks_gives_the_events_function_alone_a_route_out(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    stage = synthesize(aws_stage(overrides={"webhooks": True}), tmp_path_factory.mktemp("wh"))
+    service, data = stage.template("Service"), stage.template("Data")
+    data.resource_count_is("AWS::EC2::NatGateway", 1)
+    service.resource_count_is("AWS::KMS::Key", 1)
+    functions = service.find_resources("AWS::Lambda::Function")
+    [events] = [f for f in functions.values() if f["Properties"]["Handler"].startswith(
+        "asyncz.outbox.handler")]  # fmt: skip
+    assert events["Properties"]["Environment"]["Variables"]["ASYNCZ_WEBHOOKS"] == "true"
+    routed = {str(f["Properties"]["Handler"]): "egress" in str(f["Properties"]["VpcConfig"])
+              for f in functions.values() if "VpcConfig" in f["Properties"]}  # fmt: skip
+    assert [h for h, out in routed.items() if out] == ["asyncz.outbox.handler.handler"]
+    api = next(f for f in functions.values() if f["Properties"]["Handler"].startswith(
+        "asyncz.api"))  # fmt: skip
+    wake = api["Properties"]["Environment"]["Variables"]
+    assert "ASYNCZ_EVENTS_FUNCTION_NAME" in wake  # ends wake the deliverer within a second
+    assert KMS_KEY_ENV in wake

@@ -1,5 +1,6 @@
 """The console of ``asyncz dev`` as a person sees it: a submitted and completed job is two
-short human lines (the request, the outcome); ``--log-format json`` gives JSON lines."""
+short human lines (the request, the outcome), and its lifecycle event a third (no bus is
+configured: the events function prints it); ``--log-format json`` gives JSON lines."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ def run_one_job(tmp_path: Path, *args: str) -> tuple[str, str, list[str]]:
         while rows(database_url, query, {"id": job_id})[0]["status"] != "completed":
             assert time.monotonic() < deadline, run.log()[-3000:]
             time.sleep(0.1)
+        # the completion wakes the events function, which prints the event
+        while f'"job_id": "{job_id}"' not in run.log():
+            assert time.monotonic() < deadline, run.log()[-3000:]
+            time.sleep(0.1)
         time.sleep(0.5)  # the outcome line is written as the attempt ends
         os.killpg(run.pgid, signal.SIGINT)
         assert run.proc.wait(60) == 0, run.log()[-3000:]
@@ -47,10 +52,12 @@ def run_one_job(tmp_path: Path, *args: str) -> tuple[str, str, list[str]]:
     return job_id, console, about
 
 
-def test_a_submitted_and_completed_job_is_two_human_lines(tmp_path: Path) -> None:
+def test_a_submitted_and_completed_job_is_two_human_lines_and_its_event(tmp_path: Path) -> None:
     job_id, console, about = run_one_job(tmp_path)
-    assert len(about) == 2, console[-3000:]
-    request, outcome = about
+    assert len(about) == 3, console[-3000:]
+    request, outcome, event = sorted(about, key=lambda line: line.startswith("event "))
+    assert event.startswith("event asyncz.job.completed {"), event  # as the sink prints it
+    assert json.loads(event.split(" asyncz.job.completed ", 1)[1])["data"]["job_id"] == job_id
     assert HUMAN.match(request) and re.search(r" api +POST /jobs 202 [\d.]+ ms$", request)
     assert re.search(rf" worker +job {job_id[:8]} echo completed in [\d.]+ ms \(attempt 1\)$",
                      outcome)  # fmt: skip
@@ -62,7 +69,7 @@ def test_a_submitted_and_completed_job_is_two_human_lines(tmp_path: Path) -> Non
 
 def test_json_format_gives_json_lines(tmp_path: Path) -> None:
     job_id, _, about = run_one_job(tmp_path, "--log-format", "json")
-    records = [json.loads(line) for line in about]
+    records = [json.loads(line) for line in about if "asyncz.job.completed" not in line]
     assert records[0]["message"] == "POST /jobs 202"
     assert records[1]["job_id"] == job_id and records[1]["attempt"] == 1
     assert records[1]["status"] == "completed"  # the worker's outcome line, as written

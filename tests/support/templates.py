@@ -15,6 +15,7 @@ FUNCTION_BY_HANDLER = {
     "asyncz.fleet.handler.handler": "fleet",
     "asyncz.recovery.handler.handler": "recovery",
     "asyncz.migrate.handler.handler": "migrate",
+    "asyncz.outbox.handler.handler": "events",
 }
 
 

@@ -51,3 +51,24 @@ def test_each_fleet_tick_has_its_interval_as_timeout() -> None:
 
 def test_a_rule_without_a_timeout_gives_the_lambda_maximum() -> None:
     assert one_tick(lambda make, stop: RateRule("recovery", 60.0, make, stop)) == [900.0]
+
+
+def test_an_async_invoke_runs_the_rules_function_before_its_interval_is_up() -> None:
+    stopping = threading.Event()
+    runs: list[float] = []
+    second = threading.Event()
+
+    class Counting(FakeSandbox):
+        def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+            runs.append(timeout_s)
+            if len(runs) == 2:
+                second.set()
+            return {"ok": True, "result": {}}
+
+    rule = RateRule("events", 3600.0, lambda: Counting(stopping), stopping, timeout_s=60.0)
+    rule.start()
+    rule.poke()  # the events function woken by a process that committed ends
+    assert second.wait(10), "the poke did not run the function"
+    stopping.set()
+    rule.stop(grace_s=1)
+    assert not rule.thread.is_alive() and runs[:2] == [60.0, 60.0]

@@ -17,7 +17,7 @@ from asyncz.errors import BrokerUnavailableError
 from asyncz.jobs import NewJob
 from asyncz.outbox.console import ConsoleSink
 from asyncz.outbox.pump import LOCK, Pump
-from asyncz.outbox.sink import Envelope
+from asyncz.outbox.sink import EVENT_TYPES, Envelope
 from asyncz.outbox.wake import PumpWake
 from asyncz.service import JobService
 from tests.support.memory import service
@@ -177,3 +177,27 @@ def test_a_failed_wake_is_logged_not_raised(caplog: pytest.LogCaptureFixture) ->
 
     assert asyncio.run(go()).sent == 0
     assert "the sweep delivers" in caplog.text
+
+
+def test_an_event_matches_its_json_schema_also_in_the_openapi_document() -> None:
+    from jsonschema import Draft202012Validator
+
+    from asyncz.api.app import create_app
+    from asyncz.outbox.envelopes import EVENT_SCHEMA
+    from tests.support.memory import settings as memory_settings
+
+    async def go() -> Envelope:
+        svc = service(outbox_result_bytes=1000)
+        await _ends(svc, 1)
+        sink = Recording()
+        await _pump(svc, sink).run(float("inf"))
+        return sink.got[0]
+
+    event = asyncio.run(go()).as_dict()
+    Draft202012Validator(EVENT_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER).validate(
+        event
+    )
+    assert event["data"]["result"] == {"i": 1}
+    document = create_app(memory_settings(api_key_hashes="0" * 64)).openapi()
+    component = document["components"]["schemas"]["JobEvent"]
+    assert component["properties"]["type"]["enum"] == list(EVENT_TYPES)

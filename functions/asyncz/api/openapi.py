@@ -19,6 +19,7 @@ from asyncz.api.routes.jobs_models import (
     Submitted,
 )
 from asyncz.api.routes.tasks_models import submit_union
+from asyncz.outbox.envelopes import EVENT_SCHEMA
 from asyncz.tasks.registry import TaskRegistry
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -117,6 +118,9 @@ def openapi_with_key(app: FastAPI, registry: TaskRegistry) -> dict[str, Any]:
         }
         for path, op in submit_operations(components.setdefault("schemas", {}), registry).items():
             schema["paths"].setdefault(path, {})["post"] = op
+        # what a sink receives for each end of a job (docs/events.md): no route returns it
+        event = {k: v for k, v in EVENT_SCHEMA.items() if k != "$schema"}
+        components["schemas"]["JobEvent"] = event
         for path, ops in schema["paths"].items():
             for op in ops.values():
                 keyless = path in PUBLIC_PATHS or path.startswith(CALLBACKS)  # a token instead

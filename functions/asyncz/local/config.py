@@ -22,6 +22,7 @@ RECOVERY_HANDLER = (
     os.environ.get("ASYNCZ_DEV_RECOVERY_HANDLER") or "asyncz.recovery.handler.handler"
 )
 FLEET_HANDLER = "asyncz.fleet.handler.handler"
+EVENTS_HANDLER = "asyncz.outbox.handler.handler"
 FUNCTION_PREFIX = "asyncz-local"
 
 
@@ -152,6 +153,9 @@ def sandbox_env(
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_DEV": "false",
         "ASYNCZ_FLEET_MAX_WORKERS": str(max_workers or default_max_workers()),
+        # ends wake the events function, which prints each event when no bus is configured
+        "ASYNCZ_EVENTS_FUNCTION_NAME": f"{FUNCTION_PREFIX}-events",
+        "ASYNCZ_CONSOLE_EVENTS": "false" if os.environ.get("ASYNCZ_EVENT_BUS") else "true",
         **({"ASYNCZ_PUBLIC_URL": public_url} if public_url else {}),
     }
     for key, value in defaults.items():

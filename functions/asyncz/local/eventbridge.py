@@ -1,5 +1,5 @@
-"""The local EventBridge: rate rules that invoke the fleet and recovery functions every
-interval, as the stack's minute rules do in AWS."""
+"""The local EventBridge: rate rules that invoke the fleet, recovery and events functions
+every interval, as the stack's minute rules do in AWS."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ class RateRule:
         self.make_sandbox = make_sandbox
         self.stopping = stopping
         self.sandbox: SandboxProcess | None = None
+        self.woken = threading.Event()  # an async invoke between two of the rule's runs
         self.thread = threading.Thread(target=self._loop, name=f"rule-{name}", daemon=True)
 
     def start(self) -> None:
@@ -55,9 +56,18 @@ class RateRule:
             except SandboxError as exc:
                 if not self.stopping.is_set():
                     log_line(self.name, f"invocation failed: {exc}", "ERROR")
-            self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+            if self.stopping.is_set():
+                break
+            self.woken.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+            self.woken.clear()
+
+    def poke(self) -> None:
+        """An async invoke of the function: run it now (invokes during a run fold into one
+        run after it), then go on with the interval."""
+        self.woken.set()
 
     def stop(self, grace_s: float) -> None:
+        self.woken.set()
         if self.sandbox is not None:
             self.sandbox.stop(grace_s)
         self.thread.join(grace_s + 5)

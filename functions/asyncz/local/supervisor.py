@@ -24,6 +24,7 @@ from asyncz.local.apigateway.gateway import Gateway
 from asyncz.local.banner import banner
 from asyncz.local.config import (
     API_HANDLER,
+    EVENTS_HANDLER,
     FLEET_HANDLER,
     FUNCTION_PREFIX,
     RECOVERY_HANDLER,
@@ -181,6 +182,12 @@ class DevRunner:
             rules.append(
                 fleet_rule(opts.fleet_interval_s, sandbox("fleet", FLEET_HANDLER), self.stopping)
             )
+        # the outbox's publisher: its minute's sweep, and at once when a process that
+        # committed ends invokes it (docs/events.md)
+        events = RateRule("events", opts.recovery_interval_s, sandbox("events", EVENTS_HANDLER),
+                          self.stopping, timeout_s=60.0)  # fmt: skip
+        endpoint.server.functions[f"{FUNCTION_PREFIX}-events"] = events.poke
+        rules.append(events)
         for rule in rules:
             rule.start()
             self._cleanups.append(lambda s=rule: s.stop(opts.shutdown_grace_s))  # type: ignore[misc]

@@ -69,10 +69,11 @@ def lambda_wake(settings: Settings) -> Wake:
     name = settings.events_function_name
     if not name:
         return no_wake
+    from asyncz.fleet.invoke import invoke_worker, warm_in_background
 
-    async def invoke() -> None:
-        from asyncz.fleet.invoke import invoke_worker  # one Lambda client per sandbox
+    warm_in_background()  # the first wake must not wait for boto3's import and client
 
+    async def invoke() -> None:  # on the sandbox's one Lambda client
         await asyncio.to_thread(invoke_worker, name, b'{"source": "asyncz.wake"}')
 
     return PumpWake(invoke, settings.outbox_wake_seconds)

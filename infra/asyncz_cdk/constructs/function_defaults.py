@@ -38,7 +38,7 @@ CODE_EXCLUDES = [
     # dev tools, not Lambda passengers: the local runner and the CLI
     "asyncz/local",
     "asyncz/cli",
-    "asyncz/client",  # the HTTP client users import (httpx is not in the Lambda layer)
+    "asyncz/client",  # the HTTP client users import (no function uses it)
     "asyncz/__main__.py",
     "asyncz/testing",  # the in-memory store and broker of the unit tests
 ]

@@ -76,6 +76,7 @@ class Functions(Construct):
             **({"ASYNCZ_TASK_LIMITS": task_limits} if task_limits else {}),
         }
         data_env = {**data.database_environment, **redis_env}
+        self.data_environment = data_env  # what another function of the service starts from
         jobs_env = {"ASYNCZ_MAX_TIMEOUT_SECONDS": str(max_job_timeout_seconds)}
         lease_env = {
             "ASYNCZ_LEASE_TIMEOUT_SECONDS": str(lease_timeout_seconds),

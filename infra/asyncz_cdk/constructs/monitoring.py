@@ -39,7 +39,8 @@ def _job_metric(namespace: str, name: str, statistic: str, period: Duration) -> 
 
 
 class Monitoring(Construct):
-    """DLQDepth >= 1 and OldestQueuedAgeSeconds >= threshold alarm into ``topic``."""
+    """DLQDepth >= 1, OldestQueuedAgeSeconds and OutboxOldestAgeSeconds >= their thresholds
+    alarm into ``topic``."""
 
     def __init__(
         self,
@@ -52,6 +53,7 @@ class Monitoring(Construct):
         alarm_period: Duration,
         oldest_queued_age_threshold_seconds: int,
         alarm_email: str | None,
+        outbox_oldest_age_threshold_seconds: int = 300,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(
@@ -95,6 +97,13 @@ class Monitoring(Construct):
             "the oldest due queued job has waited too long", oldest_age,
             oldest_queued_age_threshold_seconds, periods=3, datapoints=2,
         )  # fmt: skip
+        self.outbox_alarm = gauge_alarm(
+            "OutboxOldestAge", "outbox-oldest-age",
+            "the oldest unpublished lifecycle event has waited too long (the events "
+            "function or its bus is failing; see docs/events.md)",
+            _gauge(namespace, "OutboxOldestAgeSeconds", alarm_period),
+            outbox_oldest_age_threshold_seconds, periods=3, datapoints=2,
+        )  # fmt: skip
         self.degraded_alarm = gauge_alarm(
             "Degraded", "degraded", "recovery could not reach PostgreSQL or Redis",
             _gauge(namespace, "Degraded", alarm_period), 1, periods=2, datapoints=2,
@@ -130,6 +139,7 @@ class Monitoring(Construct):
         for alarm in (
             self.dlq_alarm,
             self.oldest_queued_alarm,
+            self.outbox_alarm,
             self.degraded_alarm,
             self.steps_failed_alarm,
             *self.function_alarms,

@@ -37,6 +37,7 @@ class Network(Construct):
         run_time_secrets: bool = True,
         endpoints_in_one_az: bool = False,
         webhook_egress: bool = False,
+        events_endpoint: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         own_nat = webhook_egress and not nat_gateways
@@ -123,6 +124,9 @@ class Network(Construct):
             endpoint_subnets = ec2.SubnetSelection(subnets=first)
         if own_nat:  # the api encrypts webhooks' secrets; it has no route out
             endpoints.append(("Kms", ec2.InterfaceVpcEndpointAwsService.KMS))
+        if events_endpoint:
+            # PutEvents of the events function (a bus configured); isolated subnets, no NAT
+            endpoints.append(("Events", ec2.InterfaceVpcEndpointAwsService.EVENTBRIDGE))
         if xray_endpoint:
             # Traces must not depend on a NAT; only created when tracing is on.
             endpoints.append(("XRay", ec2.InterfaceVpcEndpointAwsService.XRAY))

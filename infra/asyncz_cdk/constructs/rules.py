@@ -11,7 +11,7 @@ from constructs import Construct
 
 
 class MinuteRules(Construct):
-    """``rate(1 minute)`` rules targeting ``fleet`` and ``recovery``."""
+    """``rate(1 minute)`` rules targeting ``fleet``, ``recovery`` and the events function."""
 
     def __init__(
         self,
@@ -20,6 +20,7 @@ class MinuteRules(Construct):
         *,
         fleet: lambda_.IFunction,
         recovery: lambda_.IFunction,
+        publisher: lambda_.IFunction | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         every_minute = events.Schedule.rate(Duration.minutes(1))
@@ -36,4 +37,16 @@ class MinuteRules(Construct):
             description="AsyncZ: recover stale leases and orphaned jobs, publish gauges",
             schedule=every_minute,
             targets=[targets.LambdaFunction(recovery, retry_attempts=0)],
+        )
+        # the outbox's sweep: what no wake delivered (a crash, a lost invoke)
+        self.events_rule = (
+            events.Rule(
+                self,
+                "Events",
+                description="AsyncZ: publish the jobs' lifecycle events left in the outbox",
+                schedule=every_minute,
+                targets=[targets.LambdaFunction(publisher, retry_attempts=0)],
+            )
+            if publisher is not None
+            else None
         )
