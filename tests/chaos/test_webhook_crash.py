@@ -5,7 +5,6 @@ event id and records it delivered. At least once, never lost."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -15,7 +14,6 @@ import uuid
 import psycopg
 import pytest
 
-from asyncz.webhooks.cipher import LocalCipher
 from tests.support.webhook_receiver import receiver
 
 pytestmark = pytest.mark.chaos
@@ -28,13 +26,18 @@ SENDER = textwrap.dedent("""
     from asyncz.webhooks.cipher import LocalCipher
     from asyncz.webhooks.sink import WebhookSink
 
-    async def main(url, event_id):
+    async def main(url, event_id, hook_url):
         store = PostgresStore.create(url)
         await store.open()
+        cipher = LocalCipher(store.webhooks.cipher_key)
+        if hook_url:  # register it as the api does: the secret encrypted
+            await store.webhooks.insert(url=hook_url, types=[], queues=[], tasks=[],
+                                        secret=await cipher.encrypt(b"whsec_chaos"),
+                                        created_by="ops", created_by_key_id="key-1")
         settings = Settings(database_url=url, redis_url="redis://unused",
                             webhook_allow_http=True, webhook_allow_networks="127.0.0.0/8",
                             webhook_timeout_seconds=1.0)
-        sink = WebhookSink(store.webhooks, LocalCipher(store.webhooks.cipher_key), settings)
+        sink = WebhookSink(store.webhooks, cipher, settings)
         if event_id:
             await sink.publish([Envelope(id=event_id, type="asyncz.job.dead",
                                          time="2026-12-06T14:00:00+00:00",
@@ -49,7 +52,7 @@ SENDER = textwrap.dedent("""
         await sink.aclose()
         await store.close()
 
-    asyncio.run(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
 """)
 
 
@@ -67,24 +70,12 @@ def test_a_sender_killed_after_sending_leaves_the_delivery_to_be_sent_again(
 ) -> None:
     event_id = str(uuid.uuid4())
     with receiver() as hook:
-        with psycopg.connect(chaos_db, autocommit=True) as conn:
-            [key] = conn.execute(
-                "SELECT secret FROM asyncz_secrets WHERE name = 'webhook_secrets'"
-            ).fetchone() or (b"",)
-
-            async def load() -> bytes:
-                return bytes(key)
-
-            # encrypted as the api stores it, so the sender's cipher opens it
-            sealed = asyncio.run(LocalCipher(load).encrypt(b"whsec_chaos"))
-            conn.execute("INSERT INTO webhooks (url, secret, created_by) VALUES (%s, %s, 'ops')",
-                         (hook.url, sealed))  # fmt: skip
-        assert run_sender(chaos_db, event_id, crash=True) == 137  # died after the answer
+        assert run_sender(chaos_db, event_id, hook.url, crash=True) == 137  # died after the answer
         assert [r.headers["AsyncZ-Event-Id"] for r in hook.wait_for(1)] == [event_id]
         with psycopg.connect(chaos_db, autocommit=True) as conn:
             row = conn.execute("SELECT status, attempts FROM webhook_deliveries").fetchone()
         assert row == ("pending", 0)  # its outcome never recorded
-        assert run_sender(chaos_db, crash=False) == 0  # once the claim (2 s) lapses
+        assert run_sender(chaos_db, "", "", crash=False) == 0  # once the claim (2 s) lapses
         got = hook.wait_for(2)
     assert [r.headers["AsyncZ-Event-Id"] for r in got] == [event_id, event_id]
     with psycopg.connect(chaos_db, autocommit=True) as conn:
