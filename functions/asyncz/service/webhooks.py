@@ -6,6 +6,7 @@ delete, rotate the secret, read the deliveries, redeliver one, send a test event
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from asyncz.errors import (
     WebhookDeliveryNotFoundError,
     WebhookLimitError,
     WebhookNotFoundError,
+    WebhookUrlRefusedError,
 )
 from asyncz.outbox.sink import DEFAULT_SOURCE, SPEC_VERSION
 from asyncz.pagination import decode_cursor, encode_cursor
@@ -48,10 +50,18 @@ class Webhooks:
 
     async def check_url(self, url: str) -> None:
         """Refuse a URL the deployment would not call (WebhookUrlRefusedError)."""
-        await resolve_target(
-            url, allow_http=self.settings.webhook_allow_http,
-            allowed=parse_networks(self.settings.webhook_allow_networks), resolve=self.resolve,
-        )  # fmt: skip
+        bound = self.settings.webhook_timeout_seconds
+        try:
+            async with asyncio.timeout(bound):  # a slow DNS must not hold the request
+                await resolve_target(
+                    url, allow_http=self.settings.webhook_allow_http,
+                    allowed=parse_networks(self.settings.webhook_allow_networks),
+                    resolve=self.resolve,
+                )  # fmt: skip
+        except TimeoutError:
+            raise WebhookUrlRefusedError(
+                f"the webhook's host did not resolve within {bound:g} s"
+            ) from None
 
     async def register(
         self, actor: Principal, *, url: str, types: Sequence[str] = (),
