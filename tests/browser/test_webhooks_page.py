@@ -1,6 +1,7 @@
 """The dashboard's Webhooks page in a real browser against ``asyncz dev``: it lists a
 registered webhook (a receiver on this machine, which ``asyncz dev`` allows), and a test
-event sent from the page shows among the webhook's deliveries, as the API lists them."""
+event sent from the page shows among the webhook's deliveries, as the API lists them, until
+``asyncz dev``'s events function has delivered it to the receiver."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def test_the_webhooks_page_lists_a_webhook_and_the_test_event_it_sends(
         status, page_of = dev.call("GET", f"/webhooks/{webhook}/deliveries")
         [delivery] = page_of["items"]
         assert shown.get_attribute("data-event") == delivery["event_id"]
+        # asyncz dev's events function sends it (loopback allowed), and the page shows it
+        [received] = hook.wait_for(1, timeout=90)
+        assert received.headers["AsyncZ-Event-Id"] == delivery["event_id"]
+        pg.wait_for_selector(
+            f"#deliveries tr[data-event='{delivery['event_id']}'] td.status:text('delivered')"
+        )
         assert "asyncz.webhook.test" in shown.inner_text()
         assert pg.locator("#nav a[data-page=webhooks]").get_attribute("class") == "active"
         pg.screenshot(path=str(output_dir / "webhooks.png"), full_page=True)

@@ -86,7 +86,8 @@ class JobService:
         self.waits = Waits(store, self.enqueuer)  # durable tasks' waits resolved
         self.events = Events(store, self.waits, settings)  # POST /events
         self.callbacks = Callbacks(store, self.waits, settings.max_result_bytes)
-        self.webhooks = Webhooks(store, self.access, settings, cipher)  # KMS or the local key
+        self.webhooks = Webhooks(store, self.access, settings, cipher,  # KMS or the local key
+                                 wake=lambda: self.leases.ended())  # fmt: skip
 
     # --- submit (asyncz.service.submitting) ------------------------------------------------
 

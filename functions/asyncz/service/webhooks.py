@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +40,7 @@ class Webhooks:
     def __init__(
         self, store: JobStore, access: Access, settings: Settings,
         cipher: SecretCipher | None = None, *, resolve: Resolver = system_resolver,
+        wake: Callable[[], None] = lambda: None,
     ) -> None:  # fmt: skip
         self.store = store
         self.access = access
@@ -47,6 +48,7 @@ class Webhooks:
         # KMS where the composition root configured it, else the deployment's own key
         self.cipher = cipher or LocalCipher(store.webhooks.cipher_key)
         self.resolve = resolve
+        self.wake = wake  # the events function, which sends what is due (asyncz.outbox.wake)
 
     async def check_url(self, url: str) -> None:
         """Refuse a URL the deployment would not call (WebhookUrlRefusedError)."""
@@ -166,6 +168,7 @@ class Webhooks:
         )  # fmt: skip
         if row is None:
             raise _not_found(webhook_id)
+        self.wake()  # sent within a second, not at the next minute's sweep
         return row
 
 
