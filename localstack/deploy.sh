@@ -118,7 +118,7 @@ run_cdk bootstrap "aws://$account/$AWS_DEFAULT_REGION"
 phase "bootstrapped"
 run_cdk deploy "$STACK" -c name="$NAME" \
     -c stage=local -c database_url="$DATABASE_URL" -c redis_url="$REDIS_URL" \
-    -c alarm_period_seconds=10 \
+    -c alarm_period_seconds=10 -c event_bus="${ASYNCZ_LS_EVENT_BUS:-own}" \
     --require-approval never --outputs-file "$LS_WORK/outputs-$NAME.raw.json"
 phase "deployed $STACK"
 

@@ -180,5 +180,7 @@ class ServiceStack(Stack):
             "AlertsTopicArn": monitoring.topic.topic_arn,
             "DashboardName": monitoring.dashboard.dashboard_name,
         }
+        if publisher.bus is not None:
+            outputs["EventBusArn"] = publisher.bus.event_bus_arn
         for name, value in outputs.items():
             CfnOutput(self, name, value=value)
