@@ -299,3 +299,32 @@ def test_a_job_that_ends_reaches_its_webhook_through_the_outbox_and_the_events_f
     assert (sent["type"], sent["data"]["job_id"], sent["data"]["status"]) == (
         "asyncz.job.cancelled", job_id, "cancelled")  # fmt: skip
     assert verify(got.headers["AsyncZ-Signature"], got.body, created["secret"])
+
+
+def test_a_redirect_is_not_followed_and_the_deliveries_page_like_other_listings(
+    api: Any, api_settings: Settings
+) -> None:
+    with receiver([302], default=302) as hook:
+        created = register(api, hook.url)
+        for _ in range(3):
+            assert api("POST", f"/webhooks/{created['id']}/test").status == 202
+
+        async def body(sink: WebhookSink) -> None:
+            await tick_until(sink, lambda: len(hook.received) >= 3)
+
+        # retries a minute away: each delivery's one attempt is what the listing shows
+        run_sink(api_settings, body, webhook_retry_base_seconds=60.0)
+        assert len(hook.received) == 3
+    first = api("GET", f"/webhooks/{created['id']}/deliveries?limit=2").json()
+    assert len(first["items"]) == 2 and first["next_cursor"]
+    rest = api("GET", f"/webhooks/{created['id']}/deliveries?limit=2&cursor={first['next_cursor']}")
+    [last] = rest.json()["items"]
+    assert rest.json()["next_cursor"] is None
+    ids = [d["id"] for d in first["items"]] + [last["id"]]
+    assert ids == sorted(ids, reverse=True)  # newest first, none twice
+    for delivery in [*first["items"], last]:
+        [attempt] = delivery["attempt_log"]
+        assert (attempt["status_code"], attempt["error"]) == (302, "redirect not followed")
+        assert delivery["status"] == "pending"  # tried again later, never at the redirect
+    bad = api("GET", f"/webhooks/{created['id']}/deliveries?cursor=not-a-cursor")
+    assert bad.status == 422 and bad.json()["error"] == "invalid_cursor"
