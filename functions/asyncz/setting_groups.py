@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 class DatabaseSettings(BaseModel):
@@ -261,3 +262,12 @@ class WebhookSettings(BaseModel):
     webhook_max_count: int = Field(default=100, ge=1, le=10_000)  # live webhooks at most
     # a delivery (and its attempts) is kept this long after it ended (0: forever)
     retain_webhook_deliveries_seconds: int = Field(default=30 * 86400, ge=0)
+
+    @field_validator("webhook_allow_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        """A bad CIDR fails at cold start, not at a registration."""
+        for part in value.split(","):
+            if part.strip():
+                ipaddress.ip_network(part.strip(), strict=False)  # ValueError names it
+        return value

@@ -111,3 +111,12 @@ def test_webhooks_need_the_admin_scope() -> None:
     for method in ("GET", "POST", "DELETE"):
         assert route_scope(method, "/webhooks") is Scope.ADMIN
         assert route_scope(method, "/webhooks/3/deliveries") is Scope.ADMIN
+
+
+def test_a_bad_allowed_network_fails_at_cold_start() -> None:
+    from pydantic import ValidationError
+
+    from tests.support.memory import settings
+
+    with pytest.raises(ValidationError, match=r"10\.0\.0\.0/33"):
+        settings(webhook_allow_networks="127.0.0.0/8, 10.0.0.0/33")
