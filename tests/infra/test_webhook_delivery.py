@@ -100,10 +100,12 @@ def test_without_webhooks_nothing_has_a_route_out() -> None:
     assert network.egress_subnets is None
 
 
+@pytest.mark.parametrize("profile", ["standard", "lean", "serverless"])
 def test_a_stage_with_webhooks_gives_the_events_function_alone_a_route_out(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, profile: str
 ) -> None:
-    stage = synthesize(aws_stage(overrides={"webhooks": True}), tmp_path_factory.mktemp("wh"))
+    config = aws_stage(overrides={"webhooks": True}, profile=profile)  # type: ignore[arg-type]
+    stage = synthesize(config, tmp_path_factory.mktemp("wh"))
     service, data = stage.template("Service"), stage.template("Data")
     data.resource_count_is("AWS::EC2::NatGateway", 1)
     service.resource_count_is("AWS::KMS::Key", 1)
