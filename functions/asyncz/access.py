@@ -49,7 +49,7 @@ class Scope(StrEnum):
     SUBMIT = "submit"  # POST /jobs, /jobs/batch; read the jobs this key submitted
     READ = "read"  # every GET: jobs, attempts, DLQ, stats, schedules, audit
     OPERATE = "operate"  # cancel, replay, bulk replay, purge
-    ADMIN = "admin"  # create, list and revoke keys
+    ADMIN = "admin"  # create, list and revoke keys; webhooks
     EVENTS = "events"  # POST /events: wake the durable tasks waiting for an event
 
 
@@ -136,7 +136,7 @@ def new_key() -> str:
 
 def route_scope(method: str, path: str) -> Scope | None:
     """The scope a request needs; ``None`` for the public paths (checked before)."""
-    if path.startswith("/keys"):
+    if path.startswith(("/keys", "/webhooks")):  # a webhook's URL may carry a token of its own
         return Scope.ADMIN
     if path == "/whoami":
         return None  # any key may ask what it may do

@@ -23,6 +23,7 @@ from asyncz.service import JobService
 from asyncz.settings import Settings
 from asyncz.store.postgres import PostgresStore
 from asyncz.tasks.loader import load_task_modules
+from asyncz.webhooks.cipher import KmsCipher, SecretCipher
 
 T = TypeVar("T")
 
@@ -49,9 +50,21 @@ async def build_service(
     )
     await store.open()
     broker = build_broker(settings)
-    service = JobService(store, broker, registry, settings, metrics=metrics)
+    service = JobService(
+        store, broker, registry, settings, metrics=metrics, cipher=build_cipher(settings)
+    )
     service.leases.ended = lambda_wake(settings)  # ends committed: wake the events function
     return service
+
+
+def build_cipher(settings: Settings) -> SecretCipher | None:
+    """KMS for webhooks' signing secrets where a key is configured (AWS); else None: the
+    service uses the deployment's own key."""
+    if not settings.webhook_kms_key_id:
+        return None
+    import boto3  # only where KMS is configured
+
+    return KmsCipher(boto3.client("kms"), settings.webhook_kms_key_id)
 
 
 def build_broker(settings: Settings) -> RedisBroker:

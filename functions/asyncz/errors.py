@@ -250,3 +250,25 @@ class CallbackUsedError(AsyncZError):
     a token resumes a job once."""
 
     code = "callback_used"
+
+
+class WebhookUrlRefusedError(AsyncZError):
+    """A webhook URL this deployment will not call: not https (where http is not allowed),
+    or a host that resolves to a private, loopback, link-local, multicast or reserved
+    address (SSRF)."""
+
+    code = "webhook_url_refused"
+
+
+class WebhookNotFoundError(AsyncZError):
+    code = "webhook_not_found"
+
+
+class WebhookDeliveryNotFoundError(AsyncZError):
+    code = "webhook_delivery_not_found"
+
+
+class WebhookLimitError(AsyncZError):
+    """The deployment has as many live webhooks as it allows (ASYNCZ_WEBHOOK_MAX_COUNT)."""
+
+    code = "webhook_limit"

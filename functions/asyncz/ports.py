@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the store's parts, beside it (asyncz.store_ports)
         UniqueStore,
     )
     from asyncz.wait_ports import CallbackStore, EventStore, SpawnStore
+    from asyncz.webhook_ports import WebhookStore
 
 
 class LimitBroker(Protocol):
@@ -221,6 +222,11 @@ class JobStore(Protocol):
     @property
     def activity(self) -> ActivityStore:
         """Per-task figures of the last hour and the attempts running now."""
+        ...
+
+    @property
+    def webhooks(self) -> WebhookStore:
+        """Webhooks, their deliveries and attempts."""
         ...
 
 

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 class DatabaseSettings(BaseModel):
@@ -229,3 +230,44 @@ class ObservabilitySettings(BaseModel):
     # >0: recovery skips Postgres while Redis shows no work since the last run that found
     # Postgres idle, and checks Postgres at least this often anyway (serverless profile).
     recovery_idle_check_seconds: float = Field(default=0.0, ge=0)
+
+
+class WebhookSettings(BaseModel):
+    """Webhooks (docs/events.md): who may be called, how often again, for how long."""
+
+    # the events function delivers webhooks (its webhook sink); off: no event makes a
+    # delivery, and none is sent
+    webhooks: bool = False
+
+    # KMS key (id, ARN or alias) that encrypts signing secrets; none: AES-GCM under the
+    # deployment's own key in asyncz_secrets (asyncz dev, tests)
+    webhook_kms_key_id: str | None = None
+    # http:// URLs are refused unless this is on (asyncz dev turns it on)
+    webhook_allow_http: bool = False
+    # Networks a webhook may reach besides public addresses, comma-separated CIDRs (asyncz
+    # dev: loopback); every other private, loopback, link-local, multicast or reserved
+    # address is refused, at registration and at every delivery
+    webhook_allow_networks: str = ""
+    # retries: full jitter under base * 2**(attempt-1), capped; the first within seconds
+    webhook_retry_base_seconds: float = Field(default=2.0, gt=0)
+    webhook_retry_max_seconds: float = Field(default=3600.0, gt=0)
+    # a delivery not accepted within this long after its event is marked failed (3 days)
+    webhook_retry_for_seconds: float = Field(default=259_200.0, gt=0)
+    webhook_timeout_seconds: float = Field(default=5.0, gt=0)  # one request, connect to body
+    # requests in flight to one webhook at once: a slow endpoint holds only its own
+    webhook_per_endpoint_in_flight: int = Field(default=4, ge=1, le=100)
+    webhook_page_size: int = Field(default=100, ge=1, le=1000)  # deliveries claimed at once
+    # how long the replaced secret signs beside the new one after a rotation (1 day)
+    webhook_secret_overlap_seconds: float = Field(default=86_400.0, ge=0)
+    webhook_max_count: int = Field(default=100, ge=1, le=10_000)  # live webhooks at most
+    # a delivery (and its attempts) is kept this long after it ended (0: forever)
+    retain_webhook_deliveries_seconds: int = Field(default=30 * 86400, ge=0)
+
+    @field_validator("webhook_allow_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        """A bad CIDR fails at cold start, not at a registration."""
+        for part in value.split(","):
+            if part.strip():
+                ipaddress.ip_network(part.strip(), strict=False)  # ValueError names it
+        return value

@@ -23,6 +23,7 @@ from asyncz.setting_groups import (
     OutboxSettings,
     RecoverySettings,
     RedisSettings,
+    WebhookSettings,
     WorkerSettings,
 )
 from asyncz.tasks.limits import parse_overrides
@@ -44,6 +45,7 @@ class Settings(
     RecoverySettings,
     ApiSettings,
     ObservabilitySettings,
+    WebhookSettings,
     OutboxSettings,
     BaseSettings,
 ):

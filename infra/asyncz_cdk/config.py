@@ -45,6 +45,9 @@ class StageConfig:
     # (needed by tasks that call outside APIs); 0 keeps them private and cheaper.
     nat_gateways: int = 0
     max_azs: int = 2
+    # Webhooks (docs/events.md): a KMS key for their signing secrets and, for the function
+    # that delivers them alone, egress through one NAT gateway (docs/cost.md prices both).
+    webhooks: bool = False
 
     # --- PostgreSQL (aws only).
     postgres_version: str = "16.9"  # a full engine version, never a bare major

@@ -78,6 +78,8 @@ CONTEXT_OVERRIDES: dict[str, tuple[str, Callable[[str], object]]] = {
     "queues": ("queues", _names),
     # lifecycle events to EventBridge: "own", "default" or a bus's name or ARN (docs/events.md)
     "event_bus": ("event_bus", str),
+    # webhooks: their key, and egress through a NAT for the events function (docs/events.md)
+    "webhooks": ("webhooks", _flag),
     # lean / serverless sizing (the connection budget is checked at synth)
     "db_instance_type": ("db_instance_type", str),
     "api_reserved_concurrency": ("api_reserved_concurrency", int),

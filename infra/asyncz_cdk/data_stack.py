@@ -72,6 +72,7 @@ class DataStack(Stack):
             xray_endpoint=config.xray_endpoint,
             run_time_secrets=not config.iam_auth,
             endpoints_in_one_az=config.iam_auth,
+            webhook_egress=config.webhooks,
             events_endpoint=config.event_bus is not None,
         )
         if config.iam_auth:
@@ -207,6 +208,7 @@ class DataStack(Stack):
                 vpc=self.network.vpc,
                 subnets=self.network.app_subnets,
                 security_groups=[self.network.function_security_group],
+                egress_subnets=self.network.egress_subnets,
             ),
         )
 
@@ -245,6 +247,7 @@ class DataStack(Stack):
                 vpc=self.network.vpc,
                 subnets=self.network.app_subnets,
                 security_groups=[self.network.function_security_group],
+                egress_subnets=self.network.egress_subnets,
             ),
         )
 

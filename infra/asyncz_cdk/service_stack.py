@@ -24,6 +24,7 @@ from asyncz_cdk.constructs.migration import Migration
 from asyncz_cdk.constructs.monitoring import Monitoring
 from asyncz_cdk.constructs.outbox import EventPublisher
 from asyncz_cdk.constructs.rules import MinuteRules
+from asyncz_cdk.constructs.webhooks import WebhookDelivery
 from asyncz_cdk.data_stack import retention
 
 _ARCHITECTURES = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
@@ -125,7 +126,15 @@ class ServiceStack(Stack):
             environment=functions.data_environment,
             event_bus=config.event_bus,
             wakers=[functions.worker, functions.api, functions.recovery],
+            webhooks=config.webhooks,
         )
+        if config.webhooks:  # the secrets' key; egress for the events function alone
+            network = data.network
+            WebhookDelivery(
+                self, "Webhooks", deliverer=publisher.function, registrars=[functions.api],
+                egress_subnets=network.egress_subnets if network else None,
+                vpc=network.vpc if network else None,
+            )  # fmt: skip
         # the construct id stays "Schedules": a deployed stack keeps its rules' logical ids
         rules = MinuteRules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery,
                             publisher=publisher.function)  # fmt: skip

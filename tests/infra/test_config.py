@@ -55,6 +55,8 @@ def test_context_overrides() -> None:
         )
     )
     assert aws.nat_gateways == 1 and not aws.db_deletion_protection and aws.db_multi_az
+    assert settings_from_context(cdk.App(context={"webhooks": "true"})).webhooks
+    assert not settings_from_context(cdk.App()).webhooks  # off by default: it costs money
 
 
 @pytest.mark.parametrize(

@@ -188,6 +188,18 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
         fresh_db, "SELECT indexdef FROM pg_indexes WHERE tablename = 'job_outbox'"
     )
     assert [i["indexdef"].split(" USING ")[1] for i in outbox_indexes] == ["btree (created_at)"]
+    # 0024: webhooks; a secret never in the clear; only pending deliveries are due
+    assert set(columns(fresh_db, "webhooks")) == {
+        "id", "url", "types", "queues", "tasks", "secret", "previous_secret", "previous_until",
+        "created_by", "created_by_key_id", "created_at", "rotated_at", "deleted_at"}  # fmt: skip
+    assert set(columns(fresh_db, "webhook_attempts")) == {
+        "id", "delivery_id", "attempt", "at", "status_code", "error", "duration_ms"}  # fmt: skip
+    due = rows(fresh_db, "SELECT indexdef FROM pg_indexes "
+                         "WHERE indexname = 'webhook_deliveries_due_idx'")  # fmt: skip
+    assert due[0]["indexdef"].endswith("(webhook_id, next_at) WHERE (status = 'pending'::text)")
+    [key] = rows(fresh_db, "SELECT length(secret) AS n FROM asyncz_secrets "
+                           "WHERE name = 'webhook_secrets'")  # fmt: skip
+    assert key["n"] == 32
     assert columns(fresh_db, "job_live_counts") == EXPECTED_JOB_COUNTS
     assert columns(fresh_db, "job_count_changes") == EXPECTED_JOB_COUNTS
     indexes = {

@@ -139,6 +139,7 @@ def empty_servers(pg_url: str, redis_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(
             "TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies, periodic_runs, "
-            "api_keys, audit_log, queue_pauses, events, job_outbox"
+            "api_keys, audit_log, queue_pauses, events, job_outbox, webhooks, webhook_deliveries, "
+            "webhook_attempts"
         )
     redis.Redis.from_url(redis_url).flushdb()

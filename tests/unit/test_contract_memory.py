@@ -22,6 +22,7 @@ from tests.support.steps_contract import *  # noqa: F403 - and the durable steps
 from tests.support.suspension_contract import *  # noqa: F403 - and suspended durable jobs
 from tests.support.unique_contract import *  # noqa: F403 - and the unique jobs' part
 from tests.support.waits_contract import *  # noqa: F403 - and durable tasks' waits
+from tests.support.webhooks_contract import *  # noqa: F403 - and webhooks
 
 pytestmark = pytest.mark.unit
 

@@ -325,6 +325,16 @@ def test_sandbox_env_accepts_the_key_and_keeps_aws_local(monkeypatch: pytest.Mon
     assert env["ASYNCZ_WORKER_FUNCTION_NAME"] == "asyncz-local-worker"
 
 
+def test_asyncz_dev_lets_webhooks_reach_a_receiver_on_this_machine_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("ASYNCZ_WEBHOOK_ALLOW_HTTP", "ASYNCZ_WEBHOOK_ALLOW_NETWORKS"):
+        monkeypatch.delenv(name, raising=False)
+    env = sandbox_env(ServerUrls("postgresql://p@h/db", "redis://h:1/0", True, True), "k", "")
+    assert env["ASYNCZ_WEBHOOK_ALLOW_HTTP"] == "true"
+    assert env["ASYNCZ_WEBHOOK_ALLOW_NETWORKS"] == "127.0.0.0/8,::1/128"  # loopback, no more
+
+
 @pytest.mark.parametrize(("cores", "cap"), [(1, 2), (2, 4), (4, 8), (5, 10), (64, 10)])
 def test_the_local_fleet_is_capped_at_two_worker_sandboxes_per_core(
     monkeypatch: pytest.MonkeyPatch, cores: int, cap: int

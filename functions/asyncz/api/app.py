@@ -40,6 +40,7 @@ from asyncz.api.routes.stats import mount_stats
 from asyncz.api.routes.steps import mount_steps
 from asyncz.api.routes.tasks import mount_tasks
 from asyncz.api.routes.tasks_models import TaskList, task_list
+from asyncz.api.routes.webhooks import mount_webhooks
 from asyncz.api.ui import mount_ui
 from asyncz.connections import api_key_hashes
 from asyncz.errors import AsyncZError
@@ -151,6 +152,7 @@ def create_app(
     mount_access(app, state.service)
     mount_audit(app, state.service)
     mount_activity(app, state.service)
+    mount_webhooks(app, state.service)
     return app
 
 

@@ -35,6 +35,10 @@ from asyncz.errors import (
     UnknownDependencyError,
     UnknownQueueError,
     UnknownTaskError,
+    WebhookDeliveryNotFoundError,
+    WebhookLimitError,
+    WebhookNotFoundError,
+    WebhookUrlRefusedError,
     error_body,
 )
 
@@ -62,6 +66,10 @@ STATUS_OF: dict[type[AsyncZError], int] = {
     OutcomeUnknownError: 503,
     QueryTimeoutError: 504,
     BrokerUnavailableError: 503,
+    WebhookUrlRefusedError: 422,
+    WebhookNotFoundError: 404,
+    WebhookDeliveryNotFoundError: 404,
+    WebhookLimitError: 409,
 }
 
 

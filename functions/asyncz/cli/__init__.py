@@ -32,6 +32,7 @@ from asyncz.cli.ops import (
     cmd_steps,
     cmd_submit,
 )
+from asyncz.cli.webhooks import add_webhook_commands
 from asyncz.client import AsyncZClientError, ConnectionFailed
 
 
@@ -226,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("health", "check the API")
     p.set_defaults(func=cmd_health)
     add_access_commands(add, common)
+    add_webhook_commands(add, common)
     add_event_commands(add, common)
     return parser
 

@@ -35,6 +35,7 @@ from asyncz.client.models import Attempt, Health, Job, QueueStats, Stats
 from asyncz.client.steps import Step
 from asyncz.client.sync import Client
 from asyncz.client.typed import TaskInfo
+from asyncz.client.webhooks import Webhook, WebhookDelivery
 
 __all__ = [
     "ApiError",
@@ -65,4 +66,6 @@ __all__ = [
     "Unavailable",
     "UniqueKeyHeld",
     "WaitTimeout",
+    "Webhook",
+    "WebhookDelivery",
 ]

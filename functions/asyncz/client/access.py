@@ -12,6 +12,7 @@ from urllib.parse import quote
 from asyncz.client._core import Call
 from asyncz.client.limits import queue_path
 from asyncz.client.models import _when
+from asyncz.client.webhooks import AsyncWebhooksClient, WebhooksClient
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +81,12 @@ def audit_page(key_name: str | None, action: str | None, limit: int, cursor: str
 
 class OpsClient:
     """``client.ops``: named keys (scope ``admin``), the audit trail, the workers and the
-    tasks' figures (``read``), pausing queues (``operate``), ``whoami`` (any key)."""
+    tasks' figures (``read``), pausing queues (``operate``), ``whoami`` (any key); webhooks
+    (``client.ops.webhooks``, ``admin``)."""
 
     def __init__(self, send: Callable[[Call], Any]) -> None:
         self._send = send
+        self.webhooks = WebhooksClient(send)
 
     def whoami(self) -> ApiKey:
         """This client's key: its name, scopes and rate."""
@@ -130,6 +133,7 @@ class AsyncOpsClient:
 
     def __init__(self, send: Callable[[Call], Awaitable[Any]]) -> None:
         self._send = send
+        self.webhooks = AsyncWebhooksClient(send)
 
     async def whoami(self) -> ApiKey:
         return ApiKey.from_api(await self._send(Call("GET", "/whoami")))

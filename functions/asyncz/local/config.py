@@ -140,6 +140,10 @@ def sandbox_env(
     defaults = {
         "ASYNCZ_STAGE": "local",
         "ASYNCZ_PUBLISH_GAUGES": "false",  # no CloudWatch without a cloud
+        # a webhook receiver on this machine works: http, and loopback only of the private
+        "ASYNCZ_WEBHOOKS": "true",
+        "ASYNCZ_WEBHOOK_ALLOW_HTTP": "true",
+        "ASYNCZ_WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8,::1/128",
         "AWS_REGION": "us-east-1",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "local",

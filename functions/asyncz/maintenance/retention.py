@@ -66,6 +66,16 @@ class Retention:
                     break
             if expired:
                 self.metrics.add_metric("EventsExpired", "Count", expired)
+        if s.retain_webhook_deliveries_seconds > 0:  # a page at a time, within the bound
+            ends = time.monotonic() + s.retention_seconds_per_run
+            while (
+                await self.store.webhooks.prune(
+                    s.retain_webhook_deliveries_seconds, s.recovery_batch_size
+                )
+                == s.recovery_batch_size
+                and time.monotonic() < ends
+            ):
+                pass
         if pruned:
             self.metrics.add_metric("JobsPruned", "Count", pruned)
         return pruned

@@ -22,10 +22,15 @@ MARGIN_SECONDS = 5.0  # the run ends this long before the invocation's own timeo
 _sinks: list[Sink] | None = None
 
 
-def build_sinks(settings: Settings) -> list[Sink]:
+def build_sinks(settings: Settings, service: JobService | None = None) -> list[Sink]:
     """The sinks the settings configure: EventBridge when a bus is named, the console
-    when asked for (asyncz dev)."""
+    when asked for (asyncz dev), webhooks when they are on (they need the service's store
+    and the cipher of their secrets)."""
     sinks: list[Sink] = []
+    if settings.webhooks and service is not None:
+        from asyncz.webhooks.sink import WebhookSink
+
+        sinks.append(WebhookSink(service.store.webhooks, service.webhooks.cipher, settings))
     if settings.event_bus:
         from asyncz.outbox.eventbridge import EventBridgeSink
 
@@ -37,10 +42,10 @@ def build_sinks(settings: Settings) -> list[Sink]:
     return sinks
 
 
-def sandbox_sinks(settings: Settings) -> list[Sink]:
+def sandbox_sinks(settings: Settings, service: JobService | None = None) -> list[Sink]:
     global _sinks
     if _sinks is None:
-        _sinks = build_sinks(settings)
+        _sinks = build_sinks(settings, service)
     return _sinks
 
 
@@ -70,7 +75,7 @@ async def _publish(seconds: float) -> dict[str, Any]:
     service = await composition.current_service(settings, metrics=metrics)
     if await _idle(service):
         return {"skipped": "postgres idle, nothing enqueued since"}
-    pump = Pump(service.store.outbox, service.broker, sandbox_sinks(settings), settings,
+    pump = Pump(service.store.outbox, service.broker, sandbox_sinks(settings, service), settings,
                 metrics=metrics)  # fmt: skip
     report = await pump.run(time.monotonic() + seconds)
     return asdict(report)

@@ -44,8 +44,10 @@ from asyncz.service.limits import Limits
 from asyncz.service.spawns import Spawns
 from asyncz.service.submitting import Submitting
 from asyncz.service.waits import Waits
+from asyncz.service.webhooks import Webhooks
 from asyncz.settings import Settings
 from asyncz.tasks.registry import TaskRegistry
+from asyncz.webhooks.cipher import SecretCipher
 
 
 class JobService:
@@ -58,6 +60,7 @@ class JobService:
         *,
         metrics: MetricsSink | None = None,
         rand: Callable[[], float] = random.random,
+        cipher: SecretCipher | None = None,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -70,15 +73,9 @@ class JobService:
         self.spawns = Spawns(store, self.enqueuer, self.submitting, settings)
         self.limits = Limits(store, broker, registry, settings)
         self.leases = Leases(
-            store,
-            broker,
-            self.enqueuer,
-            self.dependencies,
-            settings,
-            self.metrics,
-            rand,
+            store, broker, self.enqueuer, self.dependencies, settings, self.metrics, rand,
             self.limits,
-        )
+        )  # fmt: skip
         self.recovery = Recovery(store, broker, settings, self.metrics, self.dependencies)
         self.retention = Retention(store, settings, self.metrics)
         self.periodic = Periodic(store, registry, settings, self.submitting, self.enqueuer)
@@ -89,6 +86,8 @@ class JobService:
         self.waits = Waits(store, self.enqueuer)  # durable tasks' waits resolved
         self.events = Events(store, self.waits, settings)  # POST /events
         self.callbacks = Callbacks(store, self.waits, settings.max_result_bytes)
+        self.webhooks = Webhooks(store, self.access, settings, cipher,  # KMS or the local key
+                                 wake=lambda: self.leases.ended())  # fmt: skip
 
     # --- submit (asyncz.service.submitting) ------------------------------------------------
 

@@ -33,6 +33,7 @@ from asyncz.store.runner import QueryRunner, check_if_idle
 from asyncz.store.spawns import SpawnQueries
 from asyncz.store.steps import StepQueries
 from asyncz.store.unique import UniqueQueries
+from asyncz.store.webhooks import WebhookQueries
 
 log = logging.getLogger("asyncz.store")
 
@@ -62,6 +63,7 @@ class PostgresStore:
         self.events = EventQueries(self._run)
         self.callbacks = CallbackQueries(self._run)
         self.spawns = SpawnQueries(self._run)
+        self.webhooks = WebhookQueries(self._run)
         self.outbox = OutboxQueries(self._run)
 
     @classmethod

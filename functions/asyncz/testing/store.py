@@ -28,6 +28,7 @@ from asyncz.testing.spawns import MemorySpawns
 from asyncz.testing.steps import MemorySteps
 from asyncz.testing.store_limits import MemoryStoreLimits
 from asyncz.testing.unique import MemoryUnique
+from asyncz.testing.webhooks import MemoryWebhooks
 
 _now = now_utc
 _CLAIMABLE = ("queued", "suspended")  # a due suspended job's claim is its wake
@@ -50,6 +51,7 @@ class MemoryStore(MemoryListings):
         self.events = MemoryEvents(self.jobs, self.steps)
         self.callbacks = MemoryCallbacks(self.steps)
         self.spawns = MemorySpawns(self)
+        self.webhooks = MemoryWebhooks()
         self.outbox = MemoryOutbox(self.jobs.get)
 
     # --- submit and read -----------------------------------------------------------------

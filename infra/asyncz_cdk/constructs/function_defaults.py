@@ -38,7 +38,7 @@ CODE_EXCLUDES = [
     # dev tools, not Lambda passengers: the local runner and the CLI
     "asyncz/local",
     "asyncz/cli",
-    "asyncz/client",  # the HTTP client users import (httpx is not in the Lambda layer)
+    "asyncz/client",  # the HTTP client users import (no function uses it)
     "asyncz/__main__.py",
     "asyncz/testing",  # the in-memory store and broker of the unit tests
 ]
@@ -62,6 +62,8 @@ class FunctionNetwork:
     vpc: ec2.IVpc
     subnets: ec2.SubnetSelection
     security_groups: Sequence[ec2.ISecurityGroup]
+    # webhooks on: subnets with a route out, for the function that delivers them only
+    egress_subnets: ec2.SubnetSelection | None = None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from constructs import Construct
 
 APP_SUBNETS = "app"
 DATA_SUBNETS = "data"
+EGRESS_SUBNETS = "egress"  # webhooks on: the one function that calls out lives here
 
 
 class Network(Construct):
@@ -16,6 +17,12 @@ class Network(Construct):
     With ``nat_gateways=0`` the function subnets are isolated too: the functions reach
     Secrets Manager, CloudWatch and Lambda through the endpoints only and have no
     internet egress. Any NAT gateway turns them into private subnets with egress.
+
+    ``webhook_egress`` (with no NAT otherwise) adds a public subnet group with one NAT
+    gateway and an ``egress`` group routed through it, for the function that delivers
+    webhooks only (:class:`asyncz_cdk.constructs.webhooks.WebhookDelivery` moves it there);
+    every other function stays isolated, and a KMS endpoint lets the api encrypt secrets.
+    The new groups come after the existing ones, so existing subnets keep their CIDRs.
     """
 
     def __init__(
@@ -29,9 +36,11 @@ class Network(Construct):
         xray_endpoint: bool,
         run_time_secrets: bool = True,
         endpoints_in_one_az: bool = False,
+        webhook_egress: bool = False,
         events_endpoint: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
+        own_nat = webhook_egress and not nat_gateways
         app_subnet_type = (
             ec2.SubnetType.PRIVATE_WITH_EGRESS if nat_gateways else ec2.SubnetType.PRIVATE_ISOLATED
         )
@@ -48,12 +57,22 @@ class Network(Construct):
                     name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24
                 ),
             )
+        if own_nat:
+            subnets += [
+                ec2.SubnetConfiguration(
+                    name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=26
+                ),
+                ec2.SubnetConfiguration(
+                    name=EGRESS_SUBNETS, subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    cidr_mask=26,
+                ),
+            ]  # fmt: skip
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr("10.40.0.0/16"),
             max_azs=max_azs,
-            nat_gateways=nat_gateways,
+            nat_gateways=1 if own_nat else nat_gateways,
             subnet_configuration=subnets,
         )
         flow_logs = logs.LogGroup(self, "FlowLogs", retention=flow_log_retention)
@@ -63,6 +82,12 @@ class Network(Construct):
 
         self.app_subnets = ec2.SubnetSelection(subnet_group_name=APP_SUBNETS)
         self.data_subnets = ec2.SubnetSelection(subnet_group_name=DATA_SUBNETS)
+        # where the webhook deliverer runs: the egress group, or the app subnets when they
+        # have a NAT already; None: webhooks are off
+        self.egress_subnets: ec2.SubnetSelection | None = None
+        if webhook_egress:
+            group = EGRESS_SUBNETS if own_nat else APP_SUBNETS
+            self.egress_subnets = ec2.SubnetSelection(subnet_group_name=group)
 
         # Functions may open outbound connections (tasks calling outside APIs when a NAT
         # exists); nothing may connect *to* them.
@@ -97,6 +122,8 @@ class Network(Construct):
         if endpoints_in_one_az:
             first = self.vpc.select_subnets(subnet_group_name=APP_SUBNETS).subnets[:1]
             endpoint_subnets = ec2.SubnetSelection(subnets=first)
+        if own_nat:  # the api encrypts webhooks' secrets; it has no route out
+            endpoints.append(("Kms", ec2.InterfaceVpcEndpointAwsService.KMS))
         if events_endpoint:
             # PutEvents of the events function (a bus configured); isolated subnets, no NAT
             endpoints.append(("Events", ec2.InterfaceVpcEndpointAwsService.EVENTBRIDGE))

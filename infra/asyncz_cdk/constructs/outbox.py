@@ -21,7 +21,8 @@ OWN_BUS = "own"  # event_bus="own": a bus of this deployment's, named <name>-eve
 class EventPublisher(Construct):
     """The events function: always there (with no sink its minute's sweep forgets the
     events, so the outbox stays small), publishing to ``event_bus`` when one is set
-    (``"default"``, ``"own"`` or another bus's name or ARN). Only then are the functions
+    (``"default"``, ``"own"`` or another bus's name or ARN), and to webhooks when
+    ``webhooks`` is on. Only then (a sink to deliver to) are the functions
     that commit ends (``wakers``) told its name and allowed to invoke it: without a sink
     there is nothing to deliver within the second."""
 
@@ -36,6 +37,7 @@ class EventPublisher(Construct):
         environment: Mapping[str, str],
         event_bus: str | None,
         wakers: Sequence[lambda_.Function],
+        webhooks: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.bus: events.IEventBus | None = None
@@ -48,6 +50,8 @@ class EventPublisher(Construct):
         env = {**environment, "ASYNCZ_OUTBOX_RUN_SECONDS": str(EVENTS_TIMEOUT_SECONDS - 10)}
         if self.bus is not None:
             env["ASYNCZ_EVENT_BUS"] = self.bus.event_bus_arn
+        if webhooks:  # the webhook sink (asyncz_cdk.constructs.webhooks gives it a route out)
+            env["ASYNCZ_WEBHOOKS"] = "true"
         self.function = python_function(
             self,
             "Function",
@@ -62,12 +66,14 @@ class EventPublisher(Construct):
         )
         data.grant_redis(self.function)
         data.grant_database(self.function)
-        if self.bus is None:
+        if self.bus is None and not webhooks:
             return
-        # events:PutEvents on this bus only
-        self.function.add_to_role_policy(
-            iam.PolicyStatement(actions=["events:PutEvents"], resources=[self.bus.event_bus_arn])
-        )
+        if self.bus is not None:  # events:PutEvents on this bus only
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["events:PutEvents"], resources=[self.bus.event_bus_arn]
+                )
+            )
         for fn in wakers:
             fn.add_environment("ASYNCZ_EVENTS_FUNCTION_NAME", self.function.function_name)
             fn.add_to_role_policy(

@@ -18,9 +18,12 @@ class AuditEntry(BaseModel):
     key_name: str
     action: str = Field(
         description="cancel, replay, bulk_replay, purge, pause, resume, key.create, key.revoke, "
-        "event.send"
+        "event.send, webhook.create, webhook.delete, webhook.rotate, webhook.redeliver, "
+        "webhook.test"
     )
-    target: str | None = Field(description="the job id, or the key's name")
+    target: str | None = Field(
+        description="the job id, the key's name, or the webhook's url, id or id/delivery"
+    )
     detail: dict[str, Any]
     outcome: str = Field(description="ok, an error code, or pending (its answer was lost)")
 

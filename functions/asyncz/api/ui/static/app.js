@@ -168,7 +168,8 @@ async function render(routeChanged) {
   if (routeChanged || !current) {
     generation += 1;
     const pages = { overview: overviewPage, jobs: jobsPage, dlq: dlqPage, job: jobPage,
-                    audit: auditPage, tasks: tasksPage, workers: workersPage }; // their .js
+                    audit: auditPage, tasks: tasksPage, workers: workersPage,
+                    webhooks: webhooksPage }; // their .js
     const make = pages[name] || overviewPage;
     current = make(r);
     document.getElementById("page").replaceChildren(current.frame);
