@@ -8,6 +8,13 @@ concurrency key (``ASYNCZ_TASK_LIMITS``), the jobs spread over K keys.
 
     .venv/bin/python -m tests.perf.bench_drain --jobs 10000 --rounds 2
     .venv/bin/python -m tests.perf.bench_drain --jobs 10000 --rounds 2 --keys 100 --key-limit 2
+
+``--dead-webhook``: each round drains twice, alternated (ABBA across rounds), without and
+with a webhook registered on an endpoint that accepts connections and never answers (every
+delivery waits out its timeout, then retries): the events function delivers every job's end
+beside the drain, and a dead consumer must not slow it.
+
+    .venv/bin/python -m tests.perf.bench_drain --jobs 10000 --rounds 2 --dead-webhook
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
+import statistics
 import sys
 import tempfile
 
 import redis
 
-from tests.perf.bench_scale_out import burst
+from tests.perf.bench_scale_out import burst, call
 from tests.perf.common import (
     REDIS,
     command,
@@ -39,6 +48,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--keys", type=int, default=0, help="spread the jobs over K keys")
     ap.add_argument("--key-limit", type=int, default=0, help="echo's key_concurrency")
+    ap.add_argument("--dead-webhook", action="store_true", help="and with a dead webhook")
     args = ap.parse_args()
     limits = {"echo": {"key_concurrency": args.key_limit}} if args.key_limit else {}
     print(f"# end-to-end drain — {machine()}")
@@ -47,30 +57,45 @@ def main() -> None:
     print("# asyncz dev defaults; echo jobs in POST /jobs/batch of 100 from 2 client threads")
     if limits:
         print(f"# ASYNCZ_TASK_LIMITS={json.dumps(limits)}, jobs over {args.keys} keys")
-    print("| round | jobs | submit s | drain s | jobs/s | peak live workers | peak reached at s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| round | dead webhook | jobs | submit s | drain s | jobs/s | peak live workers | "
+          "peak reached at s |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     log_dir = tempfile.mkdtemp(prefix="asyncz-bench-drain-logs-")
+    dead = socket.socket()  # accepts (the backlog) and never answers
+    dead.bind(("127.0.0.1", 0))
+    dead.listen(1024)
+    drains: dict[bool, list[float]] = {False: [], True: []}
     for rnd in range(1, args.rounds + 1):
-        prepare()
-        redis.Redis.from_url(REDIS).flushdb()
-        port = free_port()
-        dev = start_dev(
-            port,
-            os.path.join(log_dir, f"{rnd}.log"),
-            args=(),
-            dev_defaults=True,
-            settle=3,  # the fleet's first tick (at start) sees an empty queue
-            **({"ASYNCZ_TASK_LIMITS": json.dumps(limits)} if limits else {}),
-        )
-        try:
-            r = burst(port, args.jobs, {"task": "echo", "payload": {"n": 1}}, args.keys)
-        finally:
-            stop_dev(dev)
-        print(
-            f"| {rnd} | {args.jobs} | {r['submit_s']:.1f} | {r['drain_s']:.1f} | "
-            f"{args.jobs / r['drain_s']:.0f} | {r['peak']} | {r['peak_at']:.1f} |",
-            flush=True,
-        )
+        sides = [False, True] if args.dead_webhook else [False]
+        for with_dead in sides if rnd % 2 else sides[::-1]:
+            prepare()
+            redis.Redis.from_url(REDIS).flushdb()
+            port = free_port()
+            dev = start_dev(
+                port,
+                os.path.join(log_dir, f"{rnd}-{int(with_dead)}.log"),
+                args=(),
+                dev_defaults=True,
+                settle=3,  # the fleet's first tick (at start) sees an empty queue
+                **({"ASYNCZ_TASK_LIMITS": json.dumps(limits)} if limits else {}),
+            )
+            try:
+                if with_dead:
+                    hook = f"http://127.0.0.1:{dead.getsockname()[1]}/hook"
+                    call(port, "POST", "/webhooks", {"url": hook})
+                r = burst(port, args.jobs, {"task": "echo", "payload": {"n": 1}}, args.keys)
+            finally:
+                stop_dev(dev)
+            drains[with_dead].append(r["drain_s"])
+            print(
+                f"| {rnd} | {'yes' if with_dead else 'no'} | {args.jobs} | {r['submit_s']:.1f} | "
+                f"{r['drain_s']:.1f} | {args.jobs / r['drain_s']:.0f} | {r['peak']} | "
+                f"{r['peak_at']:.1f} |",
+                flush=True,
+            )
+    if args.dead_webhook:
+        ratio = statistics.median(drains[True]) / statistics.median(drains[False])
+        print(f"# drain with a dead webhook / without (medians): {ratio:.2f}")
 
 
 if __name__ == "__main__":
