@@ -13,8 +13,6 @@ from asyncz.errors import CallbackNotFoundError, CallbackUsedError, InvalidInput
 from asyncz.ports import JobStore
 from asyncz.service.waits import Waits, value_json
 
-_LIVE = ("queued", "processing", "suspended")
-
 
 class Callbacks:
     def __init__(self, store: JobStore, waits: Waits, max_bytes: int) -> None:
@@ -23,17 +21,17 @@ class Callbacks:
     async def post(self, token: str, outcome: dict[str, Any]) -> str:
         """Resolve the callback of ``token`` with ``{"result": …}`` or ``{"error": …}``; the
         job it resumed. Raises when the token is unknown, or used (first post wins)."""
-        size = value_json(outcome)[1]
+        text, size = value_json(outcome)
         if size > self.max_bytes:
             raise InvalidInputError(
                 f"the callback's body holds {size} bytes of JSON; the limit is {self.max_bytes} "
                 f"(ASYNCZ_MAX_RESULT_BYTES)"
             )
         found = await self._find(token)
-        if found["status"] != "waiting" or found["job_status"] not in _LIVE:
+        if found["status"] != "waiting":  # a used token's retry takes no lock
             raise _used()
-        if not await self.waits.resolve(str(found["job_id"]), found["seq"], outcome):
-            raise _used()  # another post (or the timeout) committed first
+        if not await self.waits.resolve_json(str(found["job_id"]), found["seq"], text):
+            raise _used()  # another post or the timeout came first, or the job has ended
         return str(found["job_id"])
 
     async def heartbeat(self, token: str) -> datetime:

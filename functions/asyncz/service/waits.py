@@ -37,8 +37,11 @@ class Waits:
     async def resolve(self, job_id: str, seq: int, value: Any) -> bool:
         """Complete the wait at ``seq`` of job ``job_id`` with ``value`` and wake the job;
         False: it was not waiting (resolved or timed out first, or its job has ended)."""
-        text, size = value_json(value)
-        row = await self.store.steps.resolve(job_id, seq, text, size)
+        return await self.resolve_json(job_id, seq, value_json(value)[0])
+
+    async def resolve_json(self, job_id: str, seq: int, text: str) -> bool:
+        """The same with the value as JSON text."""
+        row = await self.store.steps.resolve(job_id, seq, text, len(text.encode()))
         if row is None:
             return False
         await self.wake([row])

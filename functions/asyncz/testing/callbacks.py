@@ -9,9 +9,7 @@ from typing import Any
 
 from asyncz.port_types import Row
 from asyncz.testing.maintenance import now_utc
-from asyncz.testing.steps import MemorySteps
-
-_LIVE = ("queued", "processing", "suspended")
+from asyncz.testing.steps import LIVE, MemorySteps
 
 
 class MemoryCallbacks:
@@ -39,7 +37,7 @@ class MemoryCallbacks:
         if found is None:
             return None
         job_id, row = found
-        if row["status"] != "waiting" or str(self.steps.store.jobs[job_id]["status"]) not in _LIVE:
+        if row["status"] != "waiting" or str(self.steps.store.jobs[job_id]["status"]) not in LIVE:
             return None
         later = now_utc() + timedelta(seconds=float(row["result"]["timeout"]))
         row["wait_until"] = max(row["wait_until"], later)

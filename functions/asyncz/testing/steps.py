@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from asyncz.testing.tables import StoreTables
 
 _KINDS = {"finished": {"completed", "cancelled"}, "dead": {"dead"}}
-_LIVE = ("queued", "processing", "suspended")  # a resolve wakes these; an ended job keeps its wait
+LIVE = ("queued", "processing", "suspended")  # a resolve wakes these; an ended job keeps its wait
 # kind -> (job id, the new wait's row) -> the value it takes at once (JSON text), or None
 Opener = Callable[[str, dict[str, Any]], str | None]
 
@@ -74,7 +74,7 @@ class MemorySteps:
         """The step if it is a wait still waiting, of a job that has not ended."""
         j = self.store.jobs.get(job_id)
         row = self.rows.get(job_id, {}).get(seq)
-        if j is None or str(j["status"]) not in _LIVE or row is None:
+        if j is None or str(j["status"]) not in LIVE or row is None:
             return None
         return row if row["status"] == "waiting" else None
 
