@@ -74,5 +74,5 @@ def test_a_worker_killed_before_settling_children_loses_none(
     wait_terminal(chaos_db, len(ids), timeout=60)
     book = check_ledger(chaos_db, list(ids.values()))
     assert book["status"] == {"completed": 4}
-    joined = rows(chaos_db, "SELECT * FROM job_attempts WHERE job_id = %s", (ids["join"],))
+    joined = rows(chaos_db, "SELECT * FROM job_attempt_history WHERE job_id = %s", (ids["join"],))
     assert len(joined) == 1

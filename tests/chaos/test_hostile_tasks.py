@@ -187,7 +187,8 @@ def test_memory_hog_gives_its_memory_back_for_the_next_attempts(
     check_ledger(chaos_db, ids)
     collateral = rows(
         chaos_db,
-        """SELECT j.task, a.attempt, a.error FROM job_attempts a JOIN jobs j ON j.id = a.job_id
+        """SELECT j.task, a.attempt, a.error
+             FROM job_attempt_history a JOIN jobs j ON j.id = a.job_id
             WHERE a.outcome = 'failed' AND j.id <> %s
               AND a.error NOT LIKE 'TaskFailedError:%%'""",
         (hog,),

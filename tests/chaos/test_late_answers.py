@@ -139,6 +139,6 @@ def test_a_claim_whose_answer_is_late_runs_the_leases_it_took_without_recovery(
     worker = fleet.start(concurrency=4, env={"ASYNCZ_DELAY_AT": late("claim_jobs")})
     wait_terminal(chaos_db, len(ids), 30, "the claimed jobs to run (no recovery runs)")
     assert check_ledger(chaos_db, ids)["status"] == {"completed": len(ids)}
-    attempts = rows(chaos_db, "SELECT outcome, count(*) AS n FROM job_attempts GROUP BY 1")
+    attempts = rows(chaos_db, "SELECT outcome, count(*) AS n FROM job_attempt_history GROUP BY 1")
     assert attempts == [{"outcome": "completed", "n": len(ids)}], "an attempt was lost"
     assert "claim answer lost" in fleet.output(worker)[1], "the claim's answer was not late"

@@ -54,7 +54,7 @@ def test_a_killed_workers_slots_come_back_within_one_lease_timeout(
     book = check_ledger(chaos_db, ids)
     assert book["status"] == {"completed": 12}, book["status"]
     assert book["outcomes"].get("lost") == 3, book["outcomes"]
-    [first] = rows(chaos_db, "SELECT min(started_at) AS at FROM job_attempts "
+    [first] = rows(chaos_db, "SELECT min(started_at) AS at FROM job_attempt_history "
                    "WHERE started_at > %s", (dead["killed_at"],))  # fmt: skip
     lease = timedelta(seconds=LEASE)
     # The killed worker's slots were not given away early (the limit held) ...

@@ -27,7 +27,8 @@ Jobs = list[dict[str, Any]]
 
 
 def _started(db: str, task: str) -> int:
-    found = rows(db, "SELECT count(*) AS n FROM job_attempts a JOIN jobs j ON j.id = a.job_id "
+    found = rows(db, "SELECT count(*) AS n FROM job_attempt_history a"
+                     " JOIN jobs j ON j.id = a.job_id "
                  "WHERE j.task = %s", (task,))  # fmt: skip
     return int(found[0]["n"])
 

@@ -67,7 +67,8 @@ def test_paused_worker_is_fenced_out_and_the_job_completes_once(
     assert list(job["outcomes"]) == ["lost", "completed"], job
     attempts = rows(
         chaos_db,
-        "SELECT attempt, worker_id, outcome FROM job_attempts WHERE job_id=%s ORDER BY attempt",
+        "SELECT attempt, worker_id, outcome FROM job_attempt_history WHERE job_id=%s"
+        " ORDER BY attempt",
         (victim,),
     )
     final = rows(chaos_db, "SELECT worker_id FROM jobs WHERE id=%s", (victim,))[0]

@@ -111,7 +111,7 @@ def test_postgres_restart_mid_run_api_says_503_and_everyone_reconnects(
     assert all(p.returncode == 0 for p in fleet.procs), fleet.stderr_tail()
     assert "database unavailable" in fleet.stderr_tail(400), "workers did not log the outage"
     [after] = rows(
-        db, "SELECT count(*) AS n FROM job_attempts WHERE finished_at > %s", (back["at"],)
+        db, "SELECT count(*) AS n FROM job_attempt_history WHERE finished_at > %s", (back["at"],)
     )
     assert after["n"] > 0, "the workers that rode out the outage finished nothing after it"
     book = check_ledger(db, ids)

@@ -57,7 +57,7 @@ def test_task_figures_match_the_attempts_table(dev: tuple[DevRun, str]) -> None:
             " count(*) FILTER (WHERE a.outcome IN ('failed', 'timed_out', 'lost')) AS failures,"
             " percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms) AS p50,"
             " percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS p95"
-            " FROM job_attempts a JOIN jobs j ON j.id = a.job_id GROUP BY j.task",
+            " FROM job_attempt_history a JOIN jobs j ON j.id = a.job_id GROUP BY j.task",
         )
     }
     assert set(by_task) == {"echo", "fail", "sleep"}

@@ -302,19 +302,23 @@ def test_stats_estimates_the_cost_of_the_last_hour_and_day(
     url = api_settings.database_url or ""
     rows(url, "UPDATE jobs SET created_at = now() - interval '2 hours' WHERE id IN "
               "(SELECT id FROM jobs ORDER BY created_at LIMIT 1)")  # fmt: skip
+    # a completed attempt is its job's row; one that failed has a row of job_attempts
+    rows(url, "UPDATE jobs SET status = 'completed', attempts = 1, started_at = now() - "
+              "interval '2.5 s', finished_at = now() WHERE id IN (SELECT id FROM jobs "
+              "ORDER BY created_at DESC LIMIT 1)")  # fmt: skip
     rows(url, "INSERT INTO job_attempts (job_id, attempt, started_at, finished_at, outcome) "
-              "SELECT id, 1, now() - interval '2.5 s', now(), 'completed' "
-              "FROM jobs LIMIT 1")  # fmt: skip
+              "SELECT id, 1, now() - interval '1 s', now(), 'failed' "
+              "FROM jobs ORDER BY created_at DESC OFFSET 1 LIMIT 1")  # fmt: skip
     cost = api("GET", "/stats").json()["cost"]
     hour, day = cost["last_hour"], cost["last_day"]
     # a batch is one request: its jobs share their transaction's created_at
     assert {k: hour[k] for k in ("jobs", "requests", "attempts")} == {
-        "jobs": 4, "requests": 2, "attempts": 1
+        "jobs": 4, "requests": 2, "attempts": 2
     }  # fmt: skip
     assert {k: day[k] for k in ("jobs", "requests", "attempts")} == {
-        "jobs": 5, "requests": 3, "attempts": 1
+        "jobs": 5, "requests": 3, "attempts": 2
     }  # fmt: skip
-    assert abs(hour["attempt_seconds"] - 2.5) < 0.01
+    assert abs(hour["attempt_seconds"] - 3.5) < 0.01
     expected = dollars(hour, front="rest", arch=architecture(), concurrency=10)
     assert hour["dollars"] == round(expected, 6) and 0 < hour["dollars"] < day["dollars"]
     assert cost["estimate"] is True and cost["api"] == "rest"

@@ -41,7 +41,9 @@ def test_cancel_requested_during_a_failing_attempt_ends_cancelled(
     assert done is not None and done.status is JobStatus.CANCELLED
     assert job.status is JobStatus.CANCELLED and job.finished_at is not None
     [attempt] = rows(
-        settings.database_url or "", "SELECT outcome FROM job_attempts WHERE job_id=%s", (job.id,)
+        settings.database_url or "",
+        "SELECT outcome FROM job_attempt_history WHERE job_id=%s",
+        (job.id,),
     )
     assert attempt["outcome"] == outcome.value  # the attempt log keeps what really happened
 

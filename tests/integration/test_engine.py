@@ -95,7 +95,7 @@ def test_thousand_jobs_four_worker_processes_each_completed_exactly_once(
         SELECT j.id, j.status, j.attempts,
                count(a.*) FILTER (WHERE a.outcome = 'completed') AS completed_rows,
                count(a.*) AS attempt_rows
-          FROM jobs j LEFT JOIN job_attempts a ON a.job_id = j.id GROUP BY j.id""",
+          FROM jobs j LEFT JOIN job_attempt_history a ON a.job_id = j.id GROUP BY j.id""",
     )
     assert len(per_job) == len(ids) == 1000
     assert all(r["status"] == "completed" for r in per_job)
@@ -131,7 +131,7 @@ def test_same_id_pushed_five_times_runs_once(settings: Settings) -> None:
 
     summary = asyncio.run(work_until(settings, done))
     attempts = rows(
-        settings.database_url, "SELECT * FROM job_attempts WHERE job_id = %s", (job_id,)
+        settings.database_url, "SELECT * FROM job_attempt_history WHERE job_id = %s", (job_id,)
     )
     job = rows(settings.database_url, "SELECT * FROM jobs WHERE id = %s", (job_id,))[0]
     assert job["status"] == "completed" and job["attempts"] == 1
@@ -196,7 +196,7 @@ def test_sigkilled_worker_job_is_recovered_and_completed(settings: Settings) -> 
     )
     outcomes = rows(
         settings.database_url,
-        "SELECT outcome, worker_id FROM job_attempts WHERE job_id=%s ORDER BY attempt",
+        "SELECT outcome, worker_id FROM job_attempt_history WHERE job_id=%s ORDER BY attempt",
         (job_id,),
     )
     assert [o["outcome"] for o in outcomes] == ["lost", "completed"]
@@ -316,7 +316,7 @@ def test_flaky_completes_on_attempt_three_after_growing_scheduled_delays(
     asyncio.run(work_until(settings, done, rand=lambda: 1.0))
     attempts = rows(
         settings.database_url,
-        "SELECT * FROM job_attempts WHERE job_id=%s ORDER BY attempt",
+        "SELECT * FROM job_attempt_history WHERE job_id=%s ORDER BY attempt",
         (job_id,),
     )
     assert [a["outcome"] for a in attempts] == ["failed", "failed", "completed"]
@@ -332,6 +332,23 @@ def test_flaky_completes_on_attempt_three_after_growing_scheduled_delays(
         settings.database_url, "SELECT attempts, result FROM jobs WHERE id=%s", (job_id,)
     )[0]
     assert job_row == {"attempts": 3, "result": {"succeeded_on_attempt": 3}}
+    # the completed attempt is the job's own row: job_attempts holds the two that failed,
+    # and the job's history (GET /jobs/{id}/attempts) all three
+    stored = rows(settings.database_url, "SELECT outcome FROM job_attempts WHERE job_id=%s",
+                  (job_id,))  # fmt: skip
+    assert [r["outcome"] for r in stored] == ["failed", "failed"]
+
+    async def history() -> list[Any]:
+        async with open_service(settings) as svc:
+            return await svc.attempts(job_id)
+
+    shown = asyncio.run(history())
+    assert [(a.attempt, a.outcome) for a in shown] == [(1, "failed"), (2, "failed"),
+                                                      (3, "completed")]  # fmt: skip
+    last = shown[-1]
+    assert last.worker_id and last.started_at == attempts[2]["started_at"]
+    assert last.finished_at is not None and last.finished_at >= last.started_at
+    assert last.duration_ms == attempts[2]["duration_ms"] >= 0
 
 
 def test_fail_ends_dead_after_three_attempts_and_replay_sends_it_back(settings: Settings) -> None:
@@ -350,7 +367,7 @@ def test_fail_ends_dead_after_three_attempts_and_replay_sends_it_back(settings: 
     assert job["last_error"] == "TaskFailedError: boom"
     outcomes = rows(
         settings.database_url,
-        "SELECT outcome, error FROM job_attempts WHERE job_id=%s ORDER BY attempt",
+        "SELECT outcome, error FROM job_attempt_history WHERE job_id=%s ORDER BY attempt",
         (job_id,),
     )
     assert [o["outcome"] for o in outcomes] == ["failed"] * 3
@@ -374,7 +391,13 @@ def test_fail_ends_dead_after_three_attempts_and_replay_sends_it_back(settings: 
         )
     )
     assert (
-        len(rows(settings.database_url, "SELECT 1 FROM job_attempts WHERE job_id=%s", (job_id,)))
+        len(
+            rows(
+                settings.database_url,
+                "SELECT 1 FROM job_attempt_history WHERE job_id=%s",
+                (job_id,),
+            )
+        )
         == 6
     )
 

@@ -177,12 +177,21 @@ def _cases(conn: psycopg.Connection[Any]) -> list[tuple[str, dict[str, Any], set
         ("revive_healed", {"ids": queued}, {"jobs_pkey"}),
         ("list_parents", {"ids": queued[:1], "results": True}, {"job_dependencies_pkey"}),
         ("list_dependents", {"id": queued[0], "limit": 1000}, {"job_dependencies_parent_idx"}),
+        # the attempts' history: a completed attempt is its job's row (job_attempt_history),
+        # read by primary key for one job and along jobs_finished_idx for a time range
+        ("list_attempts", {"id": some[0]}, {"jobs_pkey", "job_attempts_pkey"}),
+        ("cost_counts", {}, {"jobs_finished_idx"}),
+        (
+            "recent_starts",
+            {"tasks": ["echo"], "seconds": [60.0], "limit": 1000},
+            {"jobs_finished_idx", "jobs_processing_heartbeat_idx"},
+        ),
     ]
 
 
 def _listings() -> list[tuple[str, dict[str, Any], set[str]]]:
-    """GET /jobs filters and GET /stats' counts: the store runs these unprepared (planned for
-    the values given), so only custom plans count."""
+    """GET /jobs filters, GET /stats' counts and the dashboard's last hour: the store runs
+    these unprepared (planned for the values given), so only custom plans count."""
     base = {"status": None, "queue": None, "task": None, "limit": 50, "after_created": None,
             "after_id": None}  # fmt: skip
     later = {"after_created": datetime.now(UTC), "after_id": uuid.uuid4()}
@@ -205,6 +214,9 @@ def _listings() -> list[tuple[str, dict[str, Any], set[str]]]:
         ("list_jobs", base, {"jobs_created_idx"}),
         # the live statuses from their counts: only the recently finished rows are read
         ("count_by_status", {"folded_to": datetime.now(UTC)}, {"jobs_finished_idx"}),
+        # the dashboard's last hour of attempts (a completed one is its job's row)
+        ("finished_per_minute", {"minutes": 60}, {"jobs_finished_idx"}),
+        ("task_figures", {"minutes": 60}, {"jobs_finished_idx"}),
     ]
 
 

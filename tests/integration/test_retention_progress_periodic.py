@@ -87,7 +87,9 @@ def test_the_recovery_sweep_prunes_finished_jobs_and_leaves_live_ones(env: Setti
     out = recovery_handler.handler({}, FakeContext(function_name="asyncz-recovery"))
     assert out["pruned"] == 1
     assert rows(env.database_url, "SELECT id FROM jobs WHERE id = %s", (done,)) == []
-    assert rows(env.database_url, "SELECT * FROM job_attempts WHERE job_id = %s", (done,)) == []
+    assert (
+        rows(env.database_url, "SELECT * FROM job_attempt_history WHERE job_id = %s", (done,)) == []
+    )
     left = {str(r["id"]): r["status"] for r in rows(env.database_url, "SELECT * FROM jobs")}
     assert left == {running: "processing", queued: "queued"}
 

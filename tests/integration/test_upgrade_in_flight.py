@@ -160,7 +160,7 @@ def test_jobs_in_flight_across_the_upgrade_all_end_with_each_attempt_once(
         claimed_late: ["completed"],
     }
     workers = rows(url, "SELECT job_id::text AS id, array_agg(worker_id ORDER BY attempt) AS w"
-                        " FROM job_attempts GROUP BY 1")  # fmt: skip
+                        " FROM job_attempt_history GROUP BY 1")  # fmt: skip
     assert {r["id"]: r["w"] for r in workers}[dying] == ["old", "new"]
 
 

@@ -72,7 +72,7 @@ def test_one_to_five_hundred_to_one_drained_by_four_workers(settings: Settings) 
         "refs": sorted(f"p{i}" for i in range(1, WIDTH + 1)),
     }
     [attempt] = rows(
-        settings.database_url, "SELECT * FROM job_attempts WHERE job_id = %s", (merge_id,)
+        settings.database_url, "SELECT * FROM job_attempt_history WHERE job_id = %s", (merge_id,)
     )
     [last_part] = rows(
         settings.database_url,
@@ -83,7 +83,7 @@ def test_one_to_five_hundred_to_one_drained_by_four_workers(settings: Settings) 
     assert attempt["started_at"] >= last_part["t"], "the merge started before a part ended"
     per_job = rows(
         settings.database_url,
-        "SELECT job_id, count(*) AS n FROM job_attempts GROUP BY job_id HAVING count(*) > 1",
+        "SELECT job_id, count(*) AS n FROM job_attempt_history GROUP BY job_id HAVING count(*) > 1",
     )
     assert per_job == [], "a job ran twice"
     workers_seen = rows(settings.database_url, "SELECT DISTINCT worker_id FROM jobs")

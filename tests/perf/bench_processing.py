@@ -186,7 +186,7 @@ def measured(jobs: int) -> dict[str, float]:
         n, span, attempts = conn.execute(
             "SELECT count(*) FILTER (WHERE status = 'completed'),"
             " extract(epoch FROM max(finished_at) - min(started_at))::float8,"
-            " (SELECT count(*) FROM job_attempts) FROM jobs"
+            " (SELECT count(*) FROM job_attempt_history) FROM jobs"
         ).fetchone()
     if n != jobs:
         print(f"# WARNING: {n} of {jobs} jobs completed", file=sys.stderr)

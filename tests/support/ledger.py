@@ -36,7 +36,7 @@ SELECT j.id::text AS id, j.task, j.status, j.attempts, j.max_retries, j.last_err
        coalesce(max(a.attempt), 0) AS max_attempt,
        coalesce(array_agg(a.outcome ORDER BY a.attempt)
                 FILTER (WHERE a.job_id IS NOT NULL), '{}') AS outcomes
-  FROM jobs j LEFT JOIN job_attempts a ON a.job_id = j.id
+  FROM jobs j LEFT JOIN job_attempt_history a ON a.job_id = j.id
  GROUP BY j.id
 """
 

@@ -14,7 +14,7 @@ def attempt_spans(pg_url: str, task: str, key: str | None = None) -> list[dict[s
     """Every attempt of ``task`` (of jobs with ``key``, when given) that started."""
     return rows(
         pg_url,
-        "SELECT a.started_at, a.finished_at, j.concurrency_key FROM job_attempts a "
+        "SELECT a.started_at, a.finished_at, j.concurrency_key FROM job_attempt_history a "
         "JOIN jobs j ON j.id = a.job_id WHERE j.task = %s "
         "AND (%s::text IS NULL OR j.concurrency_key = %s) ORDER BY a.started_at",
         (task, key, key),

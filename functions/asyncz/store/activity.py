@@ -13,7 +13,8 @@ class ActivityQueries:
         self._run = run
 
     async def task_figures(self, minutes: int) -> list[Row]:
-        return await self._run.rows("task_figures", {"minutes": minutes})
+        # planned for its window each time (as finished_per_minute)
+        return await self._run.rows("task_figures", {"minutes": minutes}, prepare=False)
 
     async def running_jobs(self, limit: int) -> list[Row]:
         return await self._run.rows("running_jobs", {"limit": limit})

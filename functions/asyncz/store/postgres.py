@@ -208,7 +208,8 @@ class PostgresStore:
         return row
 
     async def finished_per_minute(self, minutes: int) -> list[Row]:
-        return await self._run.rows("finished_per_minute", {"minutes": minutes})
+        # planned for its window each time (a generic plan cannot tell an hour from a year)
+        return await self._run.rows("finished_per_minute", {"minutes": minutes}, prepare=False)
 
     async def cost_counts(self) -> list[Row]:
         return await self._run.rows("cost_counts")

@@ -3,7 +3,8 @@
 
 -- name: task_figures
 -- Per task and queue, the attempts that finished in the last %(minutes)s minutes: along
--- job_attempts_finished_idx (0004), each joined to its job by primary key. The queue wait
+-- job_attempt_history's indexes (job_attempts_finished_idx, 0004; jobs_finished_idx for the
+-- completed ones, 0025), each joined to its job by primary key. The queue wait
 -- (ready to start) is known for a job's latest attempt only (its run_at is the time it was
 -- due; an earlier attempt's was overwritten by the retry it scheduled).
 SELECT j.task, j.queue,
@@ -15,7 +16,7 @@ SELECT j.task, j.queue,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS run_p95_ms,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY w.wait_ms) AS wait_p50_ms,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY w.wait_ms) AS wait_p95_ms
-  FROM job_attempts a
+  FROM job_attempt_history a
   JOIN jobs j ON j.id = a.job_id
   LEFT JOIN LATERAL (
       SELECT extract(epoch FROM a.started_at - j.run_at) * 1000 AS wait_ms

@@ -30,7 +30,8 @@ SELECT id::text AS id, task, concurrency_key,
 -- its rates' periods), at most %(limit)s of them, and how long ago each started: the rate
 -- windows Redis held, to put back after it lost them. An attempt that still runs has no row
 -- yet (it is written when it ends): the running ones are read from their jobs, through the
--- processing jobs' heartbeat index (as many as run).
+-- processing jobs' heartbeat index (as many as run); a completed one is its job's row
+-- (0025), found along jobs_finished_idx (it finished after it started, inside the window).
 SELECT t.task, j.concurrency_key, a.job_id::text AS job_id, a.attempt,
        (extract(epoch FROM now() - a.started_at) * 1000)::bigint AS age_ms
   FROM unnest(%(tasks)s::text[], %(seconds)s::float8[]) AS t(task, seconds)
@@ -38,6 +39,12 @@ SELECT t.task, j.concurrency_key, a.job_id::text AS job_id, a.attempt,
         SELECT job_id, attempt, started_at FROM (
             (SELECT job_id, attempt, started_at FROM job_attempts
               WHERE task = t.task AND started_at > now() - make_interval(secs => t.seconds)
+              ORDER BY started_at DESC LIMIT %(limit)s)
+            UNION
+            (SELECT id, attempts, started_at FROM jobs
+              WHERE status = 'completed' AND task = t.task
+                AND finished_at > now() - make_interval(secs => t.seconds)
+                AND started_at > now() - make_interval(secs => t.seconds)
               ORDER BY started_at DESC LIMIT %(limit)s)
             UNION
             (SELECT id, attempts, started_at FROM jobs

@@ -80,11 +80,12 @@ SELECT * FROM jobs WHERE id = %(id)s;
 -- name: list_attempts
 -- The latest 1,000 attempts (each error is at most 4,000 characters), oldest first: the
 -- answer stays well under a Lambda response's 6 MB however often a job was replayed. The
--- attempt running now has no row yet (it is written when the attempt ends): the job's row
+-- attempts that ended are job_attempt_history's (a completed one is the job's row, 0025);
+-- the attempt running now has no row yet (it is written when it ends): the job's row
 -- says who runs it since when. (A row opened at claim by the previous release is read as is.)
 SELECT * FROM (
     SELECT job_id, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms
-      FROM job_attempts WHERE job_id = %(id)s
+      FROM job_attempt_history WHERE job_id = %(id)s
     UNION ALL
     SELECT id, attempts, worker_id, started_at, NULL, NULL, NULL, NULL
       FROM jobs j
@@ -98,9 +99,9 @@ SELECT * FROM (
 -- One statement claims every id that is still queued and due (and not in a paused queue:
 -- a worker's view of the pauses may be a second old, this one is not), each with a fresh
 -- lease token (progress starts again: it is the attempt's). Ids that fail the guard are simply
--- not returned. The attempt's row is written once, when the attempt ends (completion,
--- failure, or recovery's `lost`): until then the job's row (worker_id, started_at,
--- attempts) is the running attempt. The token is derived from the claim's random nonce
+-- not returned. The job's row (worker_id, started_at, attempts) is the running attempt; an
+-- attempt that does not complete gets its job_attempts row when it ends (a failure, a
+-- suspension, recovery's `lost`), and a completed one stays the job's row (migration 0025). The token is derived from the claim's random nonce
 -- and the id (a 128-bit secret of this claim): a worker whose answer was lost reads back the
 -- leases it took (adopt_claim) instead of leaving them to recovery's lease expiry.
 -- The rows are found by primary key, whatever the statistics say: the status guard is
@@ -163,20 +164,13 @@ UPDATE jobs j
 RETURNING j.id, j.cancel_requested;
 
 -- name: complete_job
-WITH done AS (
-    UPDATE jobs
-       SET status = 'completed', result = %(result)s, finished_at = now(), updated_at = now(),
-           lease_token = NULL, heartbeat_at = NULL, last_error = NULL
-     WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
-    RETURNING id, attempts, worker_id, started_at, finished_at, task, has_dependents
-), closed AS (
-    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome,
-                              duration_ms, task)
-    SELECT id, attempts, worker_id, started_at, finished_at, 'completed',
-           floor(extract(epoch FROM finished_at - started_at) * 1000)::int, task
-      FROM done
-)
-SELECT id, has_dependents FROM done;
+-- The job's row is its completed attempt (job_attempt_history, migration 0025): no
+-- job_attempts row is written for it.
+UPDATE jobs
+   SET status = 'completed', result = %(result)s, finished_at = now(), updated_at = now(),
+       lease_token = NULL, heartbeat_at = NULL, last_error = NULL
+ WHERE id = %(id)s AND lease_token = %(token)s AND status = 'processing'
+RETURNING id, has_dependents;
 
 -- name: complete_jobs
 -- The same fenced completion for a batch of attempts in one statement (one commit): each
@@ -184,7 +178,8 @@ SELECT id, has_dependents FROM done;
 -- comes as ONE JSON array of {id, token, result}: one json.dumps for the batch instead of
 -- three arrays adapted element by element in Python (most of a worker's CPU per batch).
 -- By primary key, as claim_jobs: the ids as an array (a join let the planner hash every
--- running job, read along jobs_processing_heartbeat_idx or the whole table).
+-- running job, read along jobs_processing_heartbeat_idx or the whole table). As complete_job,
+-- the job's row is its completed attempt.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(done)s::jsonb) AS i(id uuid, token uuid, result jsonb)
 ), done AS (
@@ -194,14 +189,7 @@ WITH input AS (
       FROM input i
      WHERE j.id = ANY(ARRAY(SELECT id FROM input)) AND j.id = i.id AND j.lease_token = i.token
        AND j.status IS NOT DISTINCT FROM 'processing'
-    RETURNING j.id, j.attempts, j.worker_id, j.started_at, j.finished_at, j.task,
-              j.has_dependents
-), closed AS (
-    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome,
-                              duration_ms, task)
-    SELECT id, attempts, worker_id, started_at, finished_at, 'completed',
-           floor(extract(epoch FROM finished_at - started_at) * 1000)::int, task
-      FROM done
+    RETURNING j.id, j.has_dependents
 )
 SELECT id::text AS id, has_dependents FROM done;
 
@@ -629,7 +617,8 @@ SELECT 1 AS ok;
 -- name: finished_per_minute
 -- The overview's chart: per minute of the last %(minutes)s (this one included), attempts
 -- that completed, attempts that failed (failed, timed out or lost) and jobs that went dead.
--- Index range scans only: job_attempts_finished_idx (0004) and jobs_dead_finished_idx.
+-- Index range scans only: job_attempt_history's (job_attempts_finished_idx, 0004, and
+-- jobs_finished_idx for the completed ones) and jobs_dead_finished_idx.
 -- date_bin from the (UTC, minute-aligned) start: half the CPU of date_trunc on timestamptz.
 WITH since AS (
     SELECT date_trunc('minute', now()) - make_interval(mins => %(minutes)s - 1) AS t
@@ -640,8 +629,9 @@ SELECT minute, sum(completed)::bigint AS completed, sum(failed)::bigint AS faile
                count(*) FILTER (WHERE a.outcome = 'completed') AS completed,
                count(*) FILTER (WHERE a.outcome IN ('failed', 'timed_out', 'lost')) AS failed,
                0 AS dead
-          FROM job_attempts a, since
-         WHERE a.finished_at >= since.t
+          FROM job_attempt_history a, since
+         -- the bound spelt out, not since.t: a join's column is not pushed into the view
+         WHERE a.finished_at >= date_trunc('minute', now()) - make_interval(mins => %(minutes)s - 1)
          GROUP BY 1
         UNION ALL
         SELECT date_bin('1 minute', j.finished_at, since.t), 0, 0, count(*)
@@ -654,14 +644,16 @@ SELECT minute, sum(completed)::bigint AS completed, sum(failed)::bigint AS faile
 -- name: cost_counts
 -- The cost estimate's counts for the last hour and day: jobs, submit requests (a batch's
 -- jobs share its transaction's created_at), finished attempts and their run time. Range
--- scans of jobs_created_idx and job_attempts_finished_idx.
+-- scans of jobs_created_idx and job_attempt_history's (job_attempts_finished_idx and
+-- jobs_finished_idx).
 SELECT w.label,
        (SELECT count(*) FROM jobs WHERE created_at >= now() - w.span)::bigint AS jobs,
        (SELECT count(DISTINCT created_at) FROM jobs
          WHERE created_at >= now() - w.span)::bigint AS requests,
-       (SELECT count(*) FROM job_attempts WHERE finished_at >= now() - w.span)::bigint
+       (SELECT count(*) FROM job_attempt_history WHERE finished_at >= now() - w.span)::bigint
          AS attempts,
        (SELECT coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)
-          FROM job_attempts WHERE finished_at >= now() - w.span)::float8 AS attempt_seconds
+          FROM job_attempt_history WHERE finished_at >= now() - w.span)::float8
+         AS attempt_seconds
   FROM (VALUES ('hour', interval '1 hour'), ('day', interval '1 day')) AS w(label, span)
  ORDER BY w.span;
