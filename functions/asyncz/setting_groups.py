@@ -195,6 +195,9 @@ class OutboxSettings(BaseModel):
     console_events: bool = False
     # An event nothing published for this long is dropped (0 keeps it forever).
     retain_outbox_seconds: int = Field(default=7 * 86400, ge=0)
+    # Read by whatever migrates: "off" disables the triggers that write the outbox (a stage
+    # with no sink, where every row would only be forgotten); "on" enables them again.
+    outbox: Literal["on", "off"] = "on"
 
 
 class ApiSettings(BaseModel):

@@ -13,6 +13,7 @@ from asyncz.store.migrations import (
     apply_migrations,
     provision_runtime_role,
     provision_runtime_role_iam,
+    set_outbox,
     set_runtime_statement_timeout,
 )
 
@@ -24,6 +25,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     conninfo = database_conninfo(settings)
     applied = apply_migrations(conninfo, wait_seconds=240)
     logger.info("migrations applied", extra={"applied": applied})
+    # off where the stage has no sink (the construct sets it): no row is written to be forgotten
+    changed = set_outbox(conninfo, on=settings.outbox == "on")
+    logger.info("outbox", extra={"outbox": settings.outbox, "changed": changed})
     if settings.runtime_database_secret_arn:
         runtime = json.loads(read_secret(settings.runtime_database_secret_arn))
         if runtime.get("username") != RUNTIME_ROLE:

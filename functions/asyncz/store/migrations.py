@@ -13,6 +13,8 @@ RUNTIME_ROLE = "asyncz_app"  # created by migration 0002 with the functions' rig
 
 # Any constant works; it only has to be the same for every process that migrates.
 _LOCK_ID = 0x6173796E637A  # "asyncz"
+# The statement triggers on jobs that write the outbox of lifecycle events (0023)
+OUTBOX_TRIGGERS = ("jobs_outbox_inserted", "jobs_outbox_updated")
 _FILE = re.compile(r"^(\d{4})_[\w-]+\.sql$")
 
 
@@ -62,6 +64,35 @@ def apply_migrations(conninfo: str, *, wait_seconds: float = 0.0) -> list[str]:
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
     return applied
+
+
+def set_outbox(conninfo: str, on: bool) -> bool:
+    """Enable (``on``) or disable the triggers that write ``job_outbox``; run as the owner,
+    after the migrations. Return whether anything changed.
+
+    A stage with no sink would only forget every row, so its migration turns them off. Only
+    a trigger in the other state is altered: a deploy that changes nothing takes no lock
+    on ``jobs`` (``ALTER TABLE`` takes one that holds back its writes while it waits).
+    """
+    with psycopg.connect(conninfo, autocommit=True) as conn, conn.transaction():
+        states: dict[str, bool] = dict(
+            conn.execute(
+                "SELECT tgname, tgenabled <> 'D' FROM pg_trigger"
+                " WHERE tgrelid = 'jobs'::regclass AND tgname = ANY(%s)",
+                (list(OUTBOX_TRIGGERS),),
+            ).fetchall()
+        )
+        missing = [name for name in OUTBOX_TRIGGERS if name not in states]
+        if missing:
+            raise LookupError(f"no trigger {', '.join(missing)} on jobs: migrate first")
+        changed = [name for name in OUTBOX_TRIGGERS if states[name] != on]
+        for name in changed:  # both in one transaction: never one end written, another not
+            conn.execute(
+                sql.SQL("ALTER TABLE jobs {} TRIGGER {}").format(
+                    sql.SQL("ENABLE" if on else "DISABLE"), sql.Identifier(name)
+                )
+            )
+    return bool(changed)
 
 
 def provision_runtime_role_iam(conninfo: str) -> None:
