@@ -139,8 +139,11 @@ class ServiceStack(Stack):
         rules = MinuteRules(self, "Schedules", fleet=functions.fleet, recovery=functions.recovery,
                             publisher=publisher.function)  # fmt: skip
         self.migration = Migration(
-            self, "Migration", defaults=defaults, data=data, run_before=[api, rules]
-        )
+            self, "Migration", defaults=defaults, data=data, run_before=[api, rules],
+            # no sink: the outbox's triggers off. After the events function's update, so a
+            # deploy that adds a sink writes events only once that function delivers them.
+            outbox=publisher.has_sink, run_after=[publisher.function],
+        )  # fmt: skip
         monitoring = Monitoring(
             self,
             "Monitoring",

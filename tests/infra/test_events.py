@@ -1,6 +1,7 @@
 """The lifecycle events' infrastructure: the events function and its minute's rule always;
 the EventBridge endpoint, the bus grant and the wakes only when a bus is configured (off by
-default: they cost money). cdk-nag runs in every synthesis here (tests/infra/conftest.py)."""
+default: they cost money); the outbox's triggers on only where a sink delivers what they
+write. cdk-nag runs in every synthesis here (tests/infra/conftest.py)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,33 @@ def test_with_a_bus_the_functions_that_end_jobs_may_wake_the_events_function(
         assert {"Fn::GetAtt": [events_id, "Arn"]} in [
             r for s in invokes for r in as_list(s["Resource"])]  # fmt: skip
     assert "ASYNCZ_EVENTS_FUNCTION_NAME" not in environment(fns["fleet"][1])
+
+
+@pytest.fixture(scope="module")
+def with_webhooks(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The default stage delivering webhooks, with no bus."""
+    config = aws_stage(overrides={"webhooks": True})
+    return synthesize(config, tmp_path_factory.mktemp("cdk-webhooks"))
+
+
+def _outbox(stage: Synth) -> str:
+    """What the migration sets the outbox's triggers to (asyncz.store.migrations.set_outbox)."""
+    return str(environment(asyncz_functions(stage.service)["migrate"][1])["ASYNCZ_OUTBOX"])
+
+
+def test_with_no_sink_the_migration_turns_the_outbox_off(aws: Synth) -> None:
+    assert _outbox(aws) == "off"  # no row written for a sweep to forget
+
+
+def test_a_bus_or_webhooks_keep_the_outbox_on(with_bus: Synth, with_webhooks: Synth) -> None:
+    assert (_outbox(with_bus), _outbox(with_webhooks)) == ("on", "on")
+
+
+def test_the_migration_switches_the_outbox_once_the_events_function_is_updated(
+    with_bus: Synth,
+) -> None:
+    """A deploy that adds a sink writes events only once the function that delivers them has
+    it (before, its sweep would forget them)."""
+    events_id = asyncz_functions(with_bus.service)["events"][0]
+    [trigger] = resources(with_bus.service, "Custom::Trigger").values()
+    assert events_id in trigger.get("DependsOn", [])

@@ -16,6 +16,9 @@ class Migration(Construct):
     The trigger re-runs whenever the function's code or configuration changes (so
     every deploy that ships new migrations applies them); it runs after the data
     stores exist and before ``run_before``. A failing migration fails the deploy.
+    ``outbox`` (the stage has a sink for the lifecycle events) leaves the outbox's
+    triggers on; without one they are off and no end of a job writes a row. Turning it
+    on changes the function's environment, so that deploy's run switches them.
     """
 
     def __init__(
@@ -26,16 +29,19 @@ class Migration(Construct):
         defaults: FunctionDefaults,
         data: DataAccess,
         run_before: Sequence[Construct],
+        outbox: bool,
         run_after: Sequence[Construct] = (),
     ) -> None:
         super().__init__(scope, construct_id)
+        environment = dict(data.migration_environment or data.database_environment)
+        environment["ASYNCZ_OUTBOX"] = "on" if outbox else "off"
         self.function = python_function(
             self,
             "Migrate",
             defaults=defaults,
             handler="asyncz.migrate.handler.handler",
             description="AsyncZ schema migrations (forward-only, run on deploy)",
-            environment=dict(data.migration_environment or data.database_environment),
+            environment=environment,
             memory_size=256,
             timeout=Duration.minutes(5),
         )

@@ -19,12 +19,12 @@ OWN_BUS = "own"  # event_bus="own": a bus of this deployment's, named <name>-eve
 
 
 class EventPublisher(Construct):
-    """The events function: always there (with no sink its minute's sweep forgets the
-    events, so the outbox stays small), publishing to ``event_bus`` when one is set
+    """The events function: always there, publishing to ``event_bus`` when one is set
     (``"default"``, ``"own"`` or another bus's name or ARN), and to webhooks when
-    ``webhooks`` is on. Only then (a sink to deliver to) are the functions
-    that commit ends (``wakers``) told its name and allowed to invoke it: without a sink
-    there is nothing to deliver within the second."""
+    ``webhooks`` is on. Only then (``has_sink``) are the functions that commit ends
+    (``wakers``) told its name and allowed to invoke it, and does the migration leave the
+    outbox's triggers on: with no sink no event is written, so there is nothing to forget
+    (its minute's sweep finds the outbox empty)."""
 
     def __init__(
         self,
@@ -66,7 +66,8 @@ class EventPublisher(Construct):
         )
         data.grant_redis(self.function)
         data.grant_database(self.function)
-        if self.bus is None and not webhooks:
+        self.has_sink = self.bus is not None or webhooks
+        if not self.has_sink:
             return
         if self.bus is not None:  # events:PutEvents on this bus only
             self.function.add_to_role_policy(
