@@ -1,6 +1,7 @@
 """The console of ``asyncz dev`` as a person sees it: a submitted and completed job is two
 short human lines (the request, the outcome), and its lifecycle event a third (no bus is
-configured: the events function prints it); ``--log-format json`` gives JSON lines."""
+configured: the events function prints it), also on a database whose outbox was turned off;
+``--log-format json`` gives JSON lines."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from asyncz.store.migrations import apply_migrations, set_outbox
 from tests.support.databases import empty_backends
 from tests.support.devrun import API_KEY, DevRun, dev_env
 from tests.support.ledger import rows
@@ -22,10 +24,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180
 HUMAN = re.compile(r"^\d\d:\d\d:\d\d \S+\s+\S")
 
 
-def run_one_job(tmp_path: Path, *args: str) -> tuple[str, str, list[str]]:
+def run_one_job(tmp_path: Path, *args: str, outbox_off: bool = False) -> tuple[str, str, list[str]]:
     """(job id, the whole console, the console's lines about the job), for one ``echo``
-    submitted to a fresh ``asyncz dev`` that is stopped with Ctrl-C once it completed."""
+    submitted to a fresh ``asyncz dev`` that is stopped with Ctrl-C once it completed.
+    ``outbox_off``: the database is migrated before, with its outbox's triggers off."""
     database_url, redis_url = empty_backends("console", 4)
+    if outbox_off:  # as `ASYNCZ_OUTBOX=off asyncz migrate` leaves it
+        apply_migrations(database_url)
+        set_outbox(database_url, on=False)
     env = {**dev_env(database_url, redis_url, API_KEY), "ASYNCZ_FLEET_INTERVAL_SECONDS": "60",
            "ASYNCZ_RECOVERY_INTERVAL_SECONDS": "60"}  # fmt: skip
     run = DevRun(tmp_path / "data", env, API_KEY, quiet=False, args=["--workers", "1", *args])
@@ -73,3 +79,11 @@ def test_json_format_gives_json_lines(tmp_path: Path) -> None:
     assert records[0]["message"] == "POST /jobs 202"
     assert records[1]["job_id"] == job_id and records[1]["attempt"] == 1
     assert records[1]["status"] == "completed"  # the worker's outcome line, as written
+
+
+def test_dev_turns_on_an_outbox_a_migration_turned_off(tmp_path: Path) -> None:
+    """Its console is a sink: a database whose triggers were off still gets its events."""
+    job_id, console, about = run_one_job(tmp_path, outbox_off=True)
+    assert re.search(r" supervisor +outbox turned on$", console, re.MULTILINE), console[:3000]
+    [event] = [line for line in about if line.startswith("event ")]
+    assert json.loads(event.split(" asyncz.job.completed ", 1)[1])["data"]["job_id"] == job_id

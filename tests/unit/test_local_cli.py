@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -181,19 +182,57 @@ def test_bad_payload_is_a_usage_error(api: FakeApi, capsys: pytest.CaptureFixtur
     assert api.requests == []
 
 
-def test_migrate_applies_migrations_to_the_given_url(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    seen: list[str] = []
+@pytest.fixture
+def migrations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, Any]]]:
+    """What ``asyncz migrate`` did to the database: ("apply", conninfo), ("outbox", on)."""
+    from asyncz.settings import get_settings
+
+    seen: list[tuple[str, Any]] = []
 
     def fake_apply(conninfo: str) -> list[str]:
-        seen.append(conninfo)
+        seen.append(("apply", conninfo))
         return ["0001_initial"]
 
+    def fake_switch(conninfo: str, on: bool) -> bool:
+        seen.append(("outbox", on))
+        return not on  # a database migrated with its outbox on
+
     monkeypatch.setattr("asyncz.store.migrations.apply_migrations", fake_apply)
+    monkeypatch.setattr("asyncz.store.migrations.set_outbox", fake_switch)
+    monkeypatch.delenv("ASYNCZ_OUTBOX", raising=False)
+    get_settings.cache_clear()
+    yield seen
+    get_settings.cache_clear()
+
+
+def test_migrate_applies_migrations_to_the_given_url(
+    migrations: list[tuple[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert cli.main(["migrate", "--database-url", "postgresql://x@h/db"]) == 0
-    assert seen == ["postgresql://x@h/db"]
+    assert migrations == [("apply", "postgresql://x@h/db"), ("outbox", True)]
     assert capsys.readouterr().out.strip() == "applied: 0001_initial"
+
+
+def test_migrate_turns_the_outbox_off_as_asyncz_outbox_says(
+    migrations: list[tuple[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("ASYNCZ_OUTBOX", "off")
+    assert cli.main(["migrate", "--database-url", "postgresql://x@h/db"]) == 0
+    assert migrations == [("apply", "postgresql://x@h/db"), ("outbox", False)]
+    assert capsys.readouterr().out.strip() == "applied: 0001_initial; outbox turned off"
+
+
+def test_migrate_with_a_bad_asyncz_outbox_is_a_usage_error(
+    migrations: list[tuple[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("ASYNCZ_OUTBOX", "false")
+    assert cli.main(["migrate", "--database-url", "postgresql://x@h/db"]) == 2
+    assert "outbox" in capsys.readouterr().err
+    assert migrations == []
 
 
 def test_version_and_global_flags_on_either_side(

@@ -12,22 +12,25 @@ from asyncz.cli.output import emit
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    url = args.database_url or os.environ.get("ASYNCZ_DATABASE_URL")
-    if url:
-        from asyncz.store.migrations import apply_migrations
+    from asyncz.settings import get_settings
+    from asyncz.store.migrations import apply_migrations, set_outbox
 
-        applied = apply_migrations(url)
-    else:  # the AWS-style configuration (secret + proxy host)
-        from asyncz.connections import database_conninfo
-        from asyncz.settings import get_settings
-        from asyncz.store.migrations import apply_migrations
+    try:
+        settings = get_settings()
+        url = args.database_url or os.environ.get("ASYNCZ_DATABASE_URL")
+        if not url:  # the AWS-style configuration (secret + proxy host)
+            from asyncz.connections import database_conninfo
 
-        applied = apply_migrations(database_conninfo(get_settings().require_for("migrate")))
-    emit(
-        args,
-        {"applied": applied},
-        "applied: " + ", ".join(applied) if applied else "schema is up to date",
-    )
+            url = database_conninfo(settings.require_for("migrate"))
+    except ValueError as exc:  # a setting missing or malformed
+        raise CliError(str(exc), 2) from None
+    applied = apply_migrations(url)
+    # as the migrate function does: ASYNCZ_OUTBOX=off where nothing delivers the events
+    changed = set_outbox(url, on=settings.outbox == "on")
+    text = "applied: " + ", ".join(applied) if applied else "schema is up to date"
+    if changed:
+        text += f"; outbox turned {settings.outbox}"
+    emit(args, {"applied": applied, "outbox": settings.outbox}, text)
     return 0
 
 

@@ -138,10 +138,14 @@ class DevRunner:
             embedded_postgres=urls.embedded_postgres,
             embedded_redis=urls.embedded_redis,
         )
-        from asyncz.store.migrations import apply_migrations
+        from asyncz.store.migrations import apply_migrations, set_outbox
 
         applied = apply_migrations(urls.database_url)
         log_line("supervisor", "migrations applied", applied=applied)
+        # the events have a sink here (the console, or a bus): the outbox's triggers are on,
+        # even on a database an `asyncz migrate` with ASYNCZ_OUTBOX=off turned them off in
+        if set_outbox(urls.database_url, on=True):
+            log_line("supervisor", "outbox turned on")
         api_key, key_source = resolve_api_key(opts.data_dir)
 
         fleet = WorkerFleet({}, opts, self.stopping)
