@@ -39,7 +39,7 @@ import psycopg
 
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings
-from asyncz.store.migrations import apply_migrations
+from asyncz.store.migrations import apply_migrations, set_outbox
 from tests.perf.common import command, load_line, machine
 from tests.support.private_servers import DebianPostgres, RedisServer
 from tests.support.settings import open_service, settings_env
@@ -130,13 +130,19 @@ def fresh_db(pg: DebianPostgres, name: str) -> str:
 
 
 def ours(
-    pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: int, task: str = "echo"
+    pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: int, task: str = "echo",
+    outbox: bool = False,
 ) -> dict[str, Any]:
     """``task``: the built-in sync ``echo`` (the default rows), or ``async_noop`` (a labelled
-    variant: the peers' no-ops are ``async``; tests/perf/pg_cost_tasks.py)."""
-    name = f"ours_{shape}_{concurrency}" + ("_async" if task != "echo" else "")
+    variant: the peers' no-ops are ``async``; tests/perf/pg_cost_tasks.py). ``outbox``: the
+    lifecycle events' outbox written (a stage with an event bus or webhooks, a labelled
+    variant); off by default, as the migration leaves it on a stage with no sink (what
+    ``cdk deploy`` makes)."""
+    name = (f"ours_{shape}_{concurrency}" + ("_async" if task != "echo" else "")
+            + ("_outbox" if outbox else ""))  # fmt: skip
     db = fresh_db(pg, name)
     apply_migrations(db)
+    set_outbox(db, on=outbox)
     settings = Settings(
         database_url=db, redis_url=redis_url, redis_prefix=name, api_key_hashes="0" * 64,
         worker_function_name="asyncz-worker", publish_gauges=False,
@@ -158,6 +164,9 @@ def ours(
         async with open_service(settings) as svc:
             await svc.prune()
             await svc.fold_counts()
+        if outbox:  # the publisher deletes each event once its sinks took it (one statement)
+            with psycopg.connect(db, autocommit=True) as conn:
+                conn.execute("DELETE FROM job_outbox")
 
     env = {**settings_env(settings), "POWERTOOLS_METRICS_DISABLED": "true",
            "POWERTOOLS_TRACE_DISABLED": "true", "AWS_REGION": "us-east-1"}  # fmt: skip
@@ -187,11 +196,14 @@ def ours(
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,), "retention left rows"
     meter.admin.close()
-    label = "" if task == "echo" else ", async no-op (variant)"
+    label = ("" if task == "echo" else ", async no-op (variant)") + (
+        ", outbox on: a stage with a sink (variant)" if outbox else "")
     return {
         "name": f"AsyncZ, {shape} submit, worker concurrency {concurrency}{label}",
         "phases": phases,
         "knobs": "defaults (heartbeat 10 s: a no-op never beats), one standalone worker"
+        + ("; the outbox's rows deleted in the maintenance, as its publisher does" if outbox
+           else "")
         + ("" if task == "echo" else "; an `async def` no-op task"),
     }
 
@@ -301,11 +313,14 @@ def main() -> None:
             print(f"# server: {conn.execute('SELECT version()').fetchone()[0]}, "  # type: ignore[index]
                   "defaults + pg_stat_statements", flush=True)  # fmt: skip
         if "ours" in args.only:
-            for shape, concurrency, task in (("single", 10, "echo"), ("batch", 10, "echo"),
-                                             ("batch", 1, "echo"), ("batch", 50, "echo"),
-                                             ("batch", 10, "async_noop")):  # fmt: skip
+            for shape, concurrency, task, outbox in (
+                ("single", 10, "echo", False), ("batch", 10, "echo", False),
+                ("batch", 1, "echo", False), ("batch", 50, "echo", False),
+                ("batch", 10, "async_noop", False), ("batch", 10, "echo", True),
+            ):  # fmt: skip
                 redis_server.client().flushall()
-                results.append(ours(pg, redis_server.url, args.jobs, shape, concurrency, task))
+                results.append(ours(pg, redis_server.url, args.jobs, shape, concurrency, task,
+                                    outbox))  # fmt: skip
                 print(f"# done: {results[-1]['name']}", flush=True)
         for who in ("pgqueuer", "procrastinate", "graphile-worker"):
             if who in args.only:
