@@ -15,7 +15,7 @@ from asyncz.connections import hash_api_key
 from asyncz.settings import Settings
 from tests.support import devrun
 from tests.support.api_lambda import KEY, handler_settings, sandbox
-from tests.support.apigw import Reply, call
+from tests.support.apigw import Reply, call, drop_sandbox
 from tests.support.databases import empty_backends
 from tests.support.settings import make_settings
 
@@ -71,4 +71,4 @@ def api(api_settings: Settings, clean: None, flavour: str) -> Iterator[Any]:
         return call(api_handler.handler, method, target, api_key=key, flavour=flavour, **kw)
 
     yield request
-    api_handler.reset()
+    drop_sandbox()

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 from asyncz.access import KEY_RELOAD_SECONDS
-from asyncz.api import handler as api_handler
 from asyncz.settings import Settings
 from tests.support.api_lambda import FLAVOURS, make_dead, sandbox
-from tests.support.apigw import call
+from tests.support.apigw import call, drop_sandbox
 from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
@@ -225,4 +224,4 @@ def test_the_configured_key_keeps_every_scope(api: Any) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_sandbox() -> Any:
     yield
-    api_handler.reset()
+    drop_sandbox()

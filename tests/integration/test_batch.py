@@ -11,6 +11,7 @@ import redis
 
 from asyncz.settings import Settings
 from tests.support.api_lambda import FLAVOURS, drain, job_row
+from tests.support.apigw import drop_sandbox
 from tests.support.ledger import rows
 
 pytestmark = pytest.mark.integration
@@ -120,7 +121,7 @@ def test_redis_down_still_accepts_the_batch(api_settings: Settings, clean: None)
         r = call(api_handler.handler, "POST", "/jobs/batch", api_key=KEY,
                  body={"jobs": [{"task": "echo"}, {"task": "echo"}]})  # fmt: skip
     finally:
-        api_handler.reset()
+        drop_sandbox()
     assert r.status == 202 and r.json()["accepted"] == 2
     assert count_jobs(api_settings) == 2  # durable; recovery enqueues them
 

@@ -17,7 +17,7 @@ from asyncz.connections import hash_api_key
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
 from tests.support.api_lambda import handler_settings
-from tests.support.apigw import Reply, call
+from tests.support.apigw import Reply, call, drop_sandbox
 from tests.support.ledger import rows, status_counts
 from tests.support.settings import make_settings, open_service
 from tests.support.waiting import wait_until
@@ -49,7 +49,7 @@ def api(flow_settings: Settings, clean: None) -> Iterator[Any]:
         return call(api_handler.handler, method, target, api_key=KEY, **kw)
 
     yield request
-    api_handler.reset()
+    drop_sandbox()
 
 
 class Worker:

@@ -20,7 +20,7 @@ from asyncz.settings import Settings, get_settings
 from asyncz.tasks import builtin
 from asyncz.tasks.registry import REGISTRY, TaskContext, TaskRegistry, task
 from asyncz.worker.loop import WorkerLoop
-from tests.support.apigw import FakeContext, call
+from tests.support.apigw import FakeContext, call, drop_sandbox
 from tests.support.ledger import rows
 from tests.support.settings import open_service, settings_env
 from tests.support.waiting import wait_until
@@ -54,9 +54,9 @@ def env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Setting
         if name.startswith("ASYNCZ_"):
             monkeypatch.setenv(name, value)
     get_settings.cache_clear()
-    api_handler.reset()
+    drop_sandbox()
     yield get_settings()
-    api_handler.reset()
+    drop_sandbox()
     get_settings.cache_clear()
 
 

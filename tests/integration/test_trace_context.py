@@ -25,7 +25,7 @@ from asyncz.connections import hash_api_key
 from asyncz.fleet import invoke as fleet_invoke
 from asyncz.settings import Settings, get_settings
 from asyncz.worker import handler as worker_handler
-from tests.support.apigw import FakeContext, call
+from tests.support.apigw import FakeContext, call, drop_sandbox
 from tests.support.settings import settings_env
 
 pytestmark = pytest.mark.integration
@@ -52,11 +52,11 @@ def env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Setting
                         "AWS_SECRET_ACCESS_KEY": "testing"}.items():  # fmt: skip
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
-    api_handler.reset()
+    drop_sandbox()
     fleet_invoke._client = None
     with mock_aws():
         yield get_settings()
-    api_handler.reset()
+    drop_sandbox()
     fleet_invoke._client = None
     get_settings.cache_clear()
 

@@ -16,7 +16,7 @@ from asyncz.api.ui import DOCS_CSP, UI_CSP
 from asyncz.connections import hash_api_key
 from asyncz.jobs import AttemptOutcome, JobStatus, NewJob
 from asyncz.settings import Settings
-from tests.support.apigw import Reply, call
+from tests.support.apigw import Reply, call, drop_sandbox
 from tests.support.settings import make_settings, open_service
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,7 @@ def api(settings: Settings) -> Iterator[Any]:
         return call(api_handler.handler, method, target, api_key=key, **kw)
 
     yield request
-    api_handler.reset()
+    drop_sandbox()
 
 
 def directives(csp: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from asyncz.api import handler as api_handler
 from asyncz.api.app import Waker
 from asyncz.settings import Settings, get_settings
 from asyncz.worker.loop import WorkerLoop
-from tests.support.apigw import EVENTS
+from tests.support.apigw import EVENTS, drop_sandbox
 from tests.support.ledger import rows
 from tests.support.settings import open_service, settings_env
 from tests.support.waiting import wait_until
@@ -89,7 +89,7 @@ def handler_settings(settings: Settings) -> Iterator[Settings]:
                 mp.setenv(name, value)
         mp.delenv("ASYNCZ_WORKER_FUNCTION_NAME", raising=False)
         get_settings.cache_clear()
-        api_handler.reset()
+        drop_sandbox()
         yield get_settings()
         get_settings.cache_clear()
-        api_handler.reset()
+        drop_sandbox()
