@@ -29,7 +29,7 @@ from asyncz.port_types import epoch_ms
 from asyncz.settings import Settings
 from asyncz.store import runner
 from asyncz.store.postgres import PostgresStore
-from tests.support.apigw import EVENTS, FakeContext, http_api_event, rest_event
+from tests.support.apigw import EVENTS, FakeContext, drop_sandbox, http_api_event, rest_event
 from tests.support.databases import empty_servers
 from tests.support.ledger import rows
 from tests.support.settings import make_settings
@@ -284,7 +284,7 @@ def test_the_api_sandbox_runs_on_asyncios_own_loop(
     set-up costs more than it saves on one request's few awaits); every route shares it."""
     import uvloop
 
-    from asyncz import composition, eventloop
+    from asyncz import eventloop
 
     monkeypatch.setattr(eventloop, "_loop", None)  # a fresh sandbox
     api_handler._sandbox = api_handler.build_sandbox(settings)
@@ -297,10 +297,8 @@ def test_the_api_sandbox_runs_on_asyncios_own_loop(
         assert api_handler.handler(event, FakeContext())["statusCode"] == 200
         assert eventloop._loop is loop
     finally:
-        api_handler.reset()
+        drop_sandbox()
         if eventloop._loop is not None:
-            for service in list(composition._services.get(eventloop._loop, {}).values()):
-                eventloop.run(composition.close_service(service))
             eventloop._loop.close()
 
 
