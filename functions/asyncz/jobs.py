@@ -76,6 +76,31 @@ class UniqueScope(enum.StrEnum):
 
 MAX_UNIQUE_KEY = 200
 MAX_UNIQUE_FOR = 365 * 86_400  # seconds
+MAX_RETRIES = 20
+# A job's text bounds. The API's models say them too; these hold for every way a job is made
+# (a spawn, a schedule, the in-process client): the table no longer checks them (0026).
+TEXT_BOUNDS = {"queue": 100, "concurrency_key": 200, "unique_key": MAX_UNIQUE_KEY,
+               "tracestate": 512}  # fmt: skip
+TRACEPARENT_LENGTH = 55
+MAX_WAITING_FOR = 500  # a suspended job's reason (its ``waiting_for``), cut to this
+
+
+def bounds_error(new: NewJob) -> str | None:
+    """Why a job (its defaults filled) cannot be stored, or None: what the table's CHECK
+    constraints said before 0026, said here once for every path, as a message."""
+    for name, most in TEXT_BOUNDS.items():
+        value = getattr(new, name)
+        if value is not None and not 1 <= len(value) <= most:
+            return f"{name} is 1 to {most} characters"
+    if new.traceparent is not None and len(new.traceparent) != TRACEPARENT_LENGTH:
+        return f"traceparent is {TRACEPARENT_LENGTH} characters (W3C trace context)"
+    if not PRIORITY_MIN <= new.priority <= PRIORITY_MAX:
+        return f"priority is from {PRIORITY_MIN} to {PRIORITY_MAX}"
+    if new.max_retries is not None and not 0 <= new.max_retries <= MAX_RETRIES:
+        return f"max_retries is from 0 to {MAX_RETRIES}"
+    if new.timeout_seconds is not None and new.timeout_seconds < 1:
+        return "timeout_seconds is at least 1"
+    return None
 
 
 class ParentRule(enum.StrEnum):

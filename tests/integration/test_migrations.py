@@ -253,7 +253,10 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
                 "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'weird')"
             )
         with pytest.raises(psycopg.errors.CheckViolation):
-            conn.execute("INSERT INTO jobs (id, task, progress) VALUES (gen_random_uuid(), 'x', 2)")
+            # the counters never go below zero (a job's input bounds are the service's: 0026)
+            conn.execute(
+                "INSERT INTO jobs (id, task, attempts) VALUES (gen_random_uuid(), 'x', -1)"
+            )
         conn.execute(
             "INSERT INTO jobs (id, task, status) VALUES (gen_random_uuid(), 'x', 'waiting')"
         )

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from asyncz.errors import BatchSizeError, UnknownQueueError, UnknownTaskError
+from asyncz.errors import BatchSizeError, InvalidInputError, UnknownQueueError, UnknownTaskError
 from asyncz.jobs import NewJob
 from asyncz.testing import MemoryBroker, MemoryStore
 from tests.support.memory import service
@@ -28,6 +28,43 @@ def test_an_unknown_task_or_queue_names_its_index_and_stores_nothing() -> None:
         asyncio.run(svc.submit_many(jobs))
     assert queue_info.value.index == 4
     assert isinstance(svc.store, MemoryStore) and svc.store.jobs == {}
+
+
+OUT_OF_BOUNDS = [
+    ({"priority": 101}, "priority"), ({"priority": -101}, "priority"),
+    ({"max_retries": 21}, "max_retries"), ({"max_retries": -1}, "max_retries"),
+    ({"timeout_seconds": -5}, "timeout_seconds"),
+    ({"concurrency_key": ""}, "concurrency_key"),
+    ({"concurrency_key": "k" * 201}, "concurrency_key"),
+    ({"unique_key": "u" * 201}, "unique_key"), ({"tracestate": "s" * 513}, "tracestate"),
+    ({"traceparent": "00-" + "1" * 51}, "traceparent"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fields", "named"), OUT_OF_BOUNDS)
+def test_a_value_out_of_a_jobs_bounds_is_refused_by_name_and_stores_nothing(
+    fields: dict[str, object], named: str
+) -> None:
+    """The service holds a job's bounds for every path (the table checks none of them):
+    a single submit and a batch item alike, before anything is written."""
+    svc = service()
+    bad = NewJob(task="echo", payload={}, **fields)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=named):
+        asyncio.run(svc.submit(bad))
+    with pytest.raises(InvalidInputError, match=named) as info:
+        asyncio.run(svc.submit_many([NewJob(task="echo", payload={}), bad]))
+    assert info.value.index == 1
+    assert isinstance(svc.store, MemoryStore) and svc.store.jobs == {}
+
+
+def test_the_edges_of_a_jobs_bounds_are_stored() -> None:
+    svc = service()
+    edges = [{"priority": 100, "max_retries": 0}, {"priority": -100, "max_retries": 20},
+             {"concurrency_key": "k" * 200, "unique_key": "u" * 200, "tracestate": "s" * 512,
+              "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}]  # fmt: skip
+    for fields in edges:
+        asyncio.run(svc.submit(NewJob(task="echo", payload={}, **fields)))  # type: ignore[arg-type]
+    assert isinstance(svc.store, MemoryStore) and len(svc.store.jobs) == 3
 
 
 @pytest.mark.parametrize("n", [0, 501])

@@ -18,7 +18,7 @@ from asyncz.errors import (
     StoreUnavailableError,
 )
 from asyncz.faults import crash_point
-from asyncz.jobs import AttemptOutcome, JobStatus, Lease, out_of_retries
+from asyncz.jobs import MAX_WAITING_FOR, AttemptOutcome, JobStatus, Lease, out_of_retries
 from asyncz.outbox.wake import Wake, no_wake
 from asyncz.port_types import FailOutcome, HeartbeatOutcome, Row
 from asyncz.ports import JobBroker, JobStore, MetricsSink
@@ -153,7 +153,7 @@ class Leases:
         in the delayed set until its wake (``delay_seconds`` from now); its slot is free
         meanwhile. Not a failure, not a try. ``cancelled`` when a cancel came meanwhile;
         None = lease lost."""
-        row = await self.store.steps.suspend(lease, delay_seconds, reason)
+        row = await self.store.steps.suspend(lease, delay_seconds, reason[:MAX_WAITING_FOR])
         await self.limits.release([lease.job_id])
         if row is None:
             return None

@@ -20,6 +20,7 @@ from asyncz.errors import (
     BatchSizeError,
     DuplicateJobError,
     DuplicateKeyError,
+    InvalidInputError,
     OutcomeUnknownError,
     StoreOutcomeUnknownError,
     StoreUnavailableError,
@@ -27,7 +28,7 @@ from asyncz.errors import (
     UnknownQueueError,
 )
 from asyncz.faults import crash_point
-from asyncz.jobs import MAX_PARENTS, JobStatus, NewJob, UniqueScope
+from asyncz.jobs import MAX_PARENTS, JobStatus, NewJob, UniqueScope, bounds_error
 from asyncz.port_types import BatchItem, Dispatch, Row, SubmitOutcome, epoch_ms
 from asyncz.ports import JobStore, MetricsSink
 from asyncz.service.dependency_plan import plan_jobs, resolve_refs
@@ -68,7 +69,8 @@ class Submitting:
 
     def complete_defaults(self, new: NewJob) -> NewJob:
         """Fill per-task then global defaults; raises UnknownTaskError for an unknown task,
-        InvalidPayloadError for a payload that does not fit a typed task."""
+        InvalidPayloadError for a payload that does not fit a typed task, InvalidInputError
+        for a value out of a job's bounds (jobs.bounds_error)."""
         spec = self.registry.get(new.task)
         spec.check_payload(new.payload)  # a typed task's payload fits, or nothing is stored
         s = self.settings
@@ -83,13 +85,16 @@ class Submitting:
                 spec.max_retries if spec.max_retries is not None else s.default_max_retries
             )
         timeout = new.timeout_seconds or spec.timeout_seconds or s.default_timeout_seconds
-        return replace(
+        done = replace(
             new,
             max_retries=max_retries,
             timeout_seconds=min(timeout, s.max_timeout_seconds),
             unique_scope=new.unique_scope or (
                 UniqueScope.QUEUED_OR_RUNNING if new.unique_key is not None else None),
         )  # fmt: skip
+        if (why := bounds_error(done)) is not None:
+            raise InvalidInputError(why)
+        return done
 
     async def submit(self, new: NewJob) -> SubmitOutcome:
         """Commit the row, then enqueue its id. A Redis failure still returns the job; a
