@@ -12,8 +12,9 @@ process for the drain at worker concurrency (claim batch) 1, 10 (the default) or
 retention and the count fold (what recovery runs) for the maintenance. Peers: PgQueuer,
 Procrastinate (a separate virtualenv: ``--peers-python``) and graphile-worker (``--graphile``,
 a folder where ``npm install graphile-worker`` ran), each enqueuing the same no-op jobs one
-call per job and 100 per call, and draining them with ONE worker process and its documented
-defaults.
+call per job and 100 per call, and draining them with ONE worker process at ours'
+concurrencies (at most 10 and 50 jobs in flight) and at its documented defaults; PgQueuer's
+maintenance is the log fold its worker runs every 30 s (the others defer no work).
 
     python3 -m venv /tmp/asyncz-peers && /tmp/asyncz-peers/bin/pip install pgqueuer==1.6.0 \\
         procrastinate==3.10.0 'psycopg[binary]' asyncpg
@@ -211,8 +212,11 @@ def ours(
 # --------------------------------------------------------------------------- peers
 
 
-def peer(pg: DebianPostgres, who: str, n: int, shape: str, py: str, gw: Path) -> dict[str, Any]:
-    name = f"{who.replace('-', '_')}_{shape}"
+def peer(pg: DebianPostgres, who: str, n: int, shape: str, py: str, gw: Path,
+         concurrency: int = 0) -> dict[str, Any]:  # fmt: skip
+    """``concurrency``: at most that many jobs in flight in its one worker, as ours; 0: its
+    documented defaults (PgQueuer's caps none: it claims batch after batch while they run)."""
+    name = f"{who.replace('-', '_')}_{shape}_{concurrency}"
     dsn = fresh_db(pg, name)
     meter = Meter(pg, name)
     if who == "graphile-worker":
@@ -222,21 +226,29 @@ def peer(pg: DebianPostgres, who: str, n: int, shape: str, py: str, gw: Path) ->
         cwd = gw
     else:
         base, cwd = [py, str(HERE / "pg_cost_peers.py"), who], REPO
-    run_child([*base, "install", dsn, str(n), shape], cwd=cwd)
+    args = [dsn, str(n), shape, str(concurrency)]
+    run_child([*base, "install", *args], cwd=cwd)
     phases = {
-        "submit": meter.phase(lambda: run_child([*base, "enqueue", dsn, str(n), shape], cwd=cwd)),
-        "drain": meter.phase(lambda: run_child([*base, "drain", dsn, str(n), shape], cwd=cwd)),
+        "submit": meter.phase(lambda: run_child([*base, "enqueue", *args], cwd=cwd)),
+        "drain": meter.phase(lambda: run_child([*base, "drain", *args], cwd=cwd)),
     }
     empty = time.perf_counter()
-    run_child([*base, "drain", dsn, str(n), shape], cwd=cwd)
+    run_child([*base, "drain", *args], cwd=cwd)
     phases["drain"]["empty_s"] = time.perf_counter() - empty
     if who in SPAN:
         with psycopg.connect(dsn) as conn:
             phases["drain"]["span_s"] = float(conn.execute(SPAN[who]).fetchone()[0])  # type: ignore[index]
+    if who in DEFERRED:  # the work its worker defers, until every row is final
+        phases["maintenance"] = meter.phase(
+            lambda: run_child([*base, "maintain", *args], cwd=cwd))  # fmt: skip
     meter.admin.close()
     meta = json.loads(LAST_LINE[base[1]])
-    return {"name": f"{who} {meta['version']}, {shape} enqueue", "phases": phases,
+    at = f"at most {concurrency} in flight" if concurrency else "its defaults"
+    return {"name": f"{who} {meta['version']}, {shape} enqueue, {at}", "phases": phases,
             "knobs": meta["knobs"]}  # fmt: skip
+
+
+DEFERRED = {"pgqueuer"}  # folds its log into its statistics (every 30 s in a running worker)
 
 
 # first start → last finish, from the peer's own log of events (graphile-worker deletes a
@@ -323,10 +335,11 @@ def main() -> None:
                                     outbox))  # fmt: skip
                 print(f"# done: {results[-1]['name']}", flush=True)
         for who in ("pgqueuer", "procrastinate", "graphile-worker"):
-            if who in args.only:
-                for shape in ("single", "batch"):
+            if who in args.only:  # ours' concurrencies (10 single and batch, 50), its defaults
+                for shape, concurrency in (("single", 10), ("batch", 10), ("batch", 50),
+                                           ("single", 0), ("batch", 0)):  # fmt: skip
                     results.append(peer(pg, who, args.jobs, shape, args.peers_python,
-                                        Path(args.graphile)))  # fmt: skip
+                                        Path(args.graphile), concurrency))  # fmt: skip
                     print(f"# done: {results[-1]['name']}", flush=True)
     finally:
         redis_server.stop()
