@@ -97,8 +97,9 @@ def test_a_spawn_that_cannot_be_stored_as_asked_is_refused() -> None:
     async def go() -> None:
         svc = _service(max_spawn_depth=1)
         lease = await _spawner(svc)
-        for new in (NewJob(task="nope", payload={}), NewJob(task="page", payload={},
-                                                            queue="elsewhere")):  # fmt: skip
+        for new in (NewJob(task="nope", payload={}),
+                    NewJob(task="page", payload={}, queue="elsewhere"),
+                    NewJob(task="page", payload={}, priority=1000)):  # fmt: skip
             with pytest.raises(SpawnRefusedError, match="spawn of"):
                 await svc.spawns.spawn(lease, spawned_id(lease.job_id, 0, "x"), new)
         child = spawned_id(lease.job_id, 0, "deep")

@@ -78,6 +78,10 @@ def test_registry_defaults_context_and_unknown_tasks() -> None:
         reg.get("nope")
     with pytest.raises(ValueError, match="twice"):
         reg.register("plain", lambda p: p)
+    with pytest.raises(ValueError, match="max_retries is from 0 to 20"):
+        reg.register("eager", lambda p: p, max_retries=21)
+    with pytest.raises(ValueError, match="timeout_seconds is at least 1"):
+        reg.register("hasty", lambda p: p, timeout_seconds=0)
 
 
 def test_builtin_and_user_modules_load() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from asyncz.errors import (
+    InvalidInputError,
     InvalidPayloadError,
     SpawnRefusedError,
     StepLeaseLostError,
@@ -46,7 +47,8 @@ class Spawns:
         or idempotency key pointed it to a job another submit created)."""
         try:
             new = self.submitting.complete_defaults(new)
-        except (UnknownTaskError, UnknownQueueError, InvalidPayloadError) as exc:
+        except (UnknownTaskError, UnknownQueueError, InvalidPayloadError,
+                InvalidInputError) as exc:  # fmt: skip
             raise SpawnRefusedError(f"spawn of {new.task!r}: {exc}") from None
         depth = self.settings.max_spawn_depth
         for _ in range(KEY_ROUNDS):

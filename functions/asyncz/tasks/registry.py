@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from asyncz.errors import InvalidPayloadError, UnknownTaskError
+from asyncz.jobs import MAX_RETRIES
 from asyncz.tasks.context import PROGRESS_MESSAGE_MAX as PROGRESS_MESSAGE_MAX
 from asyncz.tasks.context import ParentResult as ParentResult
 from asyncz.tasks.context import TaskContext as TaskContext
@@ -76,6 +77,10 @@ class TaskRegistry:
     ) -> TaskSpec:
         if not name or len(name) > 200:
             raise ValueError("a task name is 1 to 200 characters")
+        if max_retries is not None and not 0 <= max_retries <= MAX_RETRIES:
+            raise ValueError(f"task {name!r}: max_retries is from 0 to {MAX_RETRIES}")
+        if timeout_seconds is not None and timeout_seconds < 1:
+            raise ValueError(f"task {name!r}: timeout_seconds is at least 1")
         existing = self._tasks.get(name)
         if existing is not None and existing.fn is not fn:
             raise ValueError(f"task {name!r} is registered twice")
