@@ -324,23 +324,32 @@ def main() -> None:
             conn.execute("CREATE EXTENSION pg_stat_statements")
             print(f"# server: {conn.execute('SELECT version()').fetchone()[0]}, "  # type: ignore[index]
                   "defaults + pg_stat_statements", flush=True)  # fmt: skip
-        if "ours" in args.only:
-            for shape, concurrency, task, outbox in (
-                ("single", 10, "echo", False), ("batch", 10, "echo", False),
-                ("batch", 1, "echo", False), ("batch", 50, "echo", False),
-                ("batch", 10, "async_noop", False), ("batch", 10, "echo", True),
-            ):  # fmt: skip
+        peers = [who for who in ("pgqueuer", "procrastinate", "graphile-worker")
+                 if who in args.only]  # fmt: skip
+
+        def run_ours(shape: str, concurrency: int, task: str = "echo", outbox: bool = False
+                     ) -> None:  # fmt: skip
+            if "ours" in args.only:
                 redis_server.client().flushall()
                 results.append(ours(pg, redis_server.url, args.jobs, shape, concurrency, task,
                                     outbox))  # fmt: skip
                 print(f"# done: {results[-1]['name']}", flush=True)
-        for who in ("pgqueuer", "procrastinate", "graphile-worker"):
-            if who in args.only:  # ours' concurrencies (10 single and batch, 50), its defaults
-                for shape, concurrency in (("single", 10), ("batch", 10), ("batch", 50),
-                                           ("single", 0), ("batch", 0)):  # fmt: skip
-                    results.append(peer(pg, who, args.jobs, shape, args.peers_python,
-                                        Path(args.graphile), concurrency))  # fmt: skip
-                    print(f"# done: {results[-1]['name']}", flush=True)
+
+        def run_peers(shape: str, concurrency: int) -> None:
+            for who in peers:
+                results.append(peer(pg, who, args.jobs, shape, args.peers_python,
+                                    Path(args.graphile), concurrency))  # fmt: skip
+                print(f"# done: {results[-1]['name']}", flush=True)
+
+        # each pair at the same concurrency runs back to back (a shared machine drifts)
+        for shape, concurrency in (("single", 10), ("batch", 10), ("batch", 50)):
+            run_ours(shape, concurrency)
+            run_peers(shape, concurrency)
+        run_ours("batch", 1)  # variants: one job at a time, an async no-op, a sink
+        run_ours("batch", 10, "async_noop")
+        run_ours("batch", 10, outbox=True)
+        for shape in ("single", "batch"):  # the peers' documented defaults
+            run_peers(shape, 0)
     finally:
         redis_server.stop()
         pg.stop()
