@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -49,7 +50,11 @@ def run_one_job(tmp_path: Path, *args: str, outbox_off: bool = False) -> tuple[s
             time.sleep(0.1)
         time.sleep(0.5)  # the outcome line is written as the attempt ends
         os.killpg(run.pgid, signal.SIGINT)
-        assert run.proc.wait(60) == 0, run.log()[-3000:]
+        try:
+            code = run.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"asyncz dev still runs 60 s after Ctrl-C:\n{run.log()[-3000:]}")
+        assert code == 0, run.log()[-3000:]
     finally:
         run.stop()
     console = run.log()
