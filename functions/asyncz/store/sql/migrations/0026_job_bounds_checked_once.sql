@@ -4,8 +4,8 @@
 -- suspension's reason cut to its length), no longer by CHECK constraints of jobs. PostgreSQL
 -- reads every CHECK constraint of a table from its stored text and compiles it again for
 -- each statement that inserts or updates a row, and tests each on every row: these thirteen
--- were ~11 KB of that text, about a quarter of a single submit's server CPU and 10-14 µs a
--- job of each claim and completion of ten (bench_pg_cost; BENCHMARKS.md). The constraints
+-- were ~11 KB of that text: a fifth of a backend's CPU for a single submit, and 10-14 µs a
+-- job of its CPU for each claim and completion of ten (perf; BENCHMARKS.md). The constraints
 -- that guard the state the engine moves through stay: the status's names, a running job's
 -- lease, and the counters that never go below zero.
 ALTER TABLE jobs
