@@ -10,17 +10,7 @@ from pydantic_core import PydanticCustomError
 
 from asyncz.api.routes.jobs_unique import ScopeName, UniqueFields
 from asyncz.api.routes.spawns_models import SpawnedOut
-from asyncz.jobs import (
-    MAX_DEPTH,
-    MAX_PARENTS,
-    MAX_RETRIES,
-    PRIORITY_MAX,
-    PRIORITY_MIN,
-    TEXT_BOUNDS,
-    Attempt,
-    Job,
-    unstorable,
-)
+from asyncz.jobs import MAX_DEPTH, MAX_PARENTS, PRIORITY_MAX, PRIORITY_MIN, Attempt, Job, unstorable
 from asyncz.tracing import trace_id_of
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}$"
@@ -57,7 +47,7 @@ class SubmitJob(UniqueFields):
     priority: int = Field(
         default=0, ge=PRIORITY_MIN, le=PRIORITY_MAX, description="higher runs first"
     )
-    max_retries: int | None = Field(default=None, ge=0, le=MAX_RETRIES)
+    max_retries: int | None = Field(default=None, ge=0, le=20)
     timeout_seconds: int | None = Field(default=None, ge=1, le=86_400)
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY.total_seconds())
     run_at: datetime | None = Field(default=None, description="ISO 8601 with a time zone")
@@ -83,7 +73,7 @@ class SubmitJob(UniqueFields):
     concurrency_key: str | None = Field(
         default=None,
         min_length=1,
-        max_length=TEXT_BOUNDS["concurrency_key"],
+        max_length=200,
         pattern=r"^[^\x00-\x1f\x7f]+$",
         description="what the task's per-key limits count by (e.g. `tenant:42`, a provider "
         "key): at most `key_concurrency` of its jobs run at once, `key_rate` start per period",
@@ -102,9 +92,7 @@ class SubmitJob(UniqueFields):
         "`traceparent` or `X-Amzn-Trace-Id` header): useful for a batch of jobs from "
         "different traces",
     )
-    tracestate: str | None = Field(
-        default=None, max_length=TEXT_BOUNDS["tracestate"], pattern=r"^[\x20-\x7e]*$"
-    )
+    tracestate: str | None = Field(default=None, max_length=512, pattern=r"^[\x20-\x7e]*$")
 
     @field_validator("payload")
     @classmethod
