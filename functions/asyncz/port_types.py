@@ -86,6 +86,7 @@ class Slot:
     priority: int
     limits: TaskLimits
     wake: bool = False  # a suspended job's wake: its slots count it, its rates do not
+    due_ms: int = 0  # when the job fell due (its place in line while held; 0 = now)
 
     @property
     def member(self) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from asyncz.port_types import Dispatch, Slot, epoch_ms
@@ -34,6 +35,26 @@ def test_a_task_limit_grants_its_slots_then_holds_back_until_one_is_released(
         [usage] = await broker.limits.usage({"llm": lim}, 10)
         assert (usage["running"], usage["waiting"], usage["limits"]) == (
             2, 0, {"concurrency": 2})  # fmt: skip
+
+    scenario(ports, body)
+
+
+def test_a_held_job_goes_back_to_its_place_in_line_ahead_of_the_jobs_due_after_it(
+    ports: Ports,
+) -> None:
+    # A key's held job must not queue again behind every id that fell due while it waited
+    # (a large backlog of another key's ids kept one key's jobs waiting for seconds).
+    async def body(store: Any, broker: Any) -> None:
+        await broker.limits.restore([])  # a new state: nothing to rebuild
+        lim = TaskLimits(key_concurrency=1)
+        running = slot(lim, "B")
+        held = replace(slot(lim, "B"), due_ms=epoch_ms() - 5_000)  # due 5 s ago
+        assert await broker.limits.acquire([running, held], 60) == ["ok", "key_concurrency"]
+        later = [Dispatch(str(uuid.uuid4()), "default", 0, epoch_ms(), True) for _ in range(3)]
+        await broker.enqueue(later)
+        assert await broker.limits.release([running]) == 1
+        order = await broker.pop(["default"], 10, 0.5)
+        assert order[0] == held.job_id and sorted(order[1:]) == sorted(d.job_id for d in later)
 
     scenario(ports, body)
 

@@ -3,7 +3,8 @@
 -- every key is in one slot. Per task T and concurrency key K:
 --   <p>:limits:slots:T / :kslots:T:K    zset slot token -> lease deadline ms (expired = free)
 --   <p>:limits:starts:T / :kstarts:T:K  zset slot token -> start ms (the rate's window)
---   <p>:limits:held:T / :kheld:T:K      zset "<queue>|<priority>|<id>" -> when held (FIFO)
+--   <p>:limits:held:T / :kheld:T:K      zset "<queue>|<priority>|<id>" -> when it fell due
+--                                       (FIFO; it goes back to ready at that place in line)
 --   <p>:limits:later                    zset "<queue>|<priority>|<id>" -> when the rate allows
 --   <p>:limits:keys:T                   set of keys seen (for GET /stats)
 --   <p>:limits:rebuilt                  present once the above were rebuilt from Postgres;
@@ -17,13 +18,13 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local L = p .. ':limits:'
 
-local function ready(member, pmax, scale)
+local function ready(member, pmax, scale, ms)
   local a = string.find(member, '|', 1, true)
   local b = string.find(member, '|', a + 1, true)
   local queue = string.sub(member, 1, a - 1)
   local prio = tonumber(string.sub(member, a + 1, b - 1))
   local id = string.sub(member, b + 1)
-  local score = string.format('%.0f', (pmax - prio) * scale + now)
+  local score = string.format('%.0f', (pmax - prio) * scale + math.min(tonumber(ms), now))
   redis.call('ZADD', p .. ':{' .. queue .. '}:ready', 'NX', score, id)
 end
 
@@ -47,7 +48,8 @@ end
 
 if cmd == 'acquire' then
   -- ARGV[3] lease ms, ARGV[4] n; then per job: token, task, key ('' = none), concurrency,
-  -- key_concurrency, rate count, rate ms, key rate count, key rate ms, held member (0 = none)
+  -- key_concurrency, rate count, rate ms, key rate count, key rate ms, held member (0 = none),
+  -- when it fell due (ms; 0 = now)
   local lease, n = tonumber(ARGV[3]), tonumber(ARGV[4])
   local out = {}
   if redis.call('EXISTS', L .. 'rebuilt') == 0 then
@@ -55,23 +57,25 @@ if cmd == 'acquire' then
     return out
   end
   for i = 0, n - 1 do
-    local b = 5 + i * 10
+    local b = 5 + i * 11
     local token, task, key = ARGV[b], ARGV[b + 1], ARGV[b + 2]
     local tl, kl = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
     local tn, tp = tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
     local kn, kp = tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8])
     local member = ARGV[b + 9]
+    local due = tonumber(ARGV[b + 10] or '0')
+    if due <= 0 or due > now then due = now end
     if key == '' then kl = 0; kn = 0 else redis.call('SADD', L .. 'keys:' .. task, key) end
     local ts, tr = L .. 'slots:' .. task, L .. 'starts:' .. task
     local ks, kr = L .. 'kslots:' .. task .. ':' .. key, L .. 'kstarts:' .. task .. ':' .. key
     local verdict = 'ok'
     if full(ts, tl) then
       verdict = 'concurrency'
-      redis.call('ZADD', L .. 'held:' .. task, 'NX', now, member)
+      redis.call('ZADD', L .. 'held:' .. task, 'NX', due, member)
       redis.call('SADD', L .. 'heldsets', L .. 'held:' .. task)
     elseif full(ks, kl) then
       verdict = 'key_concurrency'
-      redis.call('ZADD', L .. 'kheld:' .. task .. ':' .. key, 'NX', now, member)
+      redis.call('ZADD', L .. 'kheld:' .. task .. ':' .. key, 'NX', due, member)
       redis.call('SADD', L .. 'heldsets', L .. 'kheld:' .. task .. ':' .. key)
     else
       local wait = rate_wait(tr, tn, tp)
@@ -94,7 +98,8 @@ if cmd == 'acquire' then
 elseif cmd == 'release' then
   -- ARGV[3] PRIORITY_MAX, ARGV[4] SCALE, ARGV[5] wake per slot; then quads task, key, token,
   -- restored ('r:<job id>' of an attempt that ran, or ''). Each freed slot moves the oldest
-  -- held ids of its task and of its key back to ready.
+  -- held ids of its task and of its key back to ready, where they fell due: ahead of the ids
+  -- that came after them (at now, a backlog of other keys' ids could keep them waiting).
   local pmax, scale, wake = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
   local woken = 0
   for b = 6, #ARGV, 4 do
@@ -108,7 +113,7 @@ elseif cmd == 'release' then
     for _, set in ipairs(sets) do
       local popped = redis.call('ZPOPMIN', set, wake)
       for j = 1, #popped, 2 do
-        ready(popped[j], pmax, scale)
+        ready(popped[j], pmax, scale, popped[j + 1])
         woken = woken + 1
       end
     end
@@ -155,7 +160,7 @@ elseif cmd == 'wake' then
   local pmax, scale, wake = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
   local due = redis.call('ZRANGEBYSCORE', L .. 'later', '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
   for _, member in ipairs(due) do
-    ready(member, pmax, scale)
+    ready(member, pmax, scale, now)
     redis.call('ZREM', L .. 'later', member)
   end
   local woken = #due
@@ -167,7 +172,7 @@ elseif cmd == 'wake' then
     if expired > 0 then
       local popped = redis.call('ZPOPMIN', held, expired * wake)
       for j = 1, #popped, 2 do
-        ready(popped[j], pmax, scale)
+        ready(popped[j], pmax, scale, popped[j + 1])
         woken = woken + 1
       end
     end

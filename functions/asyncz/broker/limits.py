@@ -38,6 +38,7 @@ def _acquire_args(slot: Slot) -> list[Any]:
         *_rate(None if slot.wake else lim.rate),
         *_rate(None if slot.wake else lim.key_rate),
         slot.member,
+        slot.due_ms,
     ]
 
 

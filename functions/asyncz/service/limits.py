@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 from asyncz.errors import BrokerUnavailableError, UnknownQueueError
-from asyncz.port_types import Row, Slot
+from asyncz.port_types import Row, Slot, epoch_ms
 from asyncz.ports import JobBroker, JobStore
 from asyncz.settings import Settings
 from asyncz.tasks.limits import TaskLimits, counted, parse_overrides, rate_windows
@@ -131,6 +131,7 @@ class Limits:
             priority=row["priority"],
             limits=limits,
             wake=bool(row.get("wake")),
+            due_ms=epoch_ms(row["run_at"]) if row.get("run_at") else 0,
         )
 
     async def release(self, job_ids: Iterable[str], *, ran: bool = True) -> None:

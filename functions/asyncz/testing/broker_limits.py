@@ -17,7 +17,7 @@ class MemoryLimits:
         self._ready = ready  # the broker's ready sets (queue -> {id: score})
         self.slots: dict[str, dict[str, int]] = {}  # scope -> {token: deadline ms}
         self.starts: dict[str, dict[str, int]] = {}  # scope -> {token: start ms}
-        self.held: dict[str, dict[str, int]] = {}  # scope -> {member: held ms}
+        self.held: dict[str, dict[str, int]] = {}  # scope -> {member: ms it fell due}
         self.later: dict[str, int] = {}  # member -> ms when the rate allows
         self.keys: dict[str, set[str]] = {}
         self.paused_queues: set[str] = set()
@@ -55,11 +55,12 @@ class MemoryLimits:
             else:
                 self.keys.setdefault(s.task, set()).add(s.key)
             ks = f"{s.task}:{s.key}"
+            due = s.due_ms if 0 < s.due_ms <= now else now
             if self._full(s.task, lim.concurrency, now):
-                self.held.setdefault(s.task, {}).setdefault(s.member, now)
+                self.held.setdefault(s.task, {}).setdefault(s.member, due)
                 out.append("concurrency")
             elif self._full(ks, lim.key_concurrency, now):
-                self.held.setdefault(ks, {}).setdefault(s.member, now)
+                self.held.setdefault(ks, {}).setdefault(s.member, due)
                 out.append("key_concurrency")
             elif wait := self._wait(s.task, lim.rate, now):
                 self.later[s.member] = wait
@@ -78,9 +79,11 @@ class MemoryLimits:
                 out.append("ok")
         return out
 
-    def _to_ready(self, member: str) -> None:
+    def _to_ready(self, member: str, due: int | None = None) -> None:
+        """Back to its ready set, at the place in line it had when it fell due (or now)."""
         queue, prio, job_id = member.split("|")
-        self._ready.setdefault(queue, {}).setdefault(job_id, ready_score(int(prio), epoch_ms()))
+        at = epoch_ms() if due is None else min(due, epoch_ms())
+        self._ready.setdefault(queue, {}).setdefault(job_id, ready_score(int(prio), at))
 
     async def release(self, slots: Sequence[Slot], *, ran: bool = True) -> int:
         woken = 0
@@ -92,8 +95,7 @@ class MemoryLimits:
                     self.slots.get(scope, {}).pop(f"r:{s.job_id}", None)
                 held = self.held.get(scope, {})
                 for member in sorted(held, key=lambda m: held[m])[:WAKE_PER_SLOT]:
-                    del held[member]
-                    self._to_ready(member)
+                    self._to_ready(member, held.pop(member))
                     woken += 1
         return woken
 
@@ -136,8 +138,7 @@ class MemoryLimits:
             for token in expired:
                 del slots[token]
             for member in sorted(held, key=lambda m: held[m])[: len(expired) * WAKE_PER_SLOT]:
-                del held[member]
-                self._to_ready(member)
+                self._to_ready(member, held.pop(member))
                 woken += 1
         return woken
 
