@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from tests.perf.bench_soak import FAULTS, SHORT, run_soak
-from tests.perf.soak_report import SIZES
+from tests.perf.soak_report import SIZES, size_held
 
 pytestmark = pytest.mark.integration
 
@@ -38,6 +38,7 @@ def test_under_sustained_load_and_faults_every_accepted_job_ends_and_tables_stop
     assert rows[-1]["jobs live"] < 0.5 * result["accepted"]
 
     # and the tables and their indexes stop growing: the last window within 1.5x the second
+    # (or within 64 kB of it: a kill's lost attempts may add a page to a one-page table)
     for table, part in SIZES:
         second, last = rows[1][f"{table} {part}"], rows[-1][f"{table} {part}"]
-        assert last <= 1.5 * second, (table, part, second, last)
+        assert size_held(second, last), (table, part, second, last)
