@@ -233,10 +233,11 @@ def test_migrated_schema_is_the_expected_one(fresh_db: str) -> None:
     assert set(columns(fresh_db, "api_keys")) >= {"name", "key_hash", "scopes", "revoked_at"}
     assert set(columns(fresh_db, "audit_log")) >= {
         "key_id", "key_name", "action", "target", "outcome"}  # fmt: skip
-    assert "UNIQUE" in indexes["jobs_unique_hold_idx"]
-    assert "(attempt_base = 0)" in indexes["jobs_unique_hold_idx"]
-    # 0018: a suspended job holds its key; its own partial indexes hold only suspended rows
+    # 0018: a suspended job holds its key (0027 dropped 0008's narrower index); its own
+    # partial indexes hold only suspended rows
+    assert "jobs_unique_hold_idx" not in indexes
     assert "UNIQUE" in indexes["jobs_unique_live_hold_idx"]
+    assert "(attempt_base = 0)" in indexes["jobs_unique_live_hold_idx"]
     assert "'suspended'::text" in indexes["jobs_unique_live_hold_idx"]
     for name in ("jobs_suspended_run_at_idx", "jobs_suspended_idx", "jobs_task_suspended_idx",
                  "jobs_queue_suspended_idx"):  # fmt: skip

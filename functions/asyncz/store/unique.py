@@ -1,6 +1,6 @@
 """The PostgreSQL adapter's queries for unique jobs (``sql/unique.sql``): the store's
 ``unique`` part (:class:`asyncz.ports.UniqueStore`). The partial unique index
-``jobs_unique_hold_idx`` decides who holds a key, also between concurrent submits."""
+``jobs_unique_live_hold_idx`` decides who holds a key, also between concurrent submits."""
 
 from __future__ import annotations
 

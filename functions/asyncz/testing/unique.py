@@ -1,5 +1,5 @@
 """In-memory unique jobs: the store's ``unique`` part (:class:`asyncz.ports.UniqueStore`)
-on the memory store's dicts, with the same "holds" rule as ``jobs_unique_hold_idx``."""
+on the memory store's dicts, with the same "holds" rule as ``jobs_unique_live_hold_idx``."""
 
 from __future__ import annotations
 
