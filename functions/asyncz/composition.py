@@ -53,7 +53,7 @@ async def build_service(
     service = JobService(
         store, broker, registry, settings, metrics=metrics, cipher=build_cipher(settings)
     )
-    service.leases.ended = lambda_wake(settings)  # ends committed: wake the events function
+    service.leases.ended = lambda_wake(settings, broker)  # ends committed: wake the events fn
     return service
 
 

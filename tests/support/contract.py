@@ -223,8 +223,13 @@ def test_the_broker_dispatches_by_priority_and_time(ports: Ports) -> None:
 def test_broker_presence_locks_and_scan_position(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
         name = f"lock-{uuid.uuid4().hex[:6]}"
+        assert await broker.lock_held(name) is False
         assert await broker.try_lock(name, 5) is True
         assert await broker.try_lock(name, 5) is False
+        assert await broker.lock_held(name) is True
+        await broker.unlock(name)
+        assert await broker.lock_held(name) is False
+        assert await broker.try_lock(name, 5) is True
         before = await broker.live_workers()
         await broker.register_worker(w := f"w-{uuid.uuid4().hex[:6]}", 30)
         assert await broker.live_workers() == before + 1

@@ -1,7 +1,8 @@
 """The publisher over the in-memory store: it delivers each event once to every sink and
 forgets it; a sink that fails keeps the page for the next run and does not stop another
 sink's own work; one publisher at a time, and without Redis still one; the wake after ends
-is never awaited by the job's path and is folded to one invoke per interval."""
+is never awaited by the job's path, is folded to one invoke per interval, and is not sent
+while a publisher drains."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from asyncz.jobs import NewJob
 from asyncz.outbox.console import ConsoleSink
 from asyncz.outbox.pump import LOCK, Pump
 from asyncz.outbox.sink import EVENT_TYPES, Envelope
-from asyncz.outbox.wake import PumpWake
+from asyncz.outbox.wake import PumpWake, unless_draining
 from asyncz.service import JobService
 from tests.support.memory import service
 
@@ -177,6 +178,31 @@ def test_a_failed_wake_is_logged_not_raised(caplog: pytest.LogCaptureFixture) ->
 
     assert asyncio.run(go()).sent == 0
     assert "the sweep delivers" in caplog.text
+
+
+def test_no_invoke_while_a_publisher_holds_the_lock_and_one_without_redis() -> None:
+    # The holder looks for pending events after it lets go, so the ends are its to send.
+    async def go() -> list[bool]:
+        svc = service()
+        calls: list[int] = []
+
+        async def invoke() -> None:
+            calls.append(1)
+
+        assert await svc.broker.try_lock(LOCK, 30)
+        sent = [await unless_draining(svc.broker, invoke)]  # held: left to the holder
+        await svc.broker.unlock(LOCK)
+        sent.append(await unless_draining(svc.broker, invoke))
+
+        async def down(name: str) -> bool:
+            raise BrokerUnavailableError("Redis is down")
+
+        svc.broker.lock_held = down  # type: ignore[method-assign]
+        sent.append(await unless_draining(svc.broker, invoke))
+        assert len(calls) == sent.count(True)
+        return sent
+
+    assert asyncio.run(go()) == [False, True, True]
 
 
 def test_an_event_matches_its_json_schema_also_in_the_openapi_document() -> None:

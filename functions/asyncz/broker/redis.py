@@ -260,6 +260,11 @@ class RedisBroker:
         with _guard():
             await self._r.delete(key)
 
+    async def lock_held(self, name: str) -> bool:
+        key, _ = self.keys.lock_args(name, 1.0)
+        with _guard():
+            return bool(await self._r.exists(key))
+
     def _position_key(self, scan: str) -> str:
         name = "scan-position" if scan == "queued" else f"{scan}-position"
         return f"{self.keys.prefix}:recovery:{name}"

@@ -1,15 +1,21 @@
 """Waking the events function after ends commit: an async Lambda invoke, at most one per
 interval per sandbox (the first at once, later calls folded into one at the interval's
-end), never awaited by the caller. A failed invoke is logged; the minute's sweep delivers."""
+end), never awaited by the caller, and none while a publisher drains (it looks for pending
+events after it lets go of its lock). A failed invoke is logged; the minute's sweep
+delivers."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from asyncz.errors import BrokerUnavailableError
 from asyncz.faults import crash_point
+from asyncz.outbox.pump import LOCK
+from asyncz.ports import JobBroker
 from asyncz.settings import Settings
 
 log = logging.getLogger("asyncz.outbox")
@@ -64,16 +70,36 @@ class PumpWake:
                         type(exc).__name__, exc)  # fmt: skip
 
 
-def lambda_wake(settings: Settings) -> Wake:
-    """The sandbox's wake of the events function (an async invoke), or :func:`no_wake`."""
+async def unless_draining(broker: JobBroker, invoke: Callable[[], Awaitable[None]]) -> bool:
+    """Invoke, unless a publisher holds the pump's lock now (whether it invoked): that one
+    looks for pending events after it lets go, so the ends just committed are its to send.
+    Without Redis, invoke (the woken run publishes without the lock)."""
+    try:
+        if await broker.lock_held(LOCK):
+            return False
+    except BrokerUnavailableError:
+        pass
+    await invoke()
+    return True
+
+
+def lambda_wake(settings: Settings, broker: JobBroker) -> Wake:
+    """The sandbox's wake of the events function (an async invoke), or :func:`no_wake`.
+    The Lambda client is made at the first invoke, not at the cold start: a worker's CPU
+    then goes to its jobs (a drain's publisher holds its lock, so a busy sandbox seldom
+    invokes at all)."""
     name = settings.events_function_name
     if not name:
         return no_wake
-    from asyncz.fleet.invoke import invoke_worker, warm_in_background
+    from asyncz.fleet.invoke import invoke_worker
 
-    warm_in_background()  # the first wake must not wait for boto3's import and client
+    async def invoke() -> None:  # on the sandbox's one Lambda client, on a pool thread
+        # outside the caller's context: the client's first build logs as the sandbox, not
+        # as the job whose end woke it
+        call = functools.partial(invoke_worker, name, b'{"source": "asyncz.wake"}')
+        await asyncio.get_running_loop().run_in_executor(None, call)
 
-    async def invoke() -> None:  # on the sandbox's one Lambda client
-        await asyncio.to_thread(invoke_worker, name, b'{"source": "asyncz.wake"}')
+    async def wake() -> None:
+        await unless_draining(broker, invoke)
 
-    return PumpWake(invoke, settings.outbox_wake_seconds)
+    return PumpWake(wake, settings.outbox_wake_seconds)

@@ -140,6 +140,9 @@ class MemoryBroker:
     async def unlock(self, name: str) -> None:
         self.locks.pop(name, None)
 
+    async def lock_held(self, name: str) -> bool:
+        return self.locks.get(name, 0.0) > time.monotonic()
+
     async def scan_position(self, scan: str = "queued") -> str | None:
         return self.positions.get(scan)
 
