@@ -18,13 +18,14 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local L = p .. ':limits:'
 
+-- Back to its ready set at `ms`: when it fell due (a held id; never after now), or now.
 local function ready(member, pmax, scale, ms)
   local a = string.find(member, '|', 1, true)
   local b = string.find(member, '|', a + 1, true)
   local queue = string.sub(member, 1, a - 1)
   local prio = tonumber(string.sub(member, a + 1, b - 1))
   local id = string.sub(member, b + 1)
-  local score = string.format('%.0f', (pmax - prio) * scale + math.min(tonumber(ms), now))
+  local score = string.format('%.0f', (pmax - prio) * scale + tonumber(ms))
   redis.call('ZADD', p .. ':{' .. queue .. '}:ready', 'NX', score, id)
 end
 

@@ -82,7 +82,7 @@ class MemoryLimits:
     def _to_ready(self, member: str, due: int | None = None) -> None:
         """Back to its ready set, at the place in line it had when it fell due (or now)."""
         queue, prio, job_id = member.split("|")
-        at = epoch_ms() if due is None else min(due, epoch_ms())
+        at = epoch_ms() if due is None else due  # held at most now: acquire clamps it
         self._ready.setdefault(queue, {}).setdefault(job_id, ready_score(int(prio), at))
 
     async def release(self, slots: Sequence[Slot], *, ran: bool = True) -> int:
