@@ -220,6 +220,28 @@ def test_the_broker_dispatches_by_priority_and_time(ports: Ports) -> None:
     scenario(ports, body)
 
 
+def test_a_batch_enqueue_counts_only_the_ids_that_were_new(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        qa, qb = (f"q{uuid.uuid4().hex[:6]}" for _ in range(2))
+        now = epoch_ms()
+        ids = [str(uuid.uuid4()) for _ in range(5)]
+        batch = [
+            Dispatch(ids[0], qa, 0, now, True),
+            Dispatch(ids[1], qa, 5, now, True),
+            Dispatch(ids[2], qb, 0, now, True),
+            Dispatch(ids[3], qa, 0, now + 60_000, False),
+            Dispatch(ids[0], qa, 9, now, True),  # the same id again: counted once
+        ]
+        assert await broker.enqueue(batch) == 4
+        again = [batch[1], batch[3], Dispatch(ids[4], qb, 0, now + 60_000, False)]
+        assert await broker.enqueue(again) == 1  # only the last one is new
+        assert await broker.backlog([qa, qb]) == {qa: (2, 1), qb: (1, 1)}
+        # the id given twice kept its first place (priority 0): behind the priority-5 one
+        assert await broker.pop([qa], 5, 0.1) == [ids[1], ids[0]]
+
+    scenario(ports, body)
+
+
 def test_broker_presence_locks_and_scan_position(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
         name = f"lock-{uuid.uuid4().hex[:6]}"

@@ -117,12 +117,12 @@ class RedisBroker:
             if len(items) == 1 and not fresh and not self._track:
                 return int(await self.keys.add(self._r, items[0]))
             async with self._r.pipeline(transaction=False) as pipe:
-                self.keys.fill(pipe, items, fresh)
+                counted = self.keys.fill(pipe, items, fresh)
                 if self._track:
                     pipe.incr(self.keys.activity_key)
                 results = await pipe.execute()
         self.keys.known |= fresh
-        return sum(int(r) for r in results[: len(items)])
+        return sum(int(r) for r in results[:counted])
 
     async def reschedule(self, items: Sequence[Dispatch]) -> None:
         """Move ids already enqueued to where they belong now (one round trip)."""
