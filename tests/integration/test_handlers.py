@@ -80,8 +80,8 @@ def test_fleet_async_invokes_the_shortfall_of_workers(aws_env: Settings) -> None
         Code={"ZipFile": code.getvalue()},
     )
     calls: list[dict[str, Any]] = []
-    fleet_invoke._client = boto3.client("lambda")
-    fleet_invoke._client.meta.events.register(
+    client = fleet_invoke.lambda_client()  # the sandbox's own, built as the fleet builds it
+    client.meta.events.register(
         "before-call.lambda.Invoke", lambda params, **_: calls.append(params)
     )
     submit(aws_env, 250)

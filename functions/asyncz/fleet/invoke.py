@@ -26,7 +26,9 @@ def lambda_client() -> Any:
         if _client is None:
             import botocore.session
 
-            _client = botocore.session.get_session().create_client("lambda")
+            # a session of its own: botocore's shared one also signs IAM auth tokens
+            # (asyncz.iam_auth), maybe on another thread, and a session is not thread-safe
+            _client = botocore.session.Session().create_client("lambda")
         return _client
 
 
