@@ -15,6 +15,9 @@ delivery waits out its timeout, then retries): the events function delivers ever
 beside the drain, and a dead consumer must not slow it.
 
     .venv/bin/python -m tests.perf.bench_drain --jobs 10000 --rounds 2 --dead-webhook
+
+``--cpu``: after each round, the CPU seconds each part spent from the first submit to the
+last finish (tests/perf/cpu_by_process.py): where a drain bound by the cores goes.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import redis
 
 from tests.perf.bench_scale_out import burst, call
 from tests.perf.common import (
+    DB,
     REDIS,
     command,
     load_line,
@@ -39,6 +43,7 @@ from tests.perf.common import (
     start_dev,
     stop_dev,
 )
+from tests.perf.cpu_by_process import snapshot, spent
 from tests.support.devrun import free_port
 
 
@@ -49,6 +54,7 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=0, help="spread the jobs over K keys")
     ap.add_argument("--key-limit", type=int, default=0, help="echo's key_concurrency")
     ap.add_argument("--dead-webhook", action="store_true", help="and with a dead webhook")
+    ap.add_argument("--cpu", action="store_true", help="and the CPU each part spent in it")
     args = ap.parse_args()
     limits = {"echo": {"key_concurrency": args.key_limit}} if args.key_limit else {}
     print(f"# end-to-end drain — {machine()}")
@@ -61,6 +67,7 @@ def main() -> None:
           "peak reached at s |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     log_dir = tempfile.mkdtemp(prefix="asyncz-bench-drain-logs-")
+    database = DB.rsplit("/", 1)[1].split("?")[0]
     dead = socket.socket()  # accepts (the backlog) and never answers
     dead.bind(("127.0.0.1", 0))
     dead.listen(1024)
@@ -83,7 +90,9 @@ def main() -> None:
                 if with_dead:
                     hook = f"http://127.0.0.1:{dead.getsockname()[1]}/hook"
                     call(port, "POST", "/webhooks", {"url": hook})
+                cpu_before = snapshot(database)
                 r = burst(port, args.jobs, {"task": "echo", "payload": {"n": 1}}, args.keys)
+                cpu = spent(cpu_before, snapshot(database))
             finally:
                 stop_dev(dev)
             drains[with_dead].append(r["drain_s"])
@@ -93,6 +102,12 @@ def main() -> None:
                 f"{r['peak_at']:.1f} |",
                 flush=True,
             )
+            if args.cpu:
+                parts = ", ".join(f"{k} {v:.2f}" for k, v in cpu.most_common() if v >= 0.01)
+                cores = os.cpu_count() or 1
+                print(f"# round {rnd}: CPU s from the first submit to the last finish "
+                      f"{sum(cpu.values()):.1f} of {cores * r['drain_s']:.1f} ({cores} cores × "
+                      f"{r['drain_s']:.1f} s): {parts}", flush=True)  # fmt: skip
     if args.dead_webhook:
         ratio = statistics.median(drains[True]) / statistics.median(drains[False])
         print(f"# drain with a dead webhook / without (medians): {ratio:.2f}")
