@@ -67,23 +67,27 @@ class KeySpace:
     def fair_key(self, queue: str) -> str:
         return f"{self.prefix}:{{{queue}}}:fair"
 
+    def _fair_key(self, it: Dispatch) -> str | None:
+        """The concurrency key of a due job that the fair script enqueues, else None."""
+        return it.fair_key if it.due and self.fair is not None else None
+
+    def _place(self, it: Dispatch) -> tuple[str, str, int]:
+        """The sorted set, member and score that put the id where it belongs: ready by
+        priority then time, or delayed until its time."""
+        if it.due:
+            return self.ready_key(it.queue), it.job_id, ready_score(it.priority, it.run_at_ms)
+        return self.delayed_key(it.queue), f"{it.priority}|{it.job_id}", it.run_at_ms
+
     def add(self, target: Any, it: Dispatch) -> Any:
-        if it.due and it.fair_key is not None and self.fair is not None:
+        if (fair_key := self._fair_key(it)) is not None:
             keys = [self.ready_key(it.queue), self.fair_key(it.queue)]
             band = (PRIORITY_MAX - it.priority) * SCORE_SCALE
-            args: list[str | int] = [it.job_id, it.fair_key, band, FAIR_SPACING_MS, FAIR_TTL_MS]
+            args: list[str | int] = [it.job_id, fair_key, band, FAIR_SPACING_MS, FAIR_TTL_MS]
             if isinstance(target, Pipeline):  # queued in the pipeline's one round trip
                 return target.eval(self.fair.script, len(keys), *keys, *args)
             return self.fair(keys=keys, args=args)
-        if it.due:
-            return target.zadd(
-                self.ready_key(it.queue),
-                {it.job_id: ready_score(it.priority, it.run_at_ms)},
-                nx=True,
-            )
-        return target.zadd(
-            self.delayed_key(it.queue), {f"{it.priority}|{it.job_id}": it.run_at_ms}, nx=True
-        )
+        key, member, score = self._place(it)
+        return target.zadd(key, {member: score}, nx=True)
 
     def move(self, pipe: Any, it: Dispatch) -> None:
         """Put an id where it belongs now, out of the other set: its delayed score moves
@@ -110,15 +114,12 @@ class KeySpace:
         sets: dict[str, dict[str, int]] = {}
         commands = 0
         for it in items:
-            if it.due and it.fair_key is not None and self.fair is not None:
+            if self._fair_key(it) is not None:
                 self.add(pipe, it)
                 commands += 1
-            elif it.due:
-                members = sets.setdefault(self.ready_key(it.queue), {})
-                members.setdefault(it.job_id, ready_score(it.priority, it.run_at_ms))
             else:
-                members = sets.setdefault(self.delayed_key(it.queue), {})
-                members.setdefault(f"{it.priority}|{it.job_id}", it.run_at_ms)
+                key, member, score = self._place(it)
+                sets.setdefault(key, {}).setdefault(member, score)
         for key, members in sets.items():
             pipe.zadd(key, members, nx=True)
         if fresh:
