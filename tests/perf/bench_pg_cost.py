@@ -42,12 +42,12 @@ from asyncz.jobs import NewJob
 from asyncz.settings import Settings
 from asyncz.store.migrations import apply_migrations, set_outbox
 from tests.perf.common import command, load_line, machine
+from tests.perf.cpu_by_process import cpu_seconds
 from tests.support.private_servers import DebianPostgres, RedisServer
 from tests.support.settings import open_service, settings_env
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-TICK = os.sysconf("SC_CLK_TCK")
 PSS = """SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)::float8
            FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = %s)"""
 
@@ -55,17 +55,8 @@ PSS = """SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 
 def server_cpu_s(pg: DebianPostgres) -> float:
     """CPU seconds of every PostgreSQL process so far (the postmaster's children times hold
     the backends that exited)."""
-    total = 0
     root = pg.postmaster_pid()
-    for pid in pg.pids():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-        if pid == root:
-            total += int(fields[13]) + int(fields[14])
-    return total / TICK
+    return sum(cpu_seconds(pid, children=pid == root) or 0.0 for pid in pg.pids())
 
 
 class Meter:

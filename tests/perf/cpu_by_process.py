@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from pathlib import Path
+
+from tests.perf.soak_stats import cmdline
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _SANDBOX = re.compile(r"lambda_\.bootstrap \d+ \d+ (\w+)-\d+")
@@ -31,6 +34,19 @@ def _part(cmdline: str, database: str) -> str | None:
     return None
 
 
+def cpu_seconds(pid: int, *, children: bool = False) -> float | None:
+    """User + system CPU seconds of ``pid`` so far (with ``children``, also those of its
+    children that ended and were waited for); None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / _TICK
+
+
 def snapshot(database: str) -> Snapshot:
     """``{(pid, part): CPU seconds so far}`` of every process that is part of the run (and
     this process, as ``client``)."""
@@ -38,16 +54,10 @@ def snapshot(database: str) -> Snapshot:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:  # ended meanwhile
-            continue
-        part = "client" if int(entry) == os.getpid() else _part(cmdline, database)
-        if part is not None:
-            seen[(int(entry), part)] = (int(fields[11]) + int(fields[12])) / _TICK
+        pid = int(entry)
+        part = "client" if pid == os.getpid() else _part(" ".join(cmdline(pid)), database)
+        if part is not None and (cpu := cpu_seconds(pid)) is not None:
+            seen[(pid, part)] = cpu
     return seen
 
 
