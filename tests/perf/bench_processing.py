@@ -66,6 +66,8 @@ def _raw_client(batch: int, ready: Any, out: Any, stop_key: str, complete_many: 
 
     Says it is ready once connected; leaves when ``stop_key`` exists and the queue is empty.
     """
+    import uuid
+
     import redis
     from psycopg.rows import dict_row
     from psycopg.types.json import Jsonb
@@ -89,7 +91,8 @@ def _raw_client(batch: int, ready: Any, out: Any, stop_key: str, complete_many: 
         if batch > 1:
             ids.extend(m for m, _ in r.zpopmin(key, batch - 1))
         leases = conn.execute(
-            claim_sql, {"ids": ids, "worker_id": worker_id, "max_timeout": 900}
+            claim_sql,
+            {"ids": ids, "worker_id": worker_id, "max_timeout": 900, "nonce": uuid.uuid4().hex},
         ).fetchall()
         if complete_many and leases:
             document = [
