@@ -35,10 +35,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from typing import Any
 
 import psycopg
 import redis
+from psycopg.types.json import Jsonb
 
 from asyncz.store.queries import QUERIES
 from tests.perf.common import (
@@ -61,16 +63,30 @@ from tests.perf.common import (
 COMPLETE_MANY = QUERIES["complete_jobs"]
 
 
+def claim_params(ids: list[str], worker_id: str) -> dict[str, Any]:
+    """``claim_jobs``'s parameters, as ``PostgresStore.claim`` passes them."""
+    return {"ids": ids, "worker_id": worker_id, "max_timeout": 900, "nonce": uuid.uuid4().hex}
+
+
+def complete_params(lease: dict[str, Any]) -> dict[str, Any]:
+    """``complete_job``'s parameters for a claimed row of the echo task (its result is its
+    payload), as ``PostgresStore.complete`` passes them."""
+    return {"id": lease["id"], "token": lease["lease_token"], "result": Jsonb(lease["payload"])}
+
+
+def complete_many_params(leases: list[dict[str, Any]]) -> dict[str, Any]:
+    """``complete_jobs``'s parameter: the batch as one JSON document."""
+    done = [{"id": x["id"], "token": x["lease_token"], "result": x["payload"]} for x in leases]
+    return {"done": json.dumps(done)}
+
+
 def _raw_client(batch: int, ready: Any, out: Any, stop_key: str, complete_many: bool) -> None:
     """One process: pop → claim → complete, the worker's SQL and Redis calls and no more.
 
     Says it is ready once connected; leaves when ``stop_key`` exists and the queue is empty.
     """
-    import uuid
-
     import redis
     from psycopg.rows import dict_row
-    from psycopg.types.json import Jsonb
 
     from asyncz.store.queries import QUERIES
 
@@ -90,24 +106,12 @@ def _raw_client(batch: int, ready: Any, out: Any, stop_key: str, complete_many: 
         ids = [first[1]]
         if batch > 1:
             ids.extend(m for m, _ in r.zpopmin(key, batch - 1))
-        leases = conn.execute(
-            claim_sql,
-            {"ids": ids, "worker_id": worker_id, "max_timeout": 900, "nonce": uuid.uuid4().hex},
-        ).fetchall()
+        leases = conn.execute(claim_sql, claim_params(ids, worker_id)).fetchall()
         if complete_many and leases:
-            document = [
-                {"id": x["id"], "token": x["lease_token"], "result": x["payload"]} for x in leases
-            ]
-            rows = conn.execute(COMPLETE_MANY, {"done": json.dumps(document)}).fetchall()
-            done += len(rows)
+            done += len(conn.execute(COMPLETE_MANY, complete_many_params(leases)).fetchall())
             continue
         for lease in leases:
-            result = lease["payload"]  # the echo task
-            row = conn.execute(
-                complete_sql,
-                {"id": lease["id"], "token": lease["lease_token"], "result": Jsonb(result)},
-            ).fetchone()
-            done += row is not None
+            done += conn.execute(complete_sql, complete_params(lease)).fetchone() is not None
     out.put(done)
 
 
