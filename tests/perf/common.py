@@ -27,7 +27,13 @@ API_KEY = "bench-key-0123456789abcdef"
 
 
 def prepare() -> None:
-    """Create and migrate the bench database; empty it and the bench Redis db."""
+    """Create and migrate the bench database; empty it and the bench Redis db.
+
+    Every table a run writes starts empty, with no dead rows: the outbox (an ``asyncz dev``
+    stopped at the last finish leaves events unpublished, which the next run's events
+    function would publish inside its window), the count changes, and the webhooks (a
+    ``--dead-webhook`` round's would outlive it). Bench servers may run without autovacuum,
+    so a table emptied by ``DELETE`` would keep its dead rows for every later scan."""
     admin = psycopg.conninfo.make_conninfo(DB, dbname="postgres")
     name = psycopg.conninfo.conninfo_to_dict(DB)["dbname"]
     with psycopg.connect(admin, autocommit=True) as conn:
@@ -38,6 +44,8 @@ def prepare() -> None:
     apply_migrations(DB)
     with psycopg.connect(DB, autocommit=True) as conn:
         conn.execute("TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies")
+        # after jobs: its TRUNCATE trigger empties the live counts with a DELETE
+        conn.execute("TRUNCATE job_outbox, job_count_changes, job_live_counts, webhooks CASCADE")
         conn.execute("VACUUM ANALYZE jobs")
     redis.Redis.from_url(REDIS).flushdb()
 
