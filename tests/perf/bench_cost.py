@@ -45,7 +45,16 @@ import psycopg
 import redis
 
 from tests.perf.bench_scale_out import call
-from tests.perf.common import DB, command, load_line, machine, prepare, start_dev, stop_dev
+from tests.perf.common import (
+    DB,
+    DB_NAME,
+    command,
+    load_line,
+    machine,
+    prepare,
+    start_dev,
+    stop_dev,
+)
 from tests.support.devrun import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -91,11 +100,11 @@ def redis_calls(url: str) -> int:
 
 
 def pg_commits() -> int:
-    name = psycopg.conninfo.conninfo_to_dict(DB)["dbname"]
     with psycopg.connect(DB, autocommit=True) as conn:
         conn.execute("SELECT pg_stat_clear_snapshot()")
         row = conn.execute(
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", (name,)
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
+            (DB_NAME,),
         ).fetchone()
     assert row is not None
     return int(row[0])

@@ -34,7 +34,7 @@ import redis
 
 from tests.perf.bench_scale_out import burst, call
 from tests.perf.common import (
-    DB,
+    DB_NAME,
     REDIS,
     command,
     load_line,
@@ -67,7 +67,6 @@ def main() -> None:
           "peak reached at s |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     log_dir = tempfile.mkdtemp(prefix="asyncz-bench-drain-logs-")
-    database = DB.rsplit("/", 1)[1].split("?")[0]
     dead = socket.socket()  # accepts (the backlog) and never answers
     dead.bind(("127.0.0.1", 0))
     dead.listen(1024)
@@ -90,9 +89,9 @@ def main() -> None:
                 if with_dead:
                     hook = f"http://127.0.0.1:{dead.getsockname()[1]}/hook"
                     call(port, "POST", "/webhooks", {"url": hook})
-                cpu_before = snapshot(database)
+                cpu_before = snapshot(DB_NAME)
                 r = burst(port, args.jobs, {"task": "echo", "payload": {"n": 1}}, args.keys)
-                cpu = spent(cpu_before, snapshot(database))
+                cpu = spent(cpu_before, snapshot(DB_NAME))
             finally:
                 stop_dev(dev)
             drains[with_dead].append(r["drain_s"])

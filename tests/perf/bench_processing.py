@@ -85,10 +85,7 @@ def _raw_client(batch: int, ready: Any, out: Any, stop_key: str, complete_many: 
 
     Says it is ready once connected; leaves when ``stop_key`` exists and the queue is empty.
     """
-    import redis
     from psycopg.rows import dict_row
-
-    from asyncz.store.queries import QUERIES
 
     claim_sql, complete_sql = QUERIES["claim_jobs"], QUERIES["complete_job"]
     conn = psycopg.connect(DB, autocommit=True, row_factory=dict_row)

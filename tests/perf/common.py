@@ -22,6 +22,7 @@ from asyncz.store.migrations import apply_migrations
 DB = os.environ.get(
     "ASYNCZ_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/asyncz_bench"
 )
+DB_NAME = str(psycopg.conninfo.conninfo_to_dict(DB)["dbname"])
 REDIS = os.environ.get("ASYNCZ_BENCH_REDIS_URL", "redis://127.0.0.1:6379/4")
 API_KEY = "bench-key-0123456789abcdef"
 
@@ -35,11 +36,10 @@ def prepare() -> None:
     ``--dead-webhook`` round's would outlive it). Bench servers may run without autovacuum,
     so a table emptied by ``DELETE`` would keep its dead rows for every later scan."""
     admin = psycopg.conninfo.make_conninfo(DB, dbname="postgres")
-    name = psycopg.conninfo.conninfo_to_dict(DB)["dbname"]
     with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname=%s", (name,)).fetchone():
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname=%s", (DB_NAME,)).fetchone():
             conn.execute(
-                psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(str(name)))
+                psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(DB_NAME))
             )
     apply_migrations(DB)
     with psycopg.connect(DB, autocommit=True) as conn:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from pathlib import Path
 
-from tests.perf.soak_stats import cmdline
+from tests.perf.soak_stats import cmdline, stat_fields
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _SANDBOX = re.compile(r"lambda_\.bootstrap \d+ \d+ (\w+)-\d+")
@@ -38,7 +37,7 @@ def cpu_seconds(pid: int, *, children: bool = False) -> float | None:
     """User + system CPU seconds of ``pid`` so far (with ``children``, also those of its
     children that ended and were waited for); None when it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = stat_fields(pid)
     except OSError:
         return None
     ticks = int(fields[11]) + int(fields[12])

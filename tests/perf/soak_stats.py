@@ -52,9 +52,14 @@ def index_sizes(conn: psycopg.Connection[Any]) -> dict[str, int]:
     return {name: int(size) for name, size in rows}
 
 
+def stat_fields(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` is the state);
+    OSError when the process is gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _stat_ppid(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[1])
+    return int(stat_fields(pid)[1])
 
 
 def rss_mb(pid: int) -> float:
