@@ -85,7 +85,9 @@ def test_a_task_gathers_200_spawned_jobs_holding_no_worker_and_completes_once(
     ids: list[str] = []
 
     async def body(svc: Any, worker: Any) -> None:
-        new = NewJob(task="fan_out", payload={"n": 200, "delay": 3})  # they start 3 s later
+        # they start 8 s later: after the checks below, though spawning 200 took ~3 s in a
+        # loaded run (with 3 s, the first had run by then)
+        new = NewJob(task="fan_out", payload={"n": 200, "delay": 8})
         job_id = (await svc.submit(new)).job_id
         ids.append(job_id)
         job = await _until(svc, job_id, lambda j: j.status is JobStatus.SUSPENDED, "suspended")
