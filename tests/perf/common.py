@@ -25,6 +25,9 @@ DB = os.environ.get(
 DB_NAME = str(psycopg.conninfo.conninfo_to_dict(DB)["dbname"])
 REDIS = os.environ.get("ASYNCZ_BENCH_REDIS_URL", "redis://127.0.0.1:6379/4")
 API_KEY = "bench-key-0123456789abcdef"
+JOB_TABLES = ("jobs", "job_steps", "job_gathers", "job_attempts", "job_dependencies")
+SIDE_TABLES = ("job_outbox", "job_count_changes", "job_live_counts", "webhooks")
+EXISTING = "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NOT NULL"
 
 
 def prepare() -> None:
@@ -43,9 +46,13 @@ def prepare() -> None:
             )
     apply_migrations(DB)
     with psycopg.connect(DB, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies")
-        # after jobs: its TRUNCATE trigger empties the live counts with a DELETE
-        conn.execute("TRUNCATE job_outbox, job_count_changes, job_live_counts, webhooks CASCADE")
+        # the side tables after jobs: its TRUNCATE trigger empties the live counts with a DELETE
+        for tables, tail in ((JOB_TABLES, ""), (SIDE_TABLES, " CASCADE")):
+            # only those the schema has: an older checkout's (compare_trees --bench-from-after)
+            have = [t for (t,) in conn.execute(EXISTING, (list(tables),))]
+            if have:
+                names = psycopg.sql.SQL(", ").join(map(psycopg.sql.Identifier, have))
+                conn.execute(psycopg.sql.SQL("TRUNCATE {}" + tail).format(names))
         conn.execute("VACUUM ANALYZE jobs")
     redis.Redis.from_url(REDIS).flushdb()
 
