@@ -31,7 +31,7 @@ BENCHMARKS = {  # module and arguments, as on the command line
         "coldstart": "tests.perf.bench_coldstart --repeat 5",
         "memory": "tests.perf.bench_memory --jobs 10000",
         "scale_out": "tests.perf.bench_scale_out --jobs 1000 --seconds 0.2 --rounds 3",
-        "drain": "tests.perf.bench_drain --jobs 10000 --rounds 3",
+        "drain": "tests.perf.bench_drain --jobs 10000 --rounds 3 --cpu",
         "batch": "tests.perf.bench_batch --clients 4 --client-procs 2 --seconds 8 --rounds 3",
     }.items()
 }
