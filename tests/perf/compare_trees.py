@@ -81,11 +81,11 @@ def main() -> None:
                               capture_output=True, text=True).stdout.strip()  # fmt: skip
         print(f"# {side}: {tree} at {head}")
         compile_package(tree)
+    scripts = args.after.resolve() if args.bench_from_after else None
     for _ in range(args.pairs):
         for side in ("before", "after", "after", "before"):
             tree = args.before if side == "before" else args.after
             load = load_line().split(" (")[0]
-            scripts = args.after.resolve() if args.bench_from_after else None
             for line in run_side(tree.resolve(), side, bench, scripts):
                 print(f"{side:6} {load} {line}", flush=True)
 
