@@ -378,6 +378,7 @@ class _StuckSandbox:
     """A sandbox whose every invocation fails at once (a task module that does not import)."""
 
     ready = True
+    process = type("Process", (), {"pid": 2**22 + 1})()  # no such pid
 
     def alive(self) -> bool:
         return True

@@ -4,16 +4,73 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 
-from asyncz.local.config import FUNCTION_PREFIX, WORKER_HANDLER, DevOptions
+from asyncz.local.config import FUNCTION_PREFIX, WORKER_HANDLER, DevOptions, local_cores
 from asyncz.local.context import log_line
 from asyncz.local.lambda_.sandbox import SandboxError, SandboxProcess, SandboxSpec
 
 FAILURE_BACKOFF_S = 1.0
 FAILURE_BACKOFF_MAX_S = 30.0
+# Past one worker sandbox per core, another starts only while the busy ones use less than
+# this share of a core each (on average, since each began its invocation or was last looked
+# at): workers that spend their time waiting (slow I/O) still get every sandbox the cap
+# allows, and workers that keep the cores busy get no cold start that adds no throughput.
+CPU_BOUND_SHARE = 0.2
+MIN_WINDOW_S = 0.25  # a shorter look says too little about a sandbox's CPU
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU seconds (user and system) process ``pid`` has used, where ``/proc`` says (Linux);
+    None elsewhere or once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()  # the name may hold spaces
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuWatch:
+    """How much of a core each busy worker sandbox has used lately."""
+
+    def __init__(
+        self,
+        read: Callable[[int], float | None] = cpu_seconds,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read, self._clock = read, clock
+        self._seen: dict[int, tuple[float, float]] = {}  # pid: (when, CPU seconds)
+        self._bound = False  # the last answer that could be told
+
+    def began(self, pid: int) -> None:
+        """``pid`` began an invocation: its share counts from here (not its init's imports)."""
+        cpu = self._read(pid)
+        if cpu is not None:
+            self._seen[pid] = (self._clock(), cpu)
+
+    def cpu_bound(self, pids: Iterable[int]) -> bool:
+        """Whether the sandboxes ``pids`` used at least ``CPU_BOUND_SHARE`` of a core each, on
+        average, since they were last looked at; a look too soon after the last one keeps its
+        answer. False when it cannot be told (no ``/proc``, no sandbox seen yet)."""
+        now, shares, seen = self._clock(), [], {}
+        for pid in pids:
+            cpu, last = self._read(pid), self._seen.get(pid)
+            if cpu is None:
+                continue
+            if last is None or now - last[0] < MIN_WINDOW_S:
+                seen[pid] = last or (now, cpu)
+                continue
+            shares.append((cpu - last[1]) / (now - last[0]))
+            seen[pid] = (now, cpu)
+        self._seen = seen  # sandboxes no longer busy are forgotten
+        if shares:
+            self._bound = sum(shares) / len(shares) >= CPU_BOUND_SHARE
+        return self._bound and bool(seen)
 
 
 class WorkerFleet:
@@ -28,6 +85,9 @@ class WorkerFleet:
         self._idle: list[SandboxProcess] = []
         self._busy: set[SandboxProcess] = set()
         self._threads: list[threading.Thread] = []
+        self._cpu = CpuWatch()
+        self._deferred = False  # said once that a start waits for the cores
+        self._handed = 0  # invocations handed to a thread, their sandbox not yet busy
 
     def _spawn(self) -> SandboxProcess:
         name = f"worker-{next(self._ids)}"
@@ -44,10 +104,14 @@ class WorkerFleet:
         with self._lock:
             if self.stopping.is_set():
                 return False
-            if len(self._busy) >= max(self.opts.max_worker_sandboxes, self.opts.workers or 0):
+            running = len(self._busy) + self._handed
+            if running >= max(self.opts.max_worker_sandboxes, self.opts.workers or 0):
                 log_line("fleet", "worker invocation throttled: all sandboxes busy", "WARNING")
                 return False
             sandbox = self._idle.pop() if self._idle else None
+            if sandbox is None and not repeat and self._cores_taken(running):
+                return False
+            self._handed += 1
             thread = threading.Thread(
                 target=self._run, args=(sandbox, repeat), name="worker-invoker", daemon=True
             )
@@ -55,17 +119,36 @@ class WorkerFleet:
         thread.start()
         return True
 
+    def _cores_taken(self, running: int) -> bool:
+        """A new sandbox would add a cold start, not throughput: there is one per core, and
+        they keep the cores busy (``CPU_BOUND_SHARE``). Said once until a sandbox starts."""
+        busy = running >= local_cores() and self._cpu.cpu_bound(
+            s.process.pid
+            for s in self._busy
+            if s.ready  # an init's imports say nothing
+        )
+        if busy and not self._deferred:
+            log_line("fleet", "no worker sandbox started: the workers keep every core busy")
+        self._deferred = busy
+        return busy
+
     def _run(self, sandbox: SandboxProcess | None, repeat: bool) -> None:
         try:
-            if sandbox is None:
-                sandbox = self._spawn()
-            with self._lock:
-                self._busy.add(sandbox)
+            try:
+                if sandbox is None:
+                    sandbox = self._spawn()
+            finally:
+                with self._lock:
+                    self._handed -= 1
+                    if sandbox is not None:
+                        self._busy.add(sandbox)
             if not sandbox.ready:
                 init_ms = sandbox.wait_ready()
                 log_line("sandbox", "INIT", sandbox=sandbox.spec.name, init_ms=init_ms)
             failures = 0
             while not self.stopping.is_set():
+                with self._lock:
+                    self._cpu.began(sandbox.process.pid)
                 if self._invoke_once(sandbox, quiet=failures > 0):
                     failures = 0
                 elif repeat:
