@@ -43,8 +43,10 @@ def default_max_workers() -> int:
     In AWS each sandbox has its own CPU; here they all share this machine's cores. Past about
     two per core (a no-op worker spends half its time waiting on Postgres and Redis) a new
     sandbox adds no throughput, only a cold start and context switches (BENCHMARKS.md, the
-    drain benchmark). Each sandbox still runs ``ASYNCZ_WORKER_CONCURRENCY``
-    jobs at once; a project of slow I/O-bound jobs can raise the cap."""
+    drain benchmark); between one and two per core the fleet starts one only while the busy
+    ones leave the cores time (asyncz.local.lambda_.workers). Each sandbox still runs
+    ``ASYNCZ_WORKER_CONCURRENCY`` jobs at once; a project of slow I/O-bound jobs can raise
+    the cap."""
     return min(DEPLOYED_MAX_WORKERS, 2 * local_cores())
 
 
