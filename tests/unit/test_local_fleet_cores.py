@@ -62,6 +62,19 @@ def test_a_look_too_soon_after_the_last_keeps_its_answer() -> None:
     assert not watch.cpu_bound([1])
 
 
+def test_an_answer_is_not_kept_past_its_window() -> None:
+    cpu = {1: 0.0, 2: 0.0}
+    clock = _Clock()
+    watch = CpuWatch(read=cpu.get, clock=clock)
+    watch.began(1)
+    clock.now += 1.0
+    cpu[1] += 1.0
+    assert watch.cpu_bound([1])
+    clock.now += 60.0  # a minute later only a sandbox that has just begun is busy
+    watch.began(2)
+    assert not watch.cpu_bound([2])
+
+
 def test_what_cannot_be_told_is_not_cpu_bound() -> None:
     clock = _Clock()
     assert not CpuWatch(read=lambda pid: None, clock=clock).cpu_bound([1, 2])  # no /proc

@@ -45,7 +45,7 @@ class CpuWatch:
     ) -> None:
         self._read, self._clock = read, clock
         self._seen: dict[int, tuple[float, float]] = {}  # pid: (when, CPU seconds)
-        self._bound = False  # the last answer that could be told
+        self._bound, self._told_at = False, float("-inf")  # the last answer told, and when
 
     def began(self, pid: int) -> None:
         """``pid`` began an invocation: its share counts from here (not its init's imports)."""
@@ -55,8 +55,8 @@ class CpuWatch:
 
     def cpu_bound(self, pids: Iterable[int]) -> bool:
         """Whether the sandboxes ``pids`` used at least ``CPU_BOUND_SHARE`` of a core each, on
-        average, since they were last looked at; a look too soon after the last one keeps its
-        answer. False when it cannot be told (no ``/proc``, no sandbox seen yet)."""
+        average, since they were last looked at; a look within ``MIN_WINDOW_S`` of the last answer
+        keeps it. False when it cannot be told (no ``/proc``, no sandbox seen long enough)."""
         now, shares, seen = self._clock(), [], {}
         for pid in pids:
             cpu, last = self._read(pid), self._seen.get(pid)
@@ -69,8 +69,10 @@ class CpuWatch:
             seen[pid] = (now, cpu)
         self._seen = seen  # sandboxes no longer busy are forgotten
         if shares:
-            self._bound = sum(shares) / len(shares) >= CPU_BOUND_SHARE
-        return self._bound and bool(seen)
+            self._bound, self._told_at = sum(shares) / len(shares) >= CPU_BOUND_SHARE, now
+        elif now - self._told_at >= MIN_WINDOW_S:
+            self._bound = False  # nothing measured lately
+        return self._bound
 
 
 class WorkerFleet:
