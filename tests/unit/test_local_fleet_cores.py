@@ -24,6 +24,17 @@ class _Clock:
         return self.now
 
 
+def _watching(*pids: int) -> tuple[dict[int, float], _Clock, CpuWatch]:
+    """A watch over stand-in processes ``pids`` (their CPU seconds in the dict, 0 now), each
+    beginning an invocation now."""
+    cpu = dict.fromkeys(pids, 0.0)
+    clock = _Clock()
+    watch = CpuWatch(read=cpu.get, clock=clock)
+    for pid in pids:
+        watch.began(pid)
+    return cpu, clock, watch
+
+
 def test_the_cpu_a_process_has_used_is_read_from_proc() -> None:
     spent = cpu_seconds(os.getpid())
     assert spent is not None and spent > 0
@@ -33,11 +44,7 @@ def test_the_cpu_a_process_has_used_is_read_from_proc() -> None:
 
 
 def test_workers_using_a_fifth_of_a_core_each_are_cpu_bound() -> None:
-    cpu = {1: 10.0, 2: 20.0}
-    clock = _Clock()
-    watch = CpuWatch(read=cpu.get, clock=clock)
-    watch.began(1)
-    watch.began(2)
+    cpu, clock, watch = _watching(1, 2)
     clock.now += 1.0
     cpu[1] += 0.30  # 0.30 and 0.15 of a core: 0.225 on average
     cpu[2] += 0.15
@@ -49,10 +56,7 @@ def test_workers_using_a_fifth_of_a_core_each_are_cpu_bound() -> None:
 
 
 def test_a_look_too_soon_after_the_last_keeps_its_answer() -> None:
-    cpu = {1: 0.0}
-    clock = _Clock()
-    watch = CpuWatch(read=cpu.get, clock=clock)
-    watch.began(1)
+    cpu, clock, watch = _watching(1)
     clock.now += 1.0
     cpu[1] += 0.9
     assert watch.cpu_bound([1])
@@ -63,10 +67,8 @@ def test_a_look_too_soon_after_the_last_keeps_its_answer() -> None:
 
 
 def test_an_answer_is_not_kept_past_its_window() -> None:
-    cpu = {1: 0.0, 2: 0.0}
-    clock = _Clock()
-    watch = CpuWatch(read=cpu.get, clock=clock)
-    watch.began(1)
+    cpu, clock, watch = _watching(1)
+    cpu[2] = 0.0
     clock.now += 1.0
     cpu[1] += 1.0
     assert watch.cpu_bound([1])
@@ -76,20 +78,15 @@ def test_an_answer_is_not_kept_past_its_window() -> None:
 
 
 def test_what_cannot_be_told_is_not_cpu_bound() -> None:
-    clock = _Clock()
-    assert not CpuWatch(read=lambda pid: None, clock=clock).cpu_bound([1, 2])  # no /proc
-    cpu = {1: 0.0}
-    watch = CpuWatch(read=cpu.get, clock=clock)
+    assert not CpuWatch(read=lambda pid: None, clock=_Clock()).cpu_bound([1, 2])  # no /proc
+    cpu, _, watch = _watching()
+    cpu[1] = 0.0
     assert not watch.cpu_bound([1])  # first seen now: no window yet
     assert not watch.cpu_bound([])  # no sandbox busy
 
 
 def test_a_sandbox_no_longer_busy_is_forgotten() -> None:
-    cpu = {1: 0.0, 2: 0.0}
-    clock = _Clock()
-    watch = CpuWatch(read=cpu.get, clock=clock)
-    watch.began(1)
-    watch.began(2)
+    cpu, clock, watch = _watching(1, 2)
     clock.now += 1.0
     cpu[1] += 1.0
     assert watch.cpu_bound([1, 2])  # 0.5 on average
