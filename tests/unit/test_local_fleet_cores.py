@@ -176,3 +176,31 @@ def test_a_fixed_count_of_workers_is_never_held_back(monkeypatch: pytest.MonkeyP
         release.set()
         stopping.set()
         fleet.stop(grace_s=1)
+
+
+def test_invocations_still_starting_count_against_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two invokes a few milliseconds apart: the first one's sandbox is not busy yet (its
+    process is still being started), and the cap must count it all the same."""
+    spawning, release = threading.Event(), threading.Event()
+    pids = iter(range(1, 100))
+
+    def slow_spawn() -> _BusySandbox:
+        spawning.wait(10)
+        return _BusySandbox(next(pids), release)
+
+    stopping = threading.Event()
+    fleet = workers.WorkerFleet({}, DevOptions(max_worker_sandboxes=2), stopping)
+    fleet._cpu = CpuWatch(read=lambda pid: None)  # the gate cannot tell: the cap alone
+    monkeypatch.setattr(fleet, "_spawn", slow_spawn)
+    monkeypatch.setattr(fleet, "_invoke_once", lambda s, quiet=False: release.wait(10))
+    try:
+        assert fleet.invoke() and fleet.invoke()
+        assert not fleet.invoke()  # both still starting: at the cap
+        spawning.set()
+        wait_until(lambda: fleet.counts[0] == 2)
+        assert not fleet.invoke()
+    finally:
+        spawning.set()
+        release.set()
+        stopping.set()
+        fleet.stop(grace_s=1)
