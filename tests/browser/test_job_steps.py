@@ -56,6 +56,8 @@ def test_a_sleeping_job_shows_suspended_is_filtered_by_it_and_is_cancelled_at_on
     dev.wait_status(asleep, {"suspended"})
     sign_in(pg, dev)
     pg.click("#nav a[data-page=jobs]")
+    # the page builds its filter form after the click returns (the select with its options)
+    pg.wait_for_selector("form.filters select[name=status]", state="attached")
     options = pg.locator("form.filters select[name=status] option").all_inner_texts()
     assert "suspended" in options
     pg.select_option("form.filters select[name=status]", "suspended")
