@@ -207,3 +207,24 @@ def test_a_worker_that_cannot_be_started_at_once_is_left_to_the_fleet() -> None:
         raise RuntimeError("invoke refused")
 
     assert asyncio.run(start_one(MemoryBroker(), failing)) == 0
+
+
+def test_the_lambda_client_is_kept_out_of_the_collectors_walks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sandbox's Lambda client (tens of thousands of objects, kept for the sandbox's life)
+    is frozen once built: no later collection walks it, so none is set off by it."""
+    import gc
+
+    from asyncz.fleet import invoke
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setattr(invoke, "_client", None)
+    gc.unfreeze()
+    try:
+        client = invoke.lambda_client()
+        assert gc.get_freeze_count() > 10_000
+        assert not any(o is client for o in gc.get_objects())  # not in any generation
+        assert invoke.lambda_client() is client  # built once
+    finally:
+        gc.unfreeze()

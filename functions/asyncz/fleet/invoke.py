@@ -4,6 +4,7 @@ function that sees a backlog (a worker, recovery) runs with it."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,6 +30,13 @@ def lambda_client() -> Any:
             # a session of its own: botocore's shared one also signs IAM auth tokens
             # (asyncz.iam_auth), maybe on another thread, and a session is not thread-safe
             _client = botocore.session.Session().create_client("lambda")
+            # The client's ~40,000 objects live as long as the sandbox. Left to the collector
+            # they set off a full collection of everything (~50 ms of CPU) a few requests
+            # later; frozen with the sandbox's other long-lived objects, no collection walks
+            # them again (BENCHMARKS.md, "Measured reasons"). Once per sandbox, a request's
+            # objects alive at this moment are frozen too: freed when dropped, unless a
+            # cycle holds them.
+            gc.freeze()
         return _client
 
 
