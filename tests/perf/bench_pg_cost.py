@@ -39,10 +39,10 @@ from typing import Any
 import psycopg
 
 from asyncz.jobs import NewJob
+from asyncz.local.procs import cpu_seconds
 from asyncz.settings import Settings
 from asyncz.store.migrations import apply_migrations, set_outbox
 from tests.perf.common import command, load_line, machine
-from tests.perf.cpu_by_process import cpu_seconds
 from tests.support.private_servers import DebianPostgres, RedisServer
 from tests.support.settings import open_service, settings_env
 

@@ -14,9 +14,9 @@ import os
 import re
 from collections import Counter
 
-from tests.perf.soak_stats import cmdline, stat_fields
+from asyncz.local.procs import cpu_seconds
+from tests.perf.soak_stats import cmdline
 
-_TICK = os.sysconf("SC_CLK_TCK")
 _SANDBOX = re.compile(r"lambda_\.bootstrap \d+ \d+ (\w+)-\d+")
 Snapshot = dict[tuple[int, str], float]
 
@@ -31,19 +31,6 @@ def _part(cmdline: str, database: str) -> str | None:
     if " -m asyncz dev " in cmdline:
         return "dev"
     return None
-
-
-def cpu_seconds(pid: int, *, children: bool = False) -> float | None:
-    """User + system CPU seconds of ``pid`` so far (with ``children``, also those of its
-    children that ended and were waited for); None when it is gone."""
-    try:
-        fields = stat_fields(pid)
-    except OSError:
-        return None
-    ticks = int(fields[11]) + int(fields[12])
-    if children:
-        ticks += int(fields[13]) + int(fields[14])
-    return ticks / _TICK
 
 
 def snapshot(database: str) -> Snapshot:

@@ -10,6 +10,8 @@ from typing import Any
 
 import psycopg
 
+from asyncz.local.procs import stat_fields
+
 TABLES = ("jobs", "job_attempts")
 SANDBOX_MODULE = "asyncz.local.lambda_.bootstrap"
 
@@ -50,12 +52,6 @@ def index_sizes(conn: psycopg.Connection[Any]) -> dict[str, int]:
         (list(TABLES),),
     ).fetchall()
     return {name: int(size) for name, size in rows}
-
-
-def stat_fields(pid: int) -> list[str]:
-    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` is the state);
-    OSError when the process is gone."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def _stat_ppid(pid: int) -> int:

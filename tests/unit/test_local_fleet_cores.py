@@ -12,7 +12,8 @@ import pytest
 
 from asyncz.local.config import DevOptions
 from asyncz.local.lambda_ import workers
-from asyncz.local.lambda_.workers import CpuWatch, cpu_seconds
+from asyncz.local.lambda_.workers import CpuWatch
+from asyncz.local.procs import cpu_seconds
 from tests.support.waiting import wait_until
 
 

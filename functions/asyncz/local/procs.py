@@ -61,18 +61,37 @@ def pid_alive(pid: int | None) -> bool:
         return True
     # A zombie child still answers kill(0); treat it as gone.
     with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+        if stat_fields(pid)[0] == "Z":
             return False
     return True
+
+
+def stat_fields(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` is the state; the
+    name may hold spaces); OSError when the process is gone, or where there is no ``/proc``."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def process_start_ticks(pid: int) -> int | None:
     """The process' start time (clock ticks since boot), to tell a reused pid from its owner."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return int(stat_fields(pid)[19])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def cpu_seconds(pid: int, *, children: bool = False) -> float | None:
+    """User + system CPU seconds of ``pid`` so far (with ``children``, also those of its
+    children that ended and were waited for); None once it is gone, or where ``/proc`` does
+    not say (not Linux)."""
+    try:
+        fields = stat_fields(pid)
+        ticks = int(fields[11]) + int(fields[12])
+        if children:
+            ticks += int(fields[13]) + int(fields[14])
+    except (OSError, IndexError, ValueError):
+        return None
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def process_cmdline(pid: int) -> list[str]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
 import uuid
@@ -13,6 +12,7 @@ from collections.abc import Callable, Iterable
 from asyncz.local.config import FUNCTION_PREFIX, WORKER_HANDLER, DevOptions, local_cores
 from asyncz.local.context import log_line
 from asyncz.local.lambda_.sandbox import SandboxError, SandboxProcess, SandboxSpec
+from asyncz.local.procs import cpu_seconds
 
 FAILURE_BACKOFF_S = 1.0
 FAILURE_BACKOFF_MAX_S = 30.0
@@ -22,17 +22,6 @@ FAILURE_BACKOFF_MAX_S = 30.0
 # allows, and workers that keep the cores busy get no cold start that adds no throughput.
 CPU_BOUND_SHARE = 0.2
 MIN_WINDOW_S = 0.25  # a shorter look says too little about a sandbox's CPU
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """The CPU seconds (user and system) process ``pid`` has used, where ``/proc`` says (Linux);
-    None elsewhere or once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()  # the name may hold spaces
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuWatch:
