@@ -196,6 +196,38 @@ def test_an_unstorable_result_completes_nothing_of_its_batch(ports: Ports) -> No
     scenario(ports, body)
 
 
+def test_a_batch_stores_each_job_as_given_and_none_of_it_when_a_payload_is_unstorable(
+    ports: Ports,
+) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        at = datetime(2031, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+        given = new(
+            payload={"text": 'é ✓ "q" \\ \n', "deep": [{"n": 2.5}]},
+            run_at=at,
+            priority=-3,
+            queue="default",
+            concurrency_key="k",
+            submitted_by="me",
+        )
+        ids = [str(uuid.uuid4()), str(uuid.uuid4())]
+        rows = await store.insert_jobs([(ids[0], given), (ids[1], new(delay_seconds=600))])
+        assert [r["due"] for r in rows] == [False, False]
+        job = await store.get_job(ids[0])
+        assert (job.payload, job.run_at, job.priority, job.concurrency_key, job.submitted_by) == (
+            given.payload,
+            at,
+            -3,
+            "k",
+            "me",
+        )
+        bad = [(str(uuid.uuid4()), new()), (str(uuid.uuid4()), new(payload={"x": math.inf}))]
+        with pytest.raises(InvalidInputError):
+            await store.insert_jobs(bad)
+        assert [await store.get_job(job_id) for job_id, _ in bad] == [None, None]
+
+    scenario(ports, body)
+
+
 def test_the_broker_dispatches_by_priority_and_time(ports: Ports) -> None:
     async def body(store: Any, broker: Any) -> None:
         q = f"q{uuid.uuid4().hex[:6]}"

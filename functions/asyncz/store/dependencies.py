@@ -11,19 +11,17 @@ import psycopg
 
 from asyncz.errors import DuplicateKeyError
 from asyncz.port_types import Plan, PlannedJob, Row
-from asyncz.store.rows import new_job_columns
+from asyncz.store.rows import new_jobs_document
 from asyncz.store.runner import QueryRunner
 
 
 def _jobs_params(planned: Sequence[PlannedJob]) -> dict[str, Any]:
-    return {
-        **new_job_columns([(p.job_id, p.new) for p in planned]),
-        "statuses": [p.status.value for p in planned],
-        "opens": [p.open_parents for p in planned],
-        "depths": [p.depth for p in planned],
-        "has_dependents": [p.has_dependents for p in planned],
-        "errors": [p.last_error for p in planned],
-    }
+    more = [
+        {"status": p.status.value, "open_parents": p.open_parents, "depth": p.depth,
+         "has_dependents": p.has_dependents, "last_error": p.last_error}
+        for p in planned
+    ]  # fmt: skip
+    return {"jobs": new_jobs_document([(p.job_id, p.new) for p in planned], more)}
 
 
 def _edges_params(planned: Sequence[PlannedJob]) -> dict[str, Any]:

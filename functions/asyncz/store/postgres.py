@@ -7,7 +7,6 @@ where a worker is involved; zero rows means the caller lost the race.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -28,7 +27,14 @@ from asyncz.store.events import EventQueries
 from asyncz.store.limits import LimitQueries
 from asyncz.store.maintenance import MaintenanceQueries
 from asyncz.store.outbox import OutboxQueries
-from asyncz.store.rows import attempt_of, job_of, lease_of, new_job_columns, new_job_params
+from asyncz.store.rows import (
+    STRICT_JSON,
+    attempt_of,
+    job_of,
+    lease_of,
+    new_job_params,
+    new_jobs_document,
+)
 from asyncz.store.runner import QueryRunner, check_if_idle
 from asyncz.store.spawns import SpawnQueries
 from asyncz.store.steps import StepQueries
@@ -38,7 +44,6 @@ from asyncz.store.webhooks import WebhookQueries
 log = logging.getLogger("asyncz.store")
 
 Row = dict[str, Any]
-_STRICT_JSON = json.JSONEncoder(allow_nan=False)  # made once (json.dumps makes one a call)
 
 
 def _insert(job_id: str, new: NewJob) -> tuple[str, dict[str, Any]]:
@@ -123,7 +128,7 @@ class PostgresStore:
     async def insert_jobs(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
         """Insert a batch in one statement; per item, in order, its row or ``None`` when its
         idempotency key exists already (or repeats an earlier item's)."""
-        rows = await self._run.rows("insert_jobs", new_job_columns(items))
+        rows = await self._run.rows("insert_jobs", {"jobs": new_jobs_document(items)})
         by_id = {str(r["id"]): r for r in rows}
         return [by_id.get(job_id) for job_id, _ in items]
 
@@ -266,7 +271,7 @@ class PostgresStore:
         each with whether it has dependents."""
         batch = [{"id": lease.job_id, "token": lease.token, "result": r} for lease, r in done]
         try:
-            document = _STRICT_JSON.encode(batch)
+            document = STRICT_JSON.encode(batch)
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidInputError(f"a result is not storable as JSON: {exc}") from None
         rows = await self._run.rows("complete_jobs", {"done": document})

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from asyncz.errors import InvalidInputError
 from asyncz.jobs import Attempt, AttemptOutcome, Job, JobStatus, Lease, NewJob
+
+STRICT_JSON = json.JSONEncoder(allow_nan=False)  # made once (json.dumps makes one a call)
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -61,12 +65,12 @@ def job_of(row: Mapping[str, Any]) -> Job:
     )
 
 
-def new_job_params(job_id: str, new: NewJob) -> dict[str, Any]:
-    """A new job's parameters, for a single-row INSERT."""
+def new_job_fields(job_id: str, new: NewJob) -> dict[str, Any]:
+    """A new job's columns by name, its payload as it is."""
     return {
         "id": job_id,
         "task": new.task,
-        "payload": Jsonb(new.payload),
+        "payload": new.payload,
         "queue": new.queue,
         "priority": new.priority,
         "max_retries": new.max_retries,
@@ -82,26 +86,30 @@ def new_job_params(job_id: str, new: NewJob) -> dict[str, Any]:
     }
 
 
-def new_job_columns(items: Sequence[tuple[str, NewJob]]) -> dict[str, Any]:
-    """New jobs as one array per column, for a multi-row INSERT from ``unnest``."""
-    news = [new for _, new in items]
-    return {
-        "ids": [job_id for job_id, _ in items],
-        "tasks": [n.task for n in news],
-        "payloads": [Jsonb(n.payload) for n in news],
-        "queues": [n.queue for n in news],
-        "priorities": [n.priority for n in news],
-        "max_retries": [n.max_retries for n in news],
-        "timeouts": [n.timeout_seconds for n in news],
-        "keys": [n.idempotency_key for n in news],
-        "run_ats": [n.run_at for n in news],
-        "delays": [float(n.delay_seconds) for n in news],
-        "concurrency_keys": [n.concurrency_key for n in news],
-        "submitters": [n.submitted_by for n in news],
-        "submitter_key_ids": [n.submitted_by_key_id for n in news],
-        "traceparents": [n.traceparent for n in news],
-        "tracestates": [n.tracestate for n in news],
-    }
+def new_job_params(job_id: str, new: NewJob) -> dict[str, Any]:
+    """A new job's parameters, for a single-row INSERT."""
+    params = new_job_fields(job_id, new)
+    params["payload"] = Jsonb(new.payload)
+    return params
+
+
+def new_jobs_document(
+    items: Sequence[tuple[str, NewJob]], more: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    """New jobs as one JSON array of their columns (``more``: each item's further columns),
+    for a multi-row INSERT from ``json_to_recordset``: one encode in C for the batch, where
+    an array per column cost psycopg about as much to adapt as the rest of a submit's
+    Python (BENCHMARKS.md, "Measured reasons")."""
+    rows = [new_job_fields(job_id, new) for job_id, new in items]
+    for row, extra in zip(rows, more, strict=False):
+        row.update(extra)
+    for row in rows:
+        if row["run_at"] is not None:
+            row["run_at"] = row["run_at"].isoformat()
+    try:
+        return STRICT_JSON.encode(rows)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"a payload is not storable as JSON: {exc}") from None
 
 
 def attempt_of(row: Mapping[str, Any]) -> Attempt:

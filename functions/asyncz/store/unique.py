@@ -11,7 +11,7 @@ import psycopg
 
 from asyncz.jobs import NewJob, UniqueScope
 from asyncz.port_types import Row
-from asyncz.store.rows import new_job_columns, new_job_params
+from asyncz.store.rows import new_job_params, new_jobs_document
 from asyncz.store.runner import QueryRunner
 
 
@@ -50,13 +50,8 @@ class UniqueQueries:
     async def insert_many(self, items: Sequence[tuple[str, NewJob]]) -> list[Row | None]:
         """A batch in one statement; per item, in order, its row or ``None`` when its key
         (or idempotency key) is held, by another job or by an earlier item."""
-        params = new_job_columns(items)
-        params |= {
-            "unique_keys": [new.unique_key for _, new in items],
-            "unique_scopes": [str(new.unique_scope) if new.unique_key else None
-                              for _, new in items],
-            "unique_fors": [_unique_for(new) for _, new in items],
-        }  # fmt: skip
+        document = new_jobs_document(items, [unique_params(new) for _, new in items])
+        params = {"jobs": document, "unique_keys": [new.unique_key for _, new in items]}
         rows = await self._run.rows("insert_unique_jobs", params)
         by_id = {str(r["id"]): r for r in rows}
         return [by_id.get(job_id) for job_id, _ in items]

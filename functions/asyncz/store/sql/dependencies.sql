@@ -29,18 +29,17 @@ SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_se
        CASE WHEN i.status IN ('dead', 'cancelled') THEN now() END, i.submitted_by,
        i.submitted_by_key_id,
        i.concurrency_key, i.traceparent, i.tracestate
-  FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
-              %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
-              %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
-              %(submitters)s::text[], %(submitter_key_ids)s::text[], %(statuses)s::text[],
-              %(opens)s::int[],
-              %(depths)s::smallint[], %(has_dependents)s::bool[], %(errors)s::text[],
-              %(concurrency_keys)s::text[], %(traceparents)s::text[], %(tracestates)s::text[])
+  FROM ROWS FROM (json_to_recordset(%(jobs)s::json)
+                  AS (id uuid, task text, payload jsonb, queue text, priority smallint,
+                      max_retries int, timeout_seconds int, idempotency_key text,
+                      run_at timestamptz, delay_seconds float8, submitted_by text,
+                      submitted_by_key_id text, concurrency_key text, traceparent text,
+                      tracestate text, status text,
+                      open_parents int, depth smallint, has_dependents bool, last_error text))
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
                             idempotency_key, run_at, delay_seconds, submitted_by,
-                            submitted_by_key_id, status,
-                            open_parents, depth, has_dependents, last_error, concurrency_key,
-                            traceparent, tracestate, n)
+                            submitted_by_key_id, concurrency_key, traceparent, tracestate,
+                            status, open_parents, depth, has_dependents, last_error, n)
  ORDER BY i.n
 RETURNING id::text AS id, status, ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms,
           run_at <= now() AS due;

@@ -36,7 +36,8 @@ RETURNING ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <
 -- name: insert_jobs
 -- A batch in one multi-row INSERT (one statement, one commit). Rows whose idempotency key
 -- exists already (or repeats an earlier row's) are skipped: the ids returned are the ones
--- inserted, each with when it is due (server clock).
+-- inserted, each with when it is due (server clock). The batch comes as ONE JSON array of
+-- the jobs' columns (asyncz.store.rows.new_jobs_document), as complete_jobs' does.
 INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_seconds,
                   idempotency_key, run_at, submitted_by, submitted_by_key_id, concurrency_key,
                   traceparent,
@@ -44,16 +45,15 @@ INSERT INTO jobs (id, task, payload, queue, priority, max_retries, timeout_secon
 SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_seconds,
        i.idempotency_key, coalesce(i.run_at, now() + make_interval(secs => i.delay_seconds)),
        i.submitted_by, i.submitted_by_key_id, i.concurrency_key, i.traceparent, i.tracestate
-  FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
-              %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
-              %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
-              %(submitters)s::text[], %(submitter_key_ids)s::text[], %(concurrency_keys)s::text[],
-              %(traceparents)s::text[],
-              %(tracestates)s::text[])
+  FROM ROWS FROM (json_to_recordset(%(jobs)s::json)
+                  AS (id uuid, task text, payload jsonb, queue text, priority smallint,
+                      max_retries int, timeout_seconds int, idempotency_key text,
+                      run_at timestamptz, delay_seconds float8, submitted_by text,
+                      submitted_by_key_id text, concurrency_key text, traceparent text,
+                      tracestate text))
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
                             idempotency_key, run_at, delay_seconds, submitted_by,
-                            submitted_by_key_id,
-                            concurrency_key, traceparent, tracestate, n)
+                            submitted_by_key_id, concurrency_key, traceparent, tracestate, n)
  ORDER BY i.n
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, ceil(extract(epoch FROM run_at) * 1000)::bigint AS run_at_ms, run_at <= now() AS due;

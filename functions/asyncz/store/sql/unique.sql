@@ -96,18 +96,17 @@ SELECT i.id, i.task, i.payload, i.queue, i.priority, i.max_retries, i.timeout_se
        i.unique_key, i.unique_scope, now() + make_interval(secs => i.unique_for), i.submitted_by,
        i.submitted_by_key_id,
        i.concurrency_key, i.traceparent, i.tracestate
-  FROM unnest(%(ids)s::uuid[], %(tasks)s::text[], %(payloads)s::jsonb[], %(queues)s::text[],
-              %(priorities)s::smallint[], %(max_retries)s::int[], %(timeouts)s::int[],
-              %(keys)s::text[], %(run_ats)s::timestamptz[], %(delays)s::float8[],
-              %(submitters)s::text[], %(submitter_key_ids)s::text[], %(unique_keys)s::text[],
-              %(unique_scopes)s::text[],
-              %(unique_fors)s::float8[], %(concurrency_keys)s::text[],
-              %(traceparents)s::text[], %(tracestates)s::text[])
+  FROM ROWS FROM (json_to_recordset(%(jobs)s::json)
+                  AS (id uuid, task text, payload jsonb, queue text, priority smallint,
+                      max_retries int, timeout_seconds int, idempotency_key text,
+                      run_at timestamptz, delay_seconds float8, submitted_by text,
+                      submitted_by_key_id text, concurrency_key text, traceparent text,
+                      tracestate text, unique_key text,
+                      unique_scope text, unique_for float8))
        WITH ORDINALITY AS i(id, task, payload, queue, priority, max_retries, timeout_seconds,
                             idempotency_key, run_at, delay_seconds, submitted_by,
-                            submitted_by_key_id, unique_key,
-                            unique_scope, unique_for, concurrency_key, traceparent,
-                            tracestate, n),
+                            submitted_by_key_id, concurrency_key, traceparent, tracestate,
+                            unique_key, unique_scope, unique_for, n),
        (SELECT count(*) FROM expired) AS e
  ORDER BY i.n
 ON CONFLICT DO NOTHING
