@@ -72,6 +72,36 @@ def test_a_webhook_whose_name_later_resolves_to_a_private_address_is_not_called(
     assert "169.254.169.254" in delivery["last_error"]
 
 
+def test_pages_published_before_any_webhook_exists_are_counted_not_written() -> None:
+    svc = service()
+    hooks = Webhooks(
+        svc.store, svc.access, svc.settings, resolve=dns({"a.example.com": "93.184.216.34"})
+    )
+    sink = WebhookSink(svc.store.webhooks, hooks.cipher, svc.settings)
+    written: list[int] = []
+    add = svc.store.webhooks.add_deliveries
+
+    async def spy(events, retry_for_seconds):  # type: ignore[no-untyped-def]
+        written.append(len(events))
+        return await add(events, retry_for_seconds)
+
+    svc.store.webhooks.add_deliveries = spy  # type: ignore[method-assign]
+
+    def event(n: int) -> Envelope:
+        return Envelope(id=f"e-{n}", type="asyncz.job.completed", time="2026-12-07T12:00:00Z",
+                        data={"queue": "default", "task": "echo"})  # fmt: skip
+
+    asyncio.run(sink.publish([event(1), event(2)]))
+    assert written == []  # no webhook: the page was not even encoded
+    _, row = asyncio.run(hooks.register(OPS, url="https://a.example.com/hook"))
+    asyncio.run(sink.publish([event(3)]))
+    asyncio.run(hooks.delete(OPS, row["id"]))
+    asyncio.run(sink.publish([event(4)]))  # seen once: written (and matched by none) since
+    assert written == [1, 1]
+    page = asyncio.run(hooks.deliveries(row["id"]))
+    assert [d["event_id"] for d in page.items] == ["e-3"]
+
+
 def test_the_deployment_caps_its_webhooks_and_an_unknown_one_is_not_found() -> None:
     svc = service(webhook_max_count=1)
     hooks = Webhooks(
