@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -463,6 +464,29 @@ def test_wake_worker_once_for_a_burst_when_none_is_alive(
             == 202
         )
     assert woken == [1]
+
+
+@FLAVOURS
+def test_resuming_a_queue_starts_a_worker_for_what_it_holds(
+    api_settings: Settings, clean: None, flavour: str
+) -> None:
+    woken: list[int] = []
+
+    async def waker() -> None:
+        woken.append(1)
+
+    # a scale-out decision every 50 ms (the default: one a second across the deployment)
+    adapter = sandbox(api_settings.model_copy(update={"scale_out_seconds": 0.05}), waker)
+
+    def post(path: str, body: dict[str, Any] | None = None) -> int:
+        return call(adapter, "POST", path, body=body or {}, api_key=KEY, flavour=flavour).status
+
+    assert post("/queues/default/pause") == 200
+    assert post("/jobs", {"task": "echo", "payload": {}}) == 202
+    assert woken == []  # its queue is paused: no worker would take it
+    time.sleep(0.1)  # the next decision's turn
+    assert post("/queues/default/resume") == 200
+    assert woken == [1]  # at once, not at the fleet's next tick
 
 
 @FLAVOURS

@@ -147,7 +147,7 @@ def create_app(
     mount_dlq(app, state.service)
     mount_stats(app, state.service, state.health)
     mount_tasks(app, state.service, state.tasks)
-    mount_queues(app, state.service)
+    mount_queues(app, state.service, state.scale_out)
     mount_ui(app, state.service)
     mount_access(app, state.service)
     mount_audit(app, state.service)
