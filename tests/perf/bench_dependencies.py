@@ -88,9 +88,7 @@ def finished_at_max() -> float:
 async def drain_round(svc: JobService, shape: str) -> tuple[float, float]:
     """(submit seconds, first submit → last finish seconds)."""
     with psycopg.connect(DB, autocommit=True) as conn:
-        conn.execute(
-                    "TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies"
-                )
+        conn.execute("TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies")
     started = time.time()
     if shape == "graph":
         await svc.submit_many(graph())
@@ -157,8 +155,8 @@ async def run(args: argparse.Namespace) -> dict[str, list[float]]:
                     out.setdefault(f"{shape}_drain", []).append(drain)
                 with psycopg.connect(DB, autocommit=True) as conn:
                     conn.execute(
-                    "TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies"
-                )
+                        "TRUNCATE jobs, job_steps, job_gathers, job_attempts, job_dependencies"
+                    )
                 for with_parent in (rnd % 2 == 0, rnd % 2 == 1):
                     key = "edge" if with_parent else "plain"
                     out.setdefault(key, []).append(await edge_round(svc, args.jobs, with_parent))

@@ -39,10 +39,10 @@ from typing import Any
 import psycopg
 
 from asyncz.jobs import NewJob
-from asyncz.local.procs import cpu_seconds
 from asyncz.settings import Settings
 from asyncz.store.migrations import apply_migrations, set_outbox
 from tests.perf.common import command, load_line, machine
+from tests.perf.proc_reader import cpu_seconds
 from tests.support.private_servers import DebianPostgres, RedisServer
 from tests.support.settings import open_service, settings_env
 
@@ -122,7 +122,12 @@ def fresh_db(pg: DebianPostgres, name: str) -> str:
 
 
 def ours(
-    pg: DebianPostgres, redis_url: str, n: int, shape: str, concurrency: int, task: str = "echo",
+    pg: DebianPostgres,
+    redis_url: str,
+    n: int,
+    shape: str,
+    concurrency: int,
+    task: str = "echo",
     outbox: bool = False,
 ) -> dict[str, Any]:
     """``task``: the built-in sync ``echo`` (the default rows), or ``async_noop`` (a labelled
@@ -189,13 +194,17 @@ def ours(
         assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,), "retention left rows"
     meter.admin.close()
     label = ("" if task == "echo" else ", async no-op (variant)") + (
-        ", outbox on: a stage with a sink (variant)" if outbox else "")
+        ", outbox on: a stage with a sink (variant)" if outbox else ""
+    )
     return {
         "name": f"AsyncZ, {shape} submit, worker concurrency {concurrency}{label}",
         "phases": phases,
         "knobs": "defaults (heartbeat 10 s: a no-op never beats), one standalone worker"
-        + ("; the outbox's rows deleted in the maintenance, as its publisher does" if outbox
-           else "")
+        + (
+            "; the outbox's rows deleted in the maintenance, as its publisher does"
+            if outbox
+            else ""
+        )
         + ("" if task == "echo" else "; an `async def` no-op task"),
     }
 

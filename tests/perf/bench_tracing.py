@@ -102,9 +102,11 @@ def main() -> None:
     on_rate = statistics.median(r for r, _ in figures[True])
     off_cpu = statistics.median(c for _, c in figures[False])
     on_cpu = statistics.median(c for _, c in figures[True])
-    print(f"# medians: off {off_rate:,.0f} jobs/s, {off_cpu:.0f} CPU µs/job; on "
-          f"{on_rate:,.0f} jobs/s, {on_cpu:.0f} CPU µs/job: tracing costs "
-          f"{on_cpu - off_cpu:.0f} CPU µs per job ({on_rate / off_rate:.2f}× the rate)")
+    print(
+        f"# medians: off {off_rate:,.0f} jobs/s, {off_cpu:.0f} CPU µs/job; on "
+        f"{on_rate:,.0f} jobs/s, {on_cpu:.0f} CPU µs/job: tracing costs "
+        f"{on_cpu - off_cpu:.0f} CPU µs per job ({on_rate / off_rate:.2f}× the rate)"
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import os
 import re
 from collections import Counter
 
-from asyncz.local.procs import cpu_seconds
+from tests.perf.proc_reader import cpu_seconds
 from tests.perf.soak_stats import cmdline
 
 _SANDBOX = re.compile(r"lambda_\.bootstrap \d+ \d+ (\w+)-\d+")

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from asyncz.local.procs import stat_fields
+from tests.perf.proc_reader import stat_fields
 
 TABLES = ("jobs", "job_attempts")
 SANDBOX_MODULE = "asyncz.local.lambda_.bootstrap"
