@@ -4,12 +4,15 @@ through ``asyncz dev`` in tests/integration/test_dev_console.py)."""
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from datetime import datetime
 
 import pytest
 
 from asyncz.jobs import Lease
-from asyncz.local.console import render
+from asyncz.local.console import relay, render
 from asyncz.worker.outcomes import outcome_line
 
 pytestmark = pytest.mark.unit
@@ -79,3 +82,26 @@ def test_an_error_stands_out_with_its_traceback_once_and_colour_only_when_asked(
     assert "\033[31m" in coloured and coloured.count("Traceback") == 1
     completed = render(outcome("echo", 1, "completed", 1), True, NOON)
     assert "\033[32m" in completed  # completed in green
+
+
+def test_lines_cut_across_reads_are_printed_whole_in_order_and_the_last_one_unended() -> None:
+    source, sink = os.pipe()
+    out_read, out_write = os.pipe()
+    pump = threading.Thread(target=relay, args=(source, out_write, False))
+    pump.start()
+    text = outcome("echo", 1, "completed", 4.0) + "plain é\n" + line(_aws={}) + "tail"
+    data = text.encode()
+    for cut in (3, 40, 41, len(data) - 2):  # inside a JSON line, a character, the tail
+        os.write(sink, data[:cut])
+        data = data[cut:]
+        time.sleep(0.01)  # each piece its own read
+    os.write(sink, data)
+    os.close(sink)
+    pump.join(5)
+    os.close(out_write)
+    with os.fdopen(out_read) as printed:
+        got = printed.read().splitlines()
+    assert [g.split(" ", 1)[1] for g in got[:1]] == [
+        "worker   job 1a2b3c4d echo completed in 4 ms (attempt 1)"
+    ]
+    assert got[1:] == ["plain é", "tail"]  # the metrics line left out

@@ -17,9 +17,10 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, TextIO
 
 FORMATS = ("human", "json")
 _RESET, _DIM, _RED, _YELLOW, _GREEN = "\033[0m", "\033[2m", "\033[31m", "\033[33m", "\033[32m"
@@ -93,7 +94,7 @@ def render(line: str, colour: bool, now: datetime | None = None) -> str:
     text = describe(record)
     if text is None:
         return ""
-    stamp = (now or datetime.now()).strftime("%H:%M:%S")
+    stamp = now.strftime("%H:%M:%S") if now is not None else _stamp()
     component = _component(record)
     level = str(record.get("level", "INFO")).upper()
     trace = record.get("exception") or record.get("stack_trace")
@@ -105,15 +106,39 @@ def render(line: str, colour: bool, now: datetime | None = None) -> str:
     return f"{_DIM}{stamp}{_RESET} {component:<8} {body}\n"
 
 
-def _pump(source: int, target: int, colour: bool) -> None:
+_stamped: tuple[int, str] = (-1, "")
+
+
+def _stamp() -> str:
+    """The local time of day, formatted once a second (a burst prints thousands a second)."""
+    global _stamped
+    second = int(time.time())
+    if second != _stamped[0]:
+        _stamped = (second, datetime.fromtimestamp(second).strftime("%H:%M:%S"))
+    return _stamped[1]
+
+
+def relay(source: int, target: int, colour: bool) -> None:
+    """Every whole line read at once is rendered and written in one go: a burst of jobs
+    writes thousands of lines a second, a write each cost the runner more than rendering
+    them. A line is printed as soon as it has arrived whole."""
     with open(source, "rb", closefd=True) as lines, open(
-        target, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False
+        target, "w", encoding="utf-8", errors="replace", closefd=False
     ) as out:  # fmt: skip
-        for raw in lines:
-            text = render(raw.decode("utf-8", "replace"), colour)
-            if text:
-                with contextlib.suppress(OSError):
-                    out.write(text)
+        rest = b""
+        while chunk := lines.read1(1 << 16):
+            *whole, rest = (rest + chunk).split(b"\n")
+            _write(out, "".join(render(raw.decode("utf-8", "replace") + "\n", colour)
+                                for raw in whole))  # fmt: skip
+        if rest:  # the last line, cut off by the end
+            _write(out, render(rest.decode("utf-8", "replace"), colour))
+
+
+def _write(out: TextIO, text: str) -> None:
+    if text:
+        with contextlib.suppress(OSError):
+            out.write(text)
+            out.flush()
 
 
 @contextlib.contextmanager
@@ -131,7 +156,7 @@ def rendering(log_format: str) -> Iterator[None]:
     os.dup2(sink, 1)
     os.dup2(sink, 2)
     os.close(sink)
-    pump = threading.Thread(target=_pump, args=(source, real_out, colour), name="console",
+    pump = threading.Thread(target=relay, args=(source, real_out, colour), name="console",
                             daemon=True)  # fmt: skip
     pump.start()
     try:
