@@ -13,15 +13,12 @@ class OutboxQueries:
         self._run = run
 
     async def publish_page(self, limit: int, result_bytes: int, publish: Publish) -> int:
-        # The page stays locked while the sinks take it (bounded by the runner's timeout):
-        # a second publisher skips it instead of sending it twice.
+        # The page is deleted in the transaction the sinks take it in: a sink that raises
+        # rolls the deletion back, and until the commit a second publisher skips its rows.
         async with self._run.transaction("publish_outbox") as run:
-            rows = await run("lock_outbox_page", {"limit": limit, "result_bytes": result_bytes})
-            if not rows:
-                return 0
-            refs = [r.pop("row_ref") for r in rows]
-            await publish(rows)
-            await run("delete_published", {"refs": refs})
+            rows = await run("take_outbox_page", {"limit": limit, "result_bytes": result_bytes})
+            if rows:
+                await publish(rows)
         return len(rows)
 
     async def any_pending(self) -> bool:
