@@ -122,12 +122,25 @@ run_cdk deploy "$STACK" -c name="$NAME" \
     --require-approval never --outputs-file "$LS_WORK/outputs-$NAME.raw.json"
 phase "deployed $STACK"
 
-# Flatten to {"OutputName": value} for the tests.
+# Flatten to {"OutputName": value} for the tests. LocalStack may answer the CLI's last
+# DescribeStacks before it has filled the new stack's outputs (the CLI then writes "{}"):
+# those are read from CloudFormation until they are there.
 "$LS_REPO/.venv/bin/python" - "$LS_WORK/outputs-$NAME.raw.json" "$NAME-Service" "$LS_OUTPUTS" <<'PY'
-import json, sys
+import json, sys, time
 raw, stack, out = sys.argv[1:]
 data = json.load(open(raw))
-outputs = data[stack] if stack in data else next(iter(data.values()))
+outputs = data.get(stack) or next(iter(data.values()), None)
+if not outputs:
+    import boto3
+    cfn = boto3.client("cloudformation")
+    for _ in range(30):
+        found = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in found}
+        if outputs:
+            break
+        time.sleep(1)
+    else:
+        sys.exit(f"the deployed stack {stack} has no outputs")
 outputs["Stage"] = "local"
 outputs["StackName"] = stack
 json.dump(outputs, open(out, "w"), indent=2, sort_keys=True)
