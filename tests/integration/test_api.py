@@ -441,15 +441,21 @@ def test_sql_looking_strings_are_stored_verbatim(api: Any, api_settings: Setting
     assert api("GET", "/jobs?task=" + "%27%20OR%201%3D1--").json()["items"] == []
 
 
-@FLAVOURS
-def test_wake_worker_once_for_a_burst_when_none_is_alive(
-    api_settings: Settings, clean: None, flavour: str
-) -> None:
+def counting_waker() -> tuple[list[int], Any]:
+    """A worker wake that only counts its calls."""
     woken: list[int] = []
 
     async def waker() -> None:
         woken.append(1)
 
+    return woken, waker
+
+
+@FLAVOURS
+def test_wake_worker_once_for_a_burst_when_none_is_alive(
+    api_settings: Settings, clean: None, flavour: str
+) -> None:
+    woken, waker = counting_waker()
     adapter = sandbox(api_settings, waker)
     for _ in range(5):
         assert (
@@ -470,11 +476,7 @@ def test_wake_worker_once_for_a_burst_when_none_is_alive(
 def test_resuming_a_queue_starts_a_worker_for_what_it_holds(
     api_settings: Settings, clean: None, flavour: str
 ) -> None:
-    woken: list[int] = []
-
-    async def waker() -> None:
-        woken.append(1)
-
+    woken, waker = counting_waker()
     # a scale-out decision every 50 ms (the default: one a second across the deployment)
     adapter = sandbox(api_settings.model_copy(update={"scale_out_seconds": 0.05}), waker)
 
