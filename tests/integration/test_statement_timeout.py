@@ -1,12 +1,15 @@
 """PostgreSQL bounds every statement the functions run (``statement_timeout``, sent at
 connect): a read that runs past it is cancelled by the server and answered ``504
-query_timeout``, a change that runs past it changed nothing; the connection stays usable."""
+query_timeout``, a change that runs past it changed nothing; the connection stays usable,
+and a worker whose claim or completion was cancelled so goes on (a PostgreSQL thawed from a
+freeze cancels every statement that was in flight)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -20,12 +23,13 @@ from asyncz.errors import (
     StoreOutcomeUnknownError,
     StoreUnavailableError,
 )
-from asyncz.jobs import NewJob
+from asyncz.jobs import Job, JobStatus, NewJob
 from asyncz.settings import Settings
 from asyncz.store import runner
 from tests.support.apigw import call
 from tests.support.ledger import rows
 from tests.support.settings import open_service
+from tests.support.workers import running_worker
 
 pytestmark = pytest.mark.integration
 
@@ -44,13 +48,14 @@ def bounded(settings: Settings) -> Settings:
     )
 
 
-@pytest.fixture
-def table_locked(bounded: Settings) -> Iterator[None]:
-    """Another session holds ``jobs`` in ACCESS EXCLUSIVE mode: every statement on it waits."""
+@contextmanager
+def jobs_locked(settings: Settings) -> Iterator[None]:
+    """Another session holds ``jobs`` in ACCESS EXCLUSIVE mode while the block runs: every
+    statement on it waits."""
     ready, done = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with psycopg.connect(bounded.database_url or "") as conn:
+        with psycopg.connect(settings.database_url or "") as conn:
             conn.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
             ready.set()
             done.wait(30)
@@ -63,6 +68,12 @@ def table_locked(bounded: Settings) -> Iterator[None]:
     finally:
         done.set()
         holder.join(10)
+
+
+@pytest.fixture
+def table_locked(bounded: Settings) -> Iterator[None]:
+    with jobs_locked(bounded):
+        yield
 
 
 def test_the_connection_carries_the_statement_timeout(bounded: Settings) -> None:
@@ -139,3 +150,64 @@ def test_an_error_the_server_sends_is_a_known_failure_not_an_unknown_outcome(
     assert not isinstance(error, StoreOutcomeUnknownError)
     assert not isinstance(error, OutcomeUnknownError)
     assert rows(bounded.database_url or "", "SELECT id::text AS id FROM jobs") == [{"id": job_id}]
+
+
+def cancelled_once(
+    method: Callable[..., Awaitable[Any]],
+) -> tuple[Callable[..., Any], asyncio.Event]:
+    """``method``, and an event set once the server has cancelled one of its statements."""
+    seen = asyncio.Event()
+
+    async def spy(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except QueryTimeoutError:
+            seen.set()
+            raise
+
+    return spy, seen
+
+
+async def ended(svc: Any, job_id: str, timeout: float = 20.0) -> Job:
+    async with asyncio.timeout(timeout):
+        while (job := await svc.get(job_id)).status in (JobStatus.QUEUED, JobStatus.PROCESSING):
+            await asyncio.sleep(0.05)
+    return job
+
+
+def test_a_claim_cancelled_at_the_statement_timeout_claims_nothing_and_the_worker_goes_on(
+    bounded: Settings,
+) -> None:
+    async def scenario() -> Job:
+        async with open_service(bounded) as svc:
+            job_id = (await svc.submit(NewJob(task="echo", payload={}))).job_id
+            svc.store.claim, cancelled = cancelled_once(svc.store.claim)  # type: ignore[method-assign]
+            async with running_worker(svc):
+                with jobs_locked(bounded):
+                    await asyncio.wait_for(cancelled.wait(), 15)
+                await svc.recover()  # the id, if putting it back met the lock too
+                return await ended(svc, job_id)
+
+    job = asyncio.run(scenario())
+    assert job.status is JobStatus.COMPLETED, job
+    assert job.attempts == 1, "the cancelled claim started an attempt"
+
+
+def test_a_completion_cancelled_at_the_statement_timeout_is_written_again(
+    bounded: Settings,
+) -> None:
+    async def scenario() -> Job:
+        async with open_service(bounded) as svc:
+            job_id = (await svc.submit(NewJob(task="sleep", payload={"seconds": 3}))).job_id
+            svc.store.complete_many, cancelled = cancelled_once(svc.store.complete_many)  # type: ignore[method-assign]
+            async with running_worker(svc):
+                async with asyncio.timeout(15):
+                    while (await svc.get(job_id)).status is not JobStatus.PROCESSING:
+                        await asyncio.sleep(0.02)
+                with jobs_locked(bounded):  # well before the task's 3 s are over
+                    await asyncio.wait_for(cancelled.wait(), 15)
+                return await ended(svc, job_id)
+
+    job = asyncio.run(scenario())
+    assert job.status is JobStatus.COMPLETED, job
+    assert job.attempts == 1, "the completion was not written again: recovery re-ran the job"

@@ -14,6 +14,7 @@ from typing import Any
 
 from asyncz.errors import (
     BrokerUnavailableError,
+    QueryTimeoutError,
     StoreOutcomeUnknownError,
     StoreUnavailableError,
 )
@@ -88,6 +89,11 @@ class Leases:
                 # those run now rather than wait for recovery's lease expiry.
                 log.warning("claim answer lost (%s): reading back the leases it took", exc)
                 leases = await self.store.adopt(ids, nonce)
+            except QueryTimeoutError:
+                # Cancelled at the server's statement timeout (a database slow or just
+                # thawed): it claimed nothing, so every id goes back below.
+                log.warning("claim of %d ids cancelled by the statement timeout", len(ids))
+                leases = []
         except StoreUnavailableError:
             # Still unknown: keep the slots taken until their lease deadline (recovery
             # brings the ids back), but stop renewing them.
@@ -100,7 +106,7 @@ class Leases:
                 await self.limits.release(missed, ran=False)
                 rows = await self.store.unclaimed(missed)
                 await self.enqueuer.enqueue_quietly([_behind(r) for r in rows])
-            except (StoreUnavailableError, BrokerUnavailableError) as exc:
+            except (StoreUnavailableError, QueryTimeoutError, BrokerUnavailableError) as exc:
                 # The leases are this worker's now and must run: an id it missed is still
                 # queued in PostgreSQL, where recovery's scan finds it (its slot, if any,
                 # frees at its lease deadline).

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from asyncz.durable.sleeping import Suspension
-from asyncz.errors import AsyncZError, StoreUnavailableError
+from asyncz.errors import AsyncZError, QueryTimeoutError, StoreUnavailableError
 from asyncz.jobs import JobStatus, Lease
 from asyncz.service import JobService
 from asyncz.worker.wakes import NextWake
@@ -18,14 +18,18 @@ from asyncz.worker.wakes import NextWake
 log = logging.getLogger("asyncz.worker")
 
 FINISH_TRIES = 3
+# What passes: the database out of reach for a moment, or a statement it cancelled at its
+# timeout (slow, or just thawed from a freeze), which changed nothing.
+DB_TRANSIENT = (StoreUnavailableError, QueryTimeoutError)
 
 
 async def retrying(call: Callable[[], Any]) -> Any:
-    """``call()``'s answer, tried up to ``FINISH_TRIES`` times over an outage; else None."""
+    """``call()``'s answer, tried up to ``FINISH_TRIES`` times over an outage or a statement
+    cancelled at the database's timeout (it changed nothing); else None."""
     for n in range(FINISH_TRIES):
         try:
             return await call()
-        except StoreUnavailableError as exc:
+        except DB_TRANSIENT as exc:
             log.warning("finish failed (%s), try %d", exc, n + 1)
             await asyncio.sleep(0.5 * (n + 1))
         except AsyncZError:
