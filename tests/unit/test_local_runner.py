@@ -179,6 +179,20 @@ def test_a_sandbox_that_dies_while_idle_is_noticed_by_the_loop_watching_it() -> 
         sandbox.stop(grace_s=0)
 
 
+@MODES
+def test_an_invocation_of_a_sandbox_killed_while_idle_says_it_died(mode: str) -> None:
+    sandbox = _sandbox("echo_handler")
+    try:
+        assert _invoke(mode, sandbox, {"a": 1}, 30)["ok"]
+        sandbox.process.kill()  # between invocations, as an OOM kill would
+        sandbox.process.wait(10)
+        with pytest.raises(SandboxError, match="died"):
+            _invoke(mode, sandbox, {"a": 2}, 30)
+        assert not sandbox.alive()
+    finally:
+        sandbox.stop(grace_s=0)
+
+
 def test_one_sandbox_refuses_a_second_concurrent_invocation() -> None:
     sandbox = _sandbox("until_deadline_handler")
 
@@ -413,3 +427,39 @@ def test_a_worker_that_keeps_failing_backs_off_and_says_why_once(
     assert 3 <= len(calls) <= 8, len(calls)
     assert calls[0] is False and all(calls[1:])  # only the first failure is logged
     assert capsys.readouterr().out.count("backing off") == 1
+
+
+def test_a_worker_sandbox_that_died_while_idle_gets_no_invocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A warm sandbox killed between invocations (the soak's SIGKILL, an OOM kill) is put
+    away; the next invocation runs in a fresh one."""
+    import threading
+
+    from asyncz.local.lambda_ import workers as invokers
+
+    class _Sandbox(_StuckSandbox):
+        def __init__(self, alive: bool) -> None:
+            self.is_alive, self.stopped = alive, False
+
+        def alive(self) -> bool:
+            return self.is_alive
+
+        def stop(self, grace_s: float = 0) -> None:
+            self.stopped = True
+
+    stopping = threading.Event()
+    fleet = invokers.WorkerFleet({}, DevOptions(max_worker_sandboxes=2), stopping)
+    dead, fresh = _Sandbox(alive=False), _Sandbox(alive=True)
+    fleet._idle.append(dead)  # type: ignore[arg-type]
+    invoked: list[Any] = []
+    monkeypatch.setattr(fleet, "_spawn", lambda: fresh)
+    monkeypatch.setattr(fleet, "_invoke_once", lambda s, quiet=False: invoked.append(s) or True)
+    try:
+        assert fleet.invoke()
+        wait_until(lambda: invoked, timeout=10, what="an invocation")
+    finally:
+        stopping.set()
+        fleet.stop(grace_s=1)
+    assert invoked == [fresh]
+    assert dead.stopped

@@ -177,7 +177,11 @@ class SandboxProcess:
             "event": event,  # one encoding (and one decoding) of the event, not two
             "deadline_ms": int((time.time() + timeout_s) * 1000),
         }
-        os.write(self._cmd, json.dumps(msg).encode() + b"\n")
+        try:
+            os.write(self._cmd, json.dumps(msg).encode() + b"\n")
+        except BrokenPipeError as exc:  # its process ended since it was last looked at
+            self.broken = True
+            raise SandboxError(f"{self.spec.name} died before the invocation") from exc
 
     def invoke(
         self,

@@ -99,7 +99,7 @@ class WorkerFleet:
             if running >= max(self.opts.max_worker_sandboxes, self.opts.workers or 0):
                 log_line("fleet", "worker invocation throttled: all sandboxes busy", "WARNING")
                 return False
-            sandbox = self._idle.pop() if self._idle else None
+            sandbox = self._take_idle()
             if sandbox is None and not repeat and self._cores_taken(running):
                 return False
             self._handed += 1
@@ -109,6 +109,16 @@ class WorkerFleet:
             self._threads.append(thread)
         thread.start()
         return True
+
+    def _take_idle(self) -> SandboxProcess | None:
+        """A warm sandbox for the next invocation. One that died while idle (killed, out of
+        memory) is put away: Lambda never hands an invocation to an environment that is gone."""
+        while self._idle:
+            sandbox = self._idle.pop()
+            if sandbox.alive():
+                return sandbox
+            sandbox.stop(grace_s=0)
+        return None
 
     def _cores_taken(self, running: int) -> bool:
         """A new sandbox would add a cold start, not throughput: there is one per core, and
