@@ -41,7 +41,7 @@ import psycopg
 
 from tests.perf.common import API_KEY, command, launch_dev, load_line, machine, stop_dev
 from tests.perf.soak_report import Ledger, report
-from tests.perf.soak_stats import index_sizes, rss_by_role, table_stats, worker_sandboxes
+from tests.perf.soak_stats import box_cpu, index_sizes, rss_by_role, table_stats, worker_sandboxes
 from tests.support.devrun import free_port
 from tests.support.private_servers import DebianPostgres, RedisServer
 
@@ -263,7 +263,7 @@ def soak(cfg: SoakConfig, port: int, db: str, procs: dict[str, Any], say: Any) -
     sampler = Sampler(db, cfg, ledger, procs)
     start = sampler.start_t = time.monotonic()
     sampler.start()
-    snaps, indexes = [table_stats(conn)], [index_sizes(conn)]
+    snaps, indexes = [table_stats(conn) | {"box": box_cpu()}], [index_sizes(conn)]
     stop_load = load(port, rate, cfg.clients, ledger, start)
     faults: list[tuple[float, str, str]] = []
 
@@ -281,7 +281,7 @@ def soak(cfg: SoakConfig, port: int, db: str, procs: dict[str, Any], say: Any) -
     windows = round(cfg.minutes * 60 / cfg.window_s)
     for w in range(windows):
         time.sleep(max(0.0, start + (w + 1) * cfg.window_s - time.monotonic()))
-        snaps.append(table_stats(conn))
+        snaps.append(table_stats(conn) | {"box": box_cpu()})
         indexes.append(index_sizes(conn))
         say(f"# window {w + 1}/{windows} done at {time.monotonic() - start:.0f} s")
     stop_load.set()

@@ -77,15 +77,20 @@ def report(
             row[f"{table} autovacuum"] = now[table]["autovacuum"] - before[table]["autovacuum"]
             upd = now[table]["upd"] - before[table]["upd"]
             row[f"{table} hot"] = (now[table]["hot"] - before[table]["hot"]) / upd if upd else 0
+        box = {k: now["box"][k] - before["box"][k] for k in now["box"]} if "box" in now else {}
+        row["busy %"] = 100 * box["busy"] / box["all"] if box.get("all") else 0.0
+        row["steal %"] = 100 * box["steal"] / box["all"] if box.get("all") else 0.0
+        # USER_HZ is 100: a tick is 10 ms of one core
+        row["cpu ms"] = 10 * box["busy"] / row["completions"] if box and row["completions"] else 0
         row["faults"] = sum(1 for t, _, _ in faults if w * ws <= t < (w + 1) * ws)
         row["rss"] = rss.get(w, {})
         rows.append(row)
     say(
         "| window | submits/s | refused | submit p99 ms | completions/s | ready p50 / p99 "
         "ms | jobs heap / idx MB | attempts heap / idx MB | dead tuples jobs / attempts | "
-        "autovacuum runs | HOT % jobs | faults |"
+        "autovacuum runs | HOT % jobs | box busy / steal % | box CPU ms a job | faults |"
     )
-    say("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    say("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for w, r in enumerate(rows):
         say(
             f"| {span(w, ws)} | {r['submits'] / ws:.0f} | {r['errors']} "
@@ -93,7 +98,8 @@ def report(
             f"{r['ready_p99']:.0f} | {r['jobs heap']:.1f} / {r['jobs indexes']:.1f} | "
             f"{r['job_attempts heap']:.1f} / {r['job_attempts indexes']:.1f} | "
             f"{r['jobs dead']} / {r['job_attempts dead']} | {r['jobs autovacuum']} / "
-            f"{r['job_attempts autovacuum']} | {100 * r['jobs hot']:.0f} | {r['faults']} |"
+            f"{r['job_attempts autovacuum']} | {100 * r['jobs hot']:.0f} | "
+            f"{r['busy %']:.0f} / {r['steal %']:.1f} | {r['cpu ms']:.2f} | {r['faults']} |"
         )
     roles = sorted({role for r in rows for role in r["rss"]})
     say(

@@ -24,6 +24,16 @@ SELECT relname,
 """
 
 
+def box_cpu() -> dict[str, int]:
+    """The whole machine's CPU time so far (``/proc/stat``, in ticks): busy, stolen by the
+    host, and all. Per window it tells a box that got slower (steal, other load) from an
+    engine that spends more a job."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+    return {"busy": user + nice + system + irq + softirq, "steal": steal, "all": sum(ticks)}
+
+
 def table_stats(conn: psycopg.Connection[Any]) -> dict[str, dict[str, int]]:
     """Per table: heap (with TOAST) and index bytes, live and dead tuples, and the cumulative
     counters (autovacuum and autoanalyze runs, inserts, updates, HOT updates, deletes)."""
