@@ -153,10 +153,9 @@ def test_an_error_the_server_sends_is_a_known_failure_not_an_unknown_outcome(
 
 
 def cancelled_once(
-    method: Callable[..., Awaitable[Any]],
-) -> tuple[Callable[..., Any], asyncio.Event]:
-    """``method``, and an event set once the server has cancelled one of its statements."""
-    seen = asyncio.Event()
+    method: Callable[..., Awaitable[Any]], seen: asyncio.Event
+) -> Callable[..., Any]:
+    """``method``, setting ``seen`` once the server has cancelled one of its statements."""
 
     async def spy(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -165,7 +164,7 @@ def cancelled_once(
             seen.set()
             raise
 
-    return spy, seen
+    return spy
 
 
 async def ended(svc: Any, job_id: str, timeout: float = 20.0) -> Job:
@@ -181,11 +180,14 @@ def test_a_claim_cancelled_at_the_statement_timeout_claims_nothing_and_the_worke
     async def scenario() -> Job:
         async with open_service(bounded) as svc:
             job_id = (await svc.submit(NewJob(task="echo", payload={}))).job_id
-            svc.store.claim, cancelled = cancelled_once(svc.store.claim)  # type: ignore[method-assign]
+            cancelled = asyncio.Event()
+            # the claim, or the read before it when a task of this process has limits
+            for name in ("claim", "unclaimed"):
+                setattr(svc.store, name, cancelled_once(getattr(svc.store, name), cancelled))
             async with running_worker(svc):
                 with jobs_locked(bounded):
                     await asyncio.wait_for(cancelled.wait(), 15)
-                await svc.recover()  # the id, if putting it back met the lock too
+                await svc.recover()  # the id, if the read that puts it back met the lock too
                 return await ended(svc, job_id)
 
     job = asyncio.run(scenario())
@@ -199,7 +201,8 @@ def test_a_completion_cancelled_at_the_statement_timeout_is_written_again(
     async def scenario() -> Job:
         async with open_service(bounded) as svc:
             job_id = (await svc.submit(NewJob(task="sleep", payload={"seconds": 3}))).job_id
-            svc.store.complete_many, cancelled = cancelled_once(svc.store.complete_many)  # type: ignore[method-assign]
+            cancelled = asyncio.Event()
+            svc.store.complete_many = cancelled_once(svc.store.complete_many, cancelled)  # type: ignore[method-assign]
             async with running_worker(svc):
                 async with asyncio.timeout(15):
                     while (await svc.get(job_id)).status is not JobStatus.PROCESSING:
