@@ -100,6 +100,11 @@ class QueryTimeoutError(AsyncZError):
     code = "query_timeout"
 
 
+# What passes, for a caller that can try again later: the database out of reach for a
+# moment, or a statement it cancelled at its timeout (slow, or just thawed from a freeze).
+DB_TRANSIENT = (StoreUnavailableError, QueryTimeoutError)
+
+
 class RecoveryStepError(AsyncZError):
     """Some steps of a recovery run failed (each logged with its cause); the others ran."""
 

@@ -22,10 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from asyncz.errors import (
-    QueryTimeoutError,
-    StoreUnavailableError,
-)
+from asyncz.errors import DB_TRANSIENT
 from asyncz.jobs import (
     LIVE,
     TERMINAL,
@@ -113,7 +110,7 @@ class Dependencies:
                     todo_settle = ended
             if marked:
                 await self.store.dependencies.finish_cascades(sorted(marked))
-        except (StoreUnavailableError, QueryTimeoutError) as exc:
+        except DB_TRANSIENT as exc:
             log.warning("cascade not done yet (the recovery sweep will finish it): %s", exc)
             return False
         return True
@@ -143,7 +140,7 @@ class Dependencies:
         with_parents = [str(r["id"]) for r in replayed if r.get("depth")]
         try:
             changed = await self.store.dependencies.reevaluate(with_parents) if with_parents else []
-        except (StoreUnavailableError, QueryTimeoutError) as exc:
+        except DB_TRANSIENT as exc:
             log.warning("replayed jobs not re-evaluated yet (the sweep will): %s", exc)
             changed = []
         ended, _ = await self._changed(changed)

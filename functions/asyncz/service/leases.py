@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asyncz.errors import (
+    DB_TRANSIENT,
     BrokerUnavailableError,
     QueryTimeoutError,
     StoreOutcomeUnknownError,
@@ -106,7 +107,7 @@ class Leases:
                 await self.limits.release(missed, ran=False)
                 rows = await self.store.unclaimed(missed)
                 await self.enqueuer.enqueue_quietly([_behind(r) for r in rows])
-            except (StoreUnavailableError, QueryTimeoutError, BrokerUnavailableError) as exc:
+            except (*DB_TRANSIENT, BrokerUnavailableError) as exc:
                 # The leases are this worker's now and must run: an id it missed is still
                 # queued in PostgreSQL, where recovery's scan finds it (its slot, if any,
                 # frees at its lease deadline).

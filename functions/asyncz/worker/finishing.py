@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from asyncz.durable.sleeping import Suspension
-from asyncz.errors import AsyncZError, QueryTimeoutError, StoreUnavailableError
+from asyncz.errors import DB_TRANSIENT, AsyncZError
 from asyncz.jobs import JobStatus, Lease
 from asyncz.service import JobService
 from asyncz.worker.wakes import NextWake
@@ -18,9 +18,6 @@ from asyncz.worker.wakes import NextWake
 log = logging.getLogger("asyncz.worker")
 
 FINISH_TRIES = 3
-# What passes: the database out of reach for a moment, or a statement it cancelled at its
-# timeout (slow, or just thawed from a freeze), which changed nothing.
-DB_TRANSIENT = (StoreUnavailableError, QueryTimeoutError)
 
 
 async def retrying(call: Callable[[], Any]) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 from asyncz.attempt_logs import reset_attempt_fields, set_attempt_fields
 from asyncz.durable import attempt as durable
 from asyncz.durable.clock import SYSTEM_CLOCK, Clock
-from asyncz.errors import BrokerUnavailableError, InvalidInputError
+from asyncz.errors import DB_TRANSIENT, BrokerUnavailableError, InvalidInputError
 from asyncz.jobs import AttemptOutcome, Lease
 from asyncz.ports import JobBroker
 from asyncz.service import JobService
@@ -29,7 +29,7 @@ from asyncz.tasks.registry import ParentResult, TaskContext
 from asyncz.tracing import start_attempt
 from asyncz.worker.batching import CompletionBatcher
 from asyncz.worker.execution import TaskThreads, call_task, check_storable
-from asyncz.worker.finishing import DB_TRANSIENT, ids, retrying, suspend
+from asyncz.worker.finishing import ids, retrying, suspend
 from asyncz.worker.outcomes import log_outcome
 from asyncz.worker.slots import free_slots
 from asyncz.worker.stats import Running, WorkerStats, new_worker_id
