@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = {  # module and arguments, as on the command line
     name: command.split()
     for name, command in {
-        "submit": "tests.perf.bench_submit --concurrency 16 64 --seconds 10 --rounds 3",
+        "submit": "tests.perf.bench_submit --concurrency 16 --seconds 5 --rounds 3 "
+        "--paths raw handler typed",
         "submit_wrk": "tests.perf.bench_submit_wrk --seconds 10 --rounds 3",
-        "submit_http": "tests.perf.bench_submit_http --concurrency 16 64 --seconds 10 "
-        "--rounds 5 --api-sandboxes 4",
+        "submit_http": "tests.perf.bench_submit_http --concurrency 16 --rounds 5 --api-sandboxes 4",
         "processing": "tests.perf.bench_processing --jobs 20000 --processes 1 2 4 --rounds 3 "
         "--variant",
         "latency": "tests.perf.bench_latency --jobs 500 --rate 50 --workers 2",
