@@ -1,7 +1,7 @@
 """GET /stats' counts and GET /jobs?task= / ?queue= read as much with 100,000 delayed jobs
-queued as with 1,000: the rows and buffers of their plans (EXPLAIN ANALYZE), not their
-times. The queued count comes from the live counts, the listings from the backlog's own
-indexes; the counts stay the table's."""
+queued as with 1,000, and each queue's oldest due job as much with 100,000 due: the rows and
+buffers of their plans (EXPLAIN ANALYZE), not their times. The queued count comes from the
+live counts, the listings from the backlog's own indexes; the counts stay the table's."""
 
 from __future__ import annotations
 
@@ -37,6 +37,15 @@ SELECT gen_random_uuid(), 'echo', s, CASE WHEN s = 'processing' THEN gen_random_
 """
 
 
+# Due jobs of one queue, an hour old, in the order of their run_at
+DUE = """
+INSERT INTO jobs (id, task, queue, status, run_at)
+SELECT gen_random_uuid(), 'echo', %(queue)s, 'queued',
+       now() - interval '1 hour' + make_interval(secs => i / 1000.0)
+  FROM generate_series(1, %(n)s) AS i
+"""
+
+
 def listing(**filters: Any) -> dict[str, Any]:
     return {"status": None, "queue": None, "task": None, "limit": 1,
             "after_created": None, "after_id": None} | filters  # fmt: skip
@@ -44,7 +53,7 @@ def listing(**filters: Any) -> dict[str, Any]:
 
 CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("counts", "count_by_status", {}),
-    ("oldest due per queue", "oldest_queued_by_queue", {}),
+    ("oldest due of a queue", "oldest_queued_in_queue", {"queue": "default"}),
     ("?task= matching nothing", "list_jobs_by_task_or_queue", listing(task="nope")),
     ("?queue= matching nothing", "list_jobs_by_task_or_queue", listing(queue="nope")),
     ("?task= of the backlog", "list_jobs_by_task_or_queue", listing(task="echo", limit=50)),
@@ -85,3 +94,33 @@ def test_stats_and_filtered_listings_read_the_same_at_1k_and_100k_queued(
         # around them, an index may grow a level; never anything like the 99,000 rows more
         assert large[label]["rows"] <= small[label]["rows"] + 50, (label, small, large)
         assert large[label]["buffers"] <= small[label]["buffers"] + 10, (label, small, large)
+
+
+QUEUES = ("default", "small")
+
+
+def test_each_queues_oldest_due_job_reads_the_same_at_1k_and_100k_due(settings: Settings) -> None:
+    url = settings.database_url or ""
+
+    async def stats() -> dict[str, Any]:
+        async with open_service(settings) as svc:
+            return await svc.stats()
+
+    def measure() -> dict[str, dict[str, int]]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE jobs")
+            return {q: reads(conn, "oldest_queued_in_queue", {"queue": q}) for q in QUEUES}
+
+    rows(url, DUE, {"n": SMALL, "queue": "default"})
+    # a small queue's jobs, due after every job of the big one: walking the due rows in
+    # their order would read the whole big queue first
+    rows(url, DUE.replace("1 hour", "1 minute"), {"n": 5, "queue": "small"})
+    small = measure()
+    rows(url, DUE, {"n": LARGE - SMALL, "queue": "default"})
+    large = measure()
+    queues = asyncio.run(stats())["queues"]
+    assert 3_500 < queues["default"]["oldest_queued_age_seconds"] < 4_000, queues
+    assert 55 < queues["small"]["oldest_queued_age_seconds"] < 500, queues
+    for queue in QUEUES:
+        assert large[queue]["rows"] <= small[queue]["rows"] + 50, (queue, small, large)
+        assert large[queue]["buffers"] <= small[queue]["buffers"] + 10, (queue, small, large)

@@ -1,9 +1,11 @@
 """The store and broker contract for what the system is doing: each task's figures over a
-window, the attempts running now, and the live workers with when each first registered; run
-with the rest of the contract against the in-memory adapters and PostgreSQL + Redis."""
+window, each queue's oldest due job, the attempts running now, and the live workers with
+when each first registered; run with the rest of the contract against the in-memory adapters
+and PostgreSQL + Redis."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asyncz.jobs import AttemptOutcome, JobStatus
@@ -51,5 +53,18 @@ def test_the_live_workers_say_since_when(ports: Ports) -> None:
         assert again["w-a"]["expires_ms"] > again["w-a"]["since_ms"]
         await broker.unregister_worker("w-a")
         assert await broker.live_worker_list() == []
+
+    scenario(ports, body)
+
+
+def test_each_asked_queues_oldest_due_job_has_an_age(ports: Ports) -> None:
+    async def body(store: Any, broker: Any) -> None:
+        await insert(store, queue="a")
+        await insert(store, queue="a", run_at=datetime.now(UTC) - timedelta(seconds=30))
+        await insert(store, queue="b", delay_seconds=600)  # not due: no age
+        await insert(store, queue="c", run_at=datetime.now(UTC) - timedelta(seconds=90))
+        ages = await store.oldest_queued_by_queue(["a", "b", "none"])
+        assert set(ages) == {"a"}  # "c" was not asked for
+        assert 29 <= ages["a"] < 85
 
     scenario(ports, body)

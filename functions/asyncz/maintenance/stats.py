@@ -31,7 +31,8 @@ class Stats:
 
     async def stats(self) -> dict[str, Any]:
         counts = await self.store.counts_by_status()
-        oldest = await self.store.oldest_queued_by_queue()
+        queued = sorted({r["queue"] for r in counts if r["status"] == "queued" and r["n"] > 0})
+        oldest = await self.store.oldest_queued_by_queue(queued)
         queues = sorted({r["queue"] for r in counts} | set(self.settings.queue_list))
         stats: dict[str, Any] = {
             q: {

@@ -204,8 +204,13 @@ class PostgresStore:
         params = {"folded_to": mark["folded_to"] if mark else None}
         return await self._run.rows("count_by_status", params, prepare=False)
 
-    async def oldest_queued_by_queue(self) -> dict[str, float]:
-        return {r["queue"]: r["age"] for r in await self._run.rows("oldest_queued_by_queue")}
+    async def oldest_queued_by_queue(self, queues: Sequence[str]) -> dict[str, float]:
+        ages = {}
+        for queue in queues:  # one statement a queue, each planned for its own name
+            rows = await self._run.rows("oldest_queued_in_queue", {"queue": queue}, prepare=False)
+            if rows and rows[0]["age"] is not None:
+                ages[queue] = rows[0]["age"]
+        return ages
 
     async def gauges(self) -> Row:
         row = await self._run.one("queue_gauges")

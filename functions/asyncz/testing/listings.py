@@ -5,6 +5,7 @@ adapter's queries."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -81,9 +82,9 @@ class MemoryListings:
         now = _now()
         return [j for j in self.jobs.values() if j["status"] == "queued" and j["run_at"] <= now]
 
-    async def oldest_queued_by_queue(self) -> dict[str, float]:
+    async def oldest_queued_by_queue(self, queues: Sequence[str]) -> dict[str, float]:
         oldest: dict[str, datetime] = {}
-        for j in self._due_queued():
+        for j in (j for j in self._due_queued() if j["queue"] in queues):
             oldest[j["queue"]] = min(oldest.get(j["queue"], j["run_at"]), j["run_at"])
         return {q: (_now() - t).total_seconds() for q, t in oldest.items()}
 

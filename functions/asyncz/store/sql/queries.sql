@@ -418,13 +418,13 @@ SELECT (SELECT count(*) FROM jobs WHERE status = 'dead')::bigint AS dead,
          WHERE created_at >= date_trunc('minute', now()) - interval '1 minute'
            AND created_at < date_trunc('minute', now()))::bigint AS submitted;
 
--- name: oldest_queued_by_queue
--- The due rows along jobs_queued_run_at_idx (in its order, so that the planner never prefers
--- walking the whole backlog along jobs_queue_backlog_idx for the queue order).
-WITH due AS MATERIALIZED (
-    SELECT queue, run_at FROM jobs WHERE status = 'queued' AND run_at <= now() ORDER BY run_at
-)
-SELECT queue, extract(epoch FROM now() - min(run_at))::float8 AS age FROM due GROUP BY queue;
+-- name: oldest_queued_in_queue
+-- One queue's oldest due job. Run unprepared, so it is planned for this queue's name: a queue
+-- with much of the backlog walks jobs_queued_run_at_idx from its oldest row and stops at its
+-- first (a few rows), a small one reads its own backlog along jobs_queue_backlog_idx. Reading
+-- every due row of every queue once took 160 ms a GET /stats at 100,000 due jobs.
+SELECT extract(epoch FROM now() - min(run_at))::float8 AS age
+  FROM jobs WHERE status = 'queued' AND queue = %(queue)s AND run_at <= now();
 
 -- name: count_dead
 SELECT count(*)::bigint AS n FROM jobs WHERE status = 'dead';
