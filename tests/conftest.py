@@ -8,6 +8,7 @@ fails the test loudly; nothing is skipped.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import redis
 
 from asyncz.settings import Settings
 from tests.support.databases import database_url, empty_servers, ensure_database, redis_url
+from tests.support.private_servers import RedisServer
 from tests.support.settings import make_settings
 
 
@@ -36,6 +38,17 @@ def redis_server_url() -> str:
     except redis.RedisError as exc:
         pytest.fail(f"Redis is not reachable at {url}: {exc}", pytrace=False)
     return url
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A throwaway ``redis-server`` of the test's own, which it may flush, stop or restart."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
 """Chaos-tier fixtures: private servers, a worker fleet, a recovery loop, the ledger check.
 
 Every test gets its own database on the shared PostgreSQL (dropped afterwards) and its own
-throwaway ``redis-server``, so it may flush, stop or restart Redis without touching anyone
-else. Every process a fixture starts is stopped in a ``finally``. The helpers themselves live
-in ``tests/support/`` (chaos, fleet, ledger, private_servers).
+throwaway ``redis-server`` (``own_redis``, shared with the integration tier in
+tests/conftest.py), so it may flush, stop or restart Redis without touching anyone else.
+Every process a fixture starts is stopped in a ``finally``. The helpers themselves live in
+``tests/support/`` (chaos, fleet, ledger, private_servers).
 """
 
 from __future__ import annotations
@@ -20,19 +21,8 @@ from asyncz.settings import Settings
 from tests.support.chaos import API_KEY, PrivatePostgres, chaos_env
 from tests.support.databases import drop_database, fresh_database, sibling_url
 from tests.support.fleet import ApiSandbox, Fleet, RecoveryLoop
-from tests.support.private_servers import RedisServer
 
 # --------------------------------------------------------------------------- servers
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
