@@ -17,6 +17,8 @@ from importlib import resources
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.credentials import CredentialProvider
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -48,6 +50,21 @@ def _guard() -> Iterator[None]:
         raise BrokerUnavailableError("the queue (Redis) refused the command") from exc
 
 
+# A pooled connection that died with its server (a restart, a failover) fails its next
+# command at once; redis-py then drops it and retries on a fresh one. ``Redis.from_url``
+# builds the pool from its keyword arguments alone, so without a ``retry`` here the
+# connections get none (``Redis()``'s default never reaches them). Only ConnectionError is
+# retried: a timeout has already waited its full socket timeout. A few short backoffs ride
+# out a blip and still give up within about a second when Redis is really down.
+RECONNECT_RETRIES = 3
+
+
+def _reconnect_retry() -> Retry:
+    """The retry every broker connection gets: reconnect on ConnectionError, briefly."""
+    backoff = ExponentialWithJitterBackoff(cap=0.5, base=0.1)
+    return Retry(backoff, RECONNECT_RETRIES, supported_errors=(RedisConnectionError,))
+
+
 def _client_options(
     password: str | None, socket_timeout: float, credentials: CredentialProvider | None = None
 ) -> dict[str, Any]:
@@ -57,6 +74,7 @@ def _client_options(
         "decode_responses": True,
         "socket_connect_timeout": socket_timeout,
         "health_check_interval": 30,
+        "retry": _reconnect_retry(),
     }
 
 

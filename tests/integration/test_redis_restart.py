@@ -1,0 +1,95 @@
+"""Redis restarted empty under a warm sandbox (as the soak does every few minutes): the
+connections pooled before it died with the old server, and the next call on each one meets
+a closed socket. The fleet's next tick still does its work; a call while Redis is really
+down still fails fast as BrokerUnavailableError."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from asyncz import composition
+from asyncz.errors import BrokerUnavailableError
+from asyncz.fleet import handler as fleet_handler
+from asyncz.jobs import NewJob
+from asyncz.settings import Settings, get_settings
+from tests.support.private_servers import RedisServer
+from tests.support.settings import make_settings, open_service, settings_env
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def restartable(clean: None, pg_url: str, own_redis: RedisServer) -> Settings:
+    """Settings on the test's database and a Redis of its own, which it may restart."""
+    return make_settings(pg_url, own_redis.url)
+
+
+@pytest.fixture
+def fleet_env(restartable: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """The fleet's settings from its environment, as in its Lambda."""
+    for name, value in settings_env(restartable).items():
+        if name.startswith("ASYNCZ_"):
+            monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    yield get_settings()
+    get_settings.cache_clear()
+
+
+def submit(settings: Settings, delay: float) -> str:
+    async def go() -> str:
+        async with open_service(settings) as svc:
+            job = NewJob(task="echo", payload={}, delay_seconds=delay)
+            return str((await svc.submit(job)).job_id)
+
+    return asyncio.run(go())
+
+
+def ready_ids(server: RedisServer, settings: Settings) -> set[str]:
+    r = server.client()
+    try:
+        return set(r.zrange(f"{settings.redis_prefix}:{{default}}:ready", 0, -1))
+    finally:
+        r.close()
+
+
+def test_the_fleet_tick_right_after_redis_restarts_promotes_and_starts_a_worker(
+    fleet_env: Settings, own_redis: RedisServer
+) -> None:
+    invoked: list[set[str]] = []
+    first = fleet_handler.scale(lambda: invoked.append(set()))  # pools a connection
+    assert first["started"] == 0 and invoked == []
+
+    own_redis.restart()  # empty; the sandbox's pooled connection died with the old server
+    job_id = submit(fleet_env, delay=0.2)  # what recovery would put back, delayed
+    time.sleep(0.4)  # due now, with no worker alive to promote it
+    out = fleet_handler.scale(lambda: invoked.append(ready_ids(own_redis, fleet_env)))
+
+    assert out == {
+        "backlog": 1, "live_workers": 0, "starting_workers": 0, "started": 1, "wakes": 0
+    }  # fmt: skip
+    assert invoked == [{job_id}]  # promoted (its Lua script loaded again), then a worker
+
+
+def test_a_call_while_redis_is_down_fails_fast_as_broker_unavailable(
+    restartable: Settings, own_redis: RedisServer
+) -> None:
+    async def go() -> float:
+        broker = composition.build_broker(restartable)
+        try:
+            await broker.ping()  # pools a connection
+            own_redis.stop()
+            started = time.monotonic()
+            with pytest.raises(BrokerUnavailableError):
+                await broker.backlog(["default"])
+            return time.monotonic() - started
+        finally:
+            await broker.close()
+
+    assert asyncio.run(go()) < 3.0
+    with pytest.raises(redis.ConnectionError):
+        own_redis.client().ping()  # it was really down
