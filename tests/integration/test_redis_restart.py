@@ -1,13 +1,14 @@
 """Redis restarted empty under a warm sandbox (as the soak does every few minutes): the
 connections pooled before it died with the old server, and the next call on each one meets
-a closed socket. The fleet's next tick still does its work; a call while Redis is really
-down still fails fast as BrokerUnavailableError."""
+a closed socket. The fleet's next tick, and a wait for wakes across the restart, still do
+their work; a call while Redis is really down still fails fast as BrokerUnavailableError."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -15,6 +16,7 @@ import redis
 from asyncz import composition
 from asyncz.errors import BrokerUnavailableError
 from asyncz.fleet import handler as fleet_handler
+from asyncz.fleet.wakes import wait_for_wakes
 from asyncz.jobs import NewJob
 from asyncz.settings import Settings, get_settings
 from tests.support.private_servers import RedisServer
@@ -73,6 +75,66 @@ def test_the_fleet_tick_right_after_redis_restarts_promotes_and_starts_a_worker(
         "backlog": 1, "live_workers": 0, "starting_workers": 0, "started": 1, "wakes": 0
     }  # fmt: skip
     assert invoked == [{job_id}]  # promoted (its Lua script loaded again), then a worker
+
+
+BLIP_SECONDS = 3.0  # longer than one call's reconnect retries: the wait itself rides it out
+
+
+class BlipAtSecondLook:
+    """The real broker, but Redis goes down just before the wait's second look at the
+    delayed sets (mid-wait, between two polls) and comes back empty ``BLIP_SECONDS`` later,
+    when recovery puts the delayed id back; a look after the blip waits for that."""
+
+    def __init__(self, broker: Any, server: RedisServer, settings: Settings) -> None:
+        self._broker, self._server, self._settings = broker, server, settings
+        self.looks = 0
+        self.failed_looks = 0
+        self._back: asyncio.Task[None] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._broker, name)
+
+    async def _come_back(self) -> None:
+        await asyncio.sleep(BLIP_SECONDS)
+        await asyncio.to_thread(self._server.start)
+        async with open_service(self._settings) as svc:
+            assert (await svc.recover()).restored_delayed == 1
+
+    async def next_due(self, queues: Any) -> int | None:
+        self.looks += 1
+        if self.looks == 2:
+            await asyncio.to_thread(self._server.stop)
+            self._back = asyncio.create_task(self._come_back())
+        elif self._back is not None:
+            await self._back  # no look between the restart and recovery's re-enqueue
+        try:
+            due: int | None = await self._broker.next_due(queues)
+        except BrokerUnavailableError:
+            self.failed_looks += 1
+            raise
+        return due
+
+
+def test_a_wait_for_wakes_rides_out_a_redis_restart_and_starts_the_worker_at_the_wake(
+    restartable: Settings, own_redis: RedisServer
+) -> None:
+    job_id = submit(restartable, delay=BLIP_SECONDS + 3)
+    invoked: list[set[str]] = []
+
+    async def go() -> tuple[int, int, int]:
+        broker = composition.build_broker(restartable)
+        proxy = BlipAtSecondLook(broker, own_redis, restartable)
+        try:
+            invoke = lambda: invoked.append(ready_ids(own_redis, restartable))  # noqa: E731
+            out = await wait_for_wakes(proxy, restartable, time.monotonic() + 30, invoke)
+            return (*out, proxy.failed_looks)
+        finally:
+            await broker.close()
+
+    wakes, started, failed_looks = asyncio.run(go())
+    assert failed_looks >= 1  # a look met Redis down
+    assert (wakes, started) == (1, 1)  # and the wake still got its worker
+    assert invoked == [{job_id}]
 
 
 def test_a_call_while_redis_is_down_fails_fast_as_broker_unavailable(

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from asyncz.errors import BrokerUnavailableError
+from asyncz.fleet import wakes
 from asyncz.fleet.wakes import tick, wait_for_wakes
 from asyncz.port_types import Dispatch, epoch_ms
 from asyncz.settings import Settings
@@ -17,6 +19,20 @@ from asyncz.testing import MemoryBroker
 from tests.support import memory
 
 pytestmark = pytest.mark.unit
+
+
+class UnavailableFor(MemoryBroker):
+    """Redis unavailable for the first ``looks`` looks at the delayed sets, then back."""
+
+    def __init__(self, looks: int) -> None:
+        super().__init__()
+        self.unavailable = looks
+
+    async def next_due(self, queues: Any) -> int | None:
+        if self.unavailable > 0:
+            self.unavailable -= 1
+            raise BrokerUnavailableError("the queue (Redis) is unavailable")
+        return await super().next_due(queues)
 
 
 def settings(**kw: Any) -> Settings:
@@ -128,5 +144,34 @@ def test_a_paused_queues_wake_is_not_waited_for() -> None:
         await broker.limits.mirror_paused({"default"})
         out = await wait_for_wakes(broker, settings(), time.monotonic() + 30, lambda: None)
         assert out == (0, 0) and "held" not in broker.ready.get("default", {})
+
+    asyncio.run(go())
+
+
+def test_a_wait_looks_again_after_redis_was_unavailable_and_starts_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(wakes, "RECHECK_SECONDS", 0.01)
+
+    async def go() -> None:
+        broker = UnavailableFor(looks=3)
+        await delayed(broker, "sleeper", epoch_ms() + 100)
+        out = await wait_for_wakes(broker, settings(), time.monotonic() + 30, lambda: None)
+        assert out == (1, 1) and broker.unavailable == 0
+
+    asyncio.run(go())
+
+
+def test_a_wait_whose_redis_is_still_unavailable_at_its_end_raises(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(wakes, "RECHECK_SECONDS", 0.01)
+
+    async def go() -> None:
+        broker = UnavailableFor(looks=10**6)
+        await delayed(broker, "sleeper", epoch_ms() + 100)
+        with pytest.raises(BrokerUnavailableError):
+            await wait_for_wakes(broker, settings(), time.monotonic() + 0.2, lambda: None)
+        assert broker.unavailable < 10**6 - 1  # it looked again before it gave up
 
     asyncio.run(go())

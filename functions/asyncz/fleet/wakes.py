@@ -6,19 +6,25 @@ them first, so a due id counts in the ready backlog and gets a worker at that ti
 when the earliest delayed id of the active queues falls due before the invocation must end,
 the fleet waits for it (256 MB), promotes it and starts the worker it needs; when nothing is
 due within that time it returns at once. Redis only: the fleet never touches the database.
+A look that finds Redis unavailable (a restart, a failover) is made again a second later, so
+a blip costs no wake; Redis still unavailable when the wait must end fails the invocation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 
+from asyncz.errors import BrokerUnavailableError
 from asyncz.fleet.plan import Plan, active_queues, plan_workers
 from asyncz.fleet.scale_out import STARTING_TTL_SECONDS
 from asyncz.port_types import epoch_ms
 from asyncz.ports import JobBroker
 from asyncz.settings import Settings
+
+log = logging.getLogger("asyncz.fleet")
 
 # The fleet stops waiting this long before its Lambda timeout: time to promote, plan and
 # invoke the workers a last wake needs, so one tick never runs into the next.
@@ -48,15 +54,24 @@ async def wait_for_wakes(
     broker: JobBroker, settings: Settings, until: float, invoke: Callable[[], None]
 ) -> tuple[int, int]:
     """Until ``until`` (``time.monotonic()``): at each wake due before it, promote, plan and
-    ``invoke`` the workers the plan starts. Returns (wakes, workers started)."""
+    ``invoke`` the workers the plan starts; Redis unavailable: look again a second later, or
+    raise when that is past ``until``. Returns (wakes, workers started)."""
     wakes = started = 0
-    while (ahead := await seconds_to_next_wake(broker, settings)) is not None:
-        if time.monotonic() + max(ahead, 0.0) > until:
-            break
-        if ahead > 0:
-            await asyncio.sleep(min(ahead, RECHECK_SECONDS))
+    while True:
+        try:
+            ahead = await seconds_to_next_wake(broker, settings)
+            if ahead is None or time.monotonic() + max(ahead, 0.0) > until:
+                break
+            if ahead > 0:
+                await asyncio.sleep(min(ahead, RECHECK_SECONDS))
+                continue
+            moved, plan = await tick(broker, settings)
+        except BrokerUnavailableError as exc:
+            if time.monotonic() + RECHECK_SECONDS > until:
+                raise
+            log.warning("fleet: Redis unavailable while waiting for wakes, looking again: %s", exc)
+            await asyncio.sleep(RECHECK_SECONDS)
             continue
-        moved, plan = await tick(broker, settings)
         for _ in range(plan.start):
             invoke()
         started += plan.start
