@@ -18,9 +18,9 @@ from asyncz.errors import BrokerUnavailableError
 from asyncz.fleet import handler as fleet_handler
 from asyncz.fleet.wakes import wait_for_wakes
 from asyncz.jobs import NewJob
-from asyncz.settings import Settings, get_settings
+from asyncz.settings import Settings
 from tests.support.private_servers import RedisServer
-from tests.support.settings import make_settings, open_service, settings_env
+from tests.support.settings import handler_env, make_settings, open_service
 
 pytestmark = pytest.mark.integration
 
@@ -34,12 +34,8 @@ def restartable(clean: None, pg_url: str, own_redis: RedisServer) -> Settings:
 @pytest.fixture
 def fleet_env(restartable: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
     """The fleet's settings from its environment, as in its Lambda."""
-    for name, value in settings_env(restartable).items():
-        if name.startswith("ASYNCZ_"):
-            monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    yield get_settings()
-    get_settings.cache_clear()
+    with handler_env(restartable, monkeypatch) as settings_read:
+        yield settings_read
 
 
 def submit(settings: Settings, delay: float) -> str:

@@ -15,10 +15,10 @@ import redis
 
 from asyncz.fleet import handler as fleet_handler
 from asyncz.jobs import NewJob
-from asyncz.settings import Settings, get_settings
+from asyncz.settings import Settings
 from asyncz.worker.loop import WorkerLoop
 from tests.support.ledger import status_counts
-from tests.support.settings import open_service, settings_env
+from tests.support.settings import handler_env, open_service
 
 pytestmark = pytest.mark.integration
 
@@ -26,12 +26,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def fleet_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
     """The fleet's settings from its environment, as in its Lambda."""
-    for name, value in settings_env(settings).items():
-        if name.startswith("ASYNCZ_"):
-            monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    yield get_settings()
-    get_settings.cache_clear()
+    with handler_env(settings, monkeypatch) as settings_read:
+        yield settings_read
 
 
 def submit(settings: Settings, delay: float, task: str = "echo") -> str:

@@ -1,14 +1,17 @@
-"""The tests' one settings builder, its environment form for subprocesses, and a service
-opened on it."""
+"""The tests' one settings builder, its environment form for subprocesses and for a
+handler that reads its own, and a service opened on it."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any
 
-from asyncz.settings import Settings
+from asyncz.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    import pytest
 
 
 def make_settings(pg_url: str, redis_server_url: str, **overrides: Any) -> Settings:
@@ -39,6 +42,20 @@ def settings_env(settings: Settings) -> dict[str, str]:
                 str(value).lower() if isinstance(value, bool) else str(value)
             )
     return env
+
+
+@contextmanager
+def handler_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """``settings`` as a handler reads them, from its environment (as in its Lambda): the
+    settings ``get_settings()`` gives while inside."""
+    for name, value in settings_env(settings).items():
+        if name.startswith("ASYNCZ_"):
+            monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        yield get_settings()
+    finally:
+        get_settings.cache_clear()
 
 
 @asynccontextmanager
